@@ -1,0 +1,41 @@
+"""Asset `ingest`: read the chosen sources, validate, deduplicate, split, write parquet."""
+
+from __future__ import annotations
+
+from dagster import AssetCheckResult, MetadataValue, asset_check
+
+from pipelines.resources import ProjectResource
+from pipelines.stages import Stage, StageContext, StageOutput, stage_asset
+from sparring.data.ingest import check_splits, run_ingest
+
+STAGE = Stage(
+    name="ingest",
+    description="Customer utterances and dialogues → deduplicated, stratified train/validation/test parquet.",
+    params=("ingest",),
+    deps=("src/sparring/data", "src/sparring/world/taxonomy.json", "assets/ingest.py"),
+    outs=("data/ingest",),
+)
+
+
+@stage_asset(STAGE)
+def ingest(ctx: StageContext) -> StageOutput:
+    result = run_ingest(ctx.params, ctx.root, ctx.root / STAGE.outs[0])
+    ctx.log.json_artifact(result.label_counts, "label_counts.json")
+    distribution = "| intent | train | validation | test |\n|---|---|---|---|\n" + "\n".join(
+        f"| {i} | {n} | {result.label_counts['validation'].get(i, 0)} | {result.label_counts['test'].get(i, 0)} |"
+        for i, n in result.label_counts["train"].items()
+    )
+    return StageOutput(
+        metrics=result.metrics(),
+        report={"label_counts": result.label_counts, "dropped": result.dropped, **result.extra},
+        metadata={
+            "label_distribution": MetadataValue.md(distribution),
+            "out_dir": MetadataValue.path(str(result.out_dir)),
+        },
+    )
+
+
+@asset_check(asset="ingest", description="Every intent in train and test; no utterance in two splits.")
+def ingest_splits_are_sound(project: ProjectResource) -> AssetCheckResult:
+    problems = check_splits(project.path() / STAGE.outs[0])
+    return AssetCheckResult(passed=not problems, metadata={"problems": MetadataValue.json(problems[:20])})

@@ -1,0 +1,125 @@
+"""The `sparring` console script: the library's commands plus the pipeline's (run, stage, ui, dvc-yaml)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from sparring.cli import app, fail
+from sparring.params import PROFILE_ENV, ParamsError, load_params
+from sparring.runtime import project_root
+
+QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+
+
+def _root() -> Path:
+    try:
+        return project_root()
+    except FileNotFoundError as exc:
+        fail(str(exc))
+
+
+def _prepare(profile: str | None) -> Path:
+    from pipelines.resources import ensure_dagster_home
+
+    root = _root()
+    if profile:
+        os.environ[PROFILE_ENV] = profile
+    try:
+        load_params(root / "params.yaml")  # fail fast, before Dagster starts, on a bad params file
+    except ParamsError as exc:
+        fail(str(exc))
+    ensure_dagster_home(root)
+    return root
+
+
+def _execute(stages: list[str] | None) -> None:
+    """Materialize stages (all if None) in-process against the project's Dagster instance."""
+    from dagster import AssetKey, DagsterInstance
+
+    from pipelines.definitions import defs
+
+    job = defs.resolve_job_def("main")
+    selection = [AssetKey(s) for s in stages] if stages else None
+    with DagsterInstance.get() as instance:
+        result = job.execute_in_process(
+            instance=instance, asset_selection=selection, run_config=QUIET, raise_on_error=False
+        )
+    if not result.success:
+        failures = [e for e in result.all_events if e.is_step_failure]
+        messages = []
+        for event in failures:
+            error = event.step_failure_data.error
+            while (
+                error is not None and error.cause is not None
+            ):  # the user's exception, not Dagster's wrapper
+                error = error.cause
+            messages.append(f"stage {event.step_key}: {error.message.strip() if error else 'failed'}")
+        fail("\n".join(messages) or "the run failed", code=1)
+
+
+def _summary(root: Path, stages: list[str]) -> None:
+    table = Table(title="sparring — stage summary", show_lines=False)
+    for column in ("stage", "metric", "value"):
+        table.add_column(column)
+    for stage in stages:
+        report = json.loads((root / "reports" / f"{stage}.json").read_text())
+        table.add_row(stage, "wall_seconds", f"{report['wall_seconds']:.2f}")
+        for key, value in report["metrics"].items():
+            table.add_row("", key, f"{value:g}" if isinstance(value, float) else str(value))
+    Console().print(table)
+
+
+@app.command()
+def run(profile: str = typer.Option(None, help="quick | default | scale")) -> None:
+    """Run the whole pipeline (the Dagster job `main`) and print a summary."""
+    from pipelines.definitions import STAGES
+
+    root = _prepare(profile)
+    _execute(None)
+    _summary(root, [s.name for s in STAGES])
+
+
+@app.command()
+def stage(name: str, profile: str = typer.Option(None, help="quick | default | scale")) -> None:
+    """Run one stage (what `dvc repro` calls); it reads its upstream stages' files from disk."""
+    from pipelines.definitions import STAGES
+
+    known = [s.name for s in STAGES]
+    if name not in known:
+        fail(f"unknown stage {name!r} (stages: {', '.join(known)})")
+    root = _prepare(profile)
+    _execute([name])
+    _summary(root, [name])
+
+
+@app.command()
+def ui(port: int = typer.Option(3000, help="port on 127.0.0.1")) -> None:
+    """Open the Dagster UI on 127.0.0.1 with the project's persistent instance."""
+    root = _prepare(None)
+    os.chdir(root)
+    os.execvp("dg", ["dg", "dev", "--host", "127.0.0.1", "--port", str(port)])
+
+
+@app.command("dvc-yaml")
+def dvc_yaml(
+    write: bool = typer.Option(False, "--write", help="rewrite dvc.yaml from the Stage declarations"),
+) -> None:
+    """Check (or --write) that dvc.yaml matches the stages declared in assets/."""
+    from pipelines.definitions import STAGES
+    from pipelines.stages import render_dvc_yaml
+
+    path = _root() / "dvc.yaml"
+    wanted = render_dvc_yaml(STAGES)
+    if write:
+        path.write_text(wanted, encoding="utf-8")
+        typer.echo(f"wrote {path}")
+    elif not path.is_file() or path.read_text(encoding="utf-8") != wanted:
+        fail(f"{path} is out of date with the stages in assets/: run `sparring dvc-yaml --write`", code=1)
+    else:
+        typer.echo(f"{path} matches the stages in assets/")

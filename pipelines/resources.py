@@ -1,0 +1,168 @@
+"""Dagster resources: where the project and its params are, and MLflow tracking.
+
+The library under src/sparring knows neither Dagster nor MLflow; these resources are the only place the
+pipeline touches them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from dagster import ConfigurableResource
+
+from sparring.params import Params, load_params
+from sparring.runtime import apply_torch_threads, project_root
+
+
+class ProjectResource(ConfigurableResource):
+    """The project folder and its validated params. Empty fields mean: $SPARRING_ROOT / the folder holding
+    params.yaml, and $SPARRING_PROFILE / the file's `profile` key. Set `profile` in the launchpad to run
+    another profile from the UI."""
+
+    root: str = ""
+    profile: str = ""
+
+    def path(self) -> Path:
+        return Path(self.root).resolve() if self.root else project_root()
+
+    def params(self) -> Params:
+        """Load params and apply the thread policy: every stage starts here, so this is 'start-up'."""
+        params = load_params(self.path() / "params.yaml", self.profile or None)
+        apply_torch_threads(params.runtime.torch_threads)
+        return params
+
+
+def _flat(prefix: str, value: Any, out: dict[str, Any]) -> dict[str, Any]:
+    if isinstance(value, dict):
+        for k, v in value.items():
+            _flat(f"{prefix}.{k}" if prefix else str(k), v, out)
+    else:
+        out[prefix] = value
+    return out
+
+
+class MlflowTracking(ConfigurableResource):
+    """One parent MLflow run per Dagster run, one nested run per stage (later: per cycle).
+
+    The store is sqlite under <project>/mlruns (MLflow 3.17 refuses a plain file store) with artifacts beside
+    it, so `mlflow ui --backend-store-uri sqlite:///mlruns/mlflow.db` shows everything. Params are logged
+    flat with dotted names and metrics unprefixed on the stage run (and `<stage>.<metric>` on the parent), so
+    runs line up column by column in MLflow's comparison view.
+    """
+
+    root: str = ""
+    tracking_uri: str = ""
+
+    def _setup(self, experiment: str) -> tuple[Any, str]:
+        import mlflow
+
+        root = Path(self.root).resolve() if self.root else project_root()
+        store = root / "mlruns"
+        store.mkdir(parents=True, exist_ok=True)
+        uri = self.tracking_uri or f"sqlite:///{store / 'mlflow.db'}"
+        mlflow.set_tracking_uri(uri)
+        client = mlflow.MlflowClient(uri)
+        found = client.get_experiment_by_name(experiment)
+        if found is not None:
+            return client, found.experiment_id
+        return client, client.create_experiment(experiment, artifact_location=(store / "artifacts").as_uri())
+
+    def _parent(self, client: Any, experiment_id: str, dagster_run_id: str, params: Params) -> str:
+        runs = client.search_runs(
+            [experiment_id], filter_string=f"tags.`dagster.run_id` = '{dagster_run_id}'", max_results=50
+        )
+        parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
+        if parents:
+            return parents[0].info.run_id
+        run = client.create_run(
+            experiment_id,
+            run_name=f"pipeline-{params.profile}-{dagster_run_id[:8]}",
+            tags={
+                "dagster.run_id": dagster_run_id,
+                "sparring.profile": params.profile,
+                "sparring.kind": "pipeline",
+            },
+        )
+        _log_params(client, run.info.run_id, params.flat())
+        return run.info.run_id
+
+    @contextmanager
+    def stage_run(
+        self, dagster_run_id: str, stage: str, params: Params, sections: list[str]
+    ) -> Iterator[Any]:
+        """Open the stage's nested run (active, so TRL's `report_to=["mlflow"]` logs into it) and yield a
+        `StageLog` to log metrics and artifacts; close it FINISHED, or FAILED if the stage raised."""
+        import mlflow
+
+        client, experiment_id = self._setup(params.tracking.experiment)
+        parent = self._parent(client, experiment_id, dagster_run_id, params)
+        child = client.create_run(
+            experiment_id,
+            run_name=stage,
+            tags={
+                "mlflow.parentRunId": parent,
+                "dagster.run_id": dagster_run_id,
+                "sparring.stage": stage,
+                "sparring.profile": params.profile,
+            },
+        )
+        run_id = child.info.run_id
+        dumped = params.model_dump()
+        _log_params(client, run_id, _flat("", {s: dumped[s] for s in sections}, {}))
+        status = "FAILED"
+        try:
+            with mlflow.start_run(run_id=run_id):
+                yield StageLog(client, run_id, parent, stage)
+            status = "FINISHED"
+        finally:
+            client.set_terminated(run_id, status)
+            client.set_terminated(parent, status)
+
+
+def _log_params(client: Any, run_id: str, flat: dict[str, Any]) -> None:
+    from mlflow.entities import Param
+
+    items = [Param(k, str(v)) for k, v in flat.items()]
+    for i in range(0, len(items), 100):  # MLflow caps a batch at 100 params
+        client.log_batch(run_id, params=items[i : i + 100])
+
+
+class StageLog:
+    def __init__(self, client: Any, run_id: str, parent_id: str, stage: str):
+        self.client, self.run_id, self.parent_id, self.stage = client, run_id, parent_id, stage
+
+    def metrics(self, values: dict[str, float], step: int = 0) -> None:
+        from mlflow.entities import Metric
+
+        now = int(time.time() * 1000)
+        own = [Metric(k, float(v), now, step) for k, v in values.items()]
+        on_parent = [Metric(f"{self.stage}.{k}", float(v), now, step) for k, v in values.items()]
+        self.client.log_batch(self.run_id, metrics=own)
+        self.client.log_batch(self.parent_id, metrics=on_parent)
+
+    def artifact(self, path: Path, folder: str | None = None) -> None:
+        self.client.log_artifact(self.run_id, str(path), folder)
+
+    def json_artifact(self, obj: dict, name: str) -> None:
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / name
+            path.write_text(json.dumps(obj, indent=2, sort_keys=True), encoding="utf-8")
+            self.client.log_artifact(self.run_id, str(path))
+
+
+def ensure_dagster_home(root: Path) -> Path:
+    """DAGSTER_HOME must be absolute or Dagster falls back to a temporary instance and history vanishes."""
+    home = Path(os.environ.get("DAGSTER_HOME") or root / ".dagster").resolve()
+    home.mkdir(parents=True, exist_ok=True)
+    config = home / "dagster.yaml"
+    if not config.exists():
+        config.write_text("telemetry:\n  enabled: false\n", encoding="utf-8")
+    os.environ["DAGSTER_HOME"] = str(home)
+    return home

@@ -1,0 +1,1 @@
+"""Data ingestion: sources, validation, deduplication and splits (polars)."""

@@ -1,0 +1,199 @@
+"""The ingestion stage: read the chosen sources, deduplicate, split stratified by intent, write parquet.
+
+Outputs (one folder, replaced atomically so a failed run never leaves half-written files where good ones stood):
+
+    <out>/{train,validation,test}.parquet            utterances: id, text, intent, tool, style, source
+    <out>/dialogues_{train,validation,test}.parquet  dialogues: id, intent, persona, outcome, turns
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from sparring.atomic import replace_dir
+from sparring.data import synthetic
+from sparring.data.sources import DIALOGUE_SCHEMA, read_dialogues_jsonl, read_intent_csv
+from sparring.params import Params
+from sparring.world.taxonomy import load_taxonomy
+
+SPLITS = ("train", "validation", "test")
+
+
+@dataclass
+class IngestResult:
+    out_dir: Path
+    rows: dict[str, int]  # utterances per split
+    dialogue_rows: dict[str, int]
+    label_counts: dict[str, dict[str, int]]  # split -> intent -> count
+    dropped: dict[str, int]  # why -> how many rows deduplication removed
+    seconds: float
+    extra: dict = field(default_factory=dict)
+
+    def metrics(self) -> dict[str, float]:
+        """Flat metrics with stable names, for MLflow, Dagster metadata and reports/ingest.json."""
+        m: dict[str, float] = {f"rows_{s}": n for s, n in self.rows.items()}
+        m.update({f"dialogues_{s}": n for s, n in self.dialogue_rows.items()})
+        m.update({f"dropped_{why}": n for why, n in self.dropped.items()})
+        train = self.label_counts["train"].values()
+        m["n_intents"] = len(self.label_counts["train"])
+        m["train_min_per_intent"] = min(train)
+        m["train_max_per_intent"] = max(train)
+        return m
+
+
+def _normalize(text: pl.Expr) -> pl.Expr:
+    return text.str.to_lowercase().str.replace_all(r"\s+", " ").str.strip_chars()
+
+
+def _stable_id(prefix: str, *parts: str) -> str:
+    return f"{prefix}-" + hashlib.sha1("\x1f".join(parts).encode("utf-8")).hexdigest()[:12]
+
+
+def deduplicate(utterances: pl.DataFrame) -> tuple[pl.DataFrame, dict[str, int]]:
+    """Drop repeated texts (same normalized text and intent), and texts labelled with more than one intent:
+    a contradictory label teaches a classifier nothing and poisons evaluation."""
+    keyed = utterances.with_columns(_normalize(pl.col("text")).alias("_key"))
+    unique = keyed.unique(subset=["_key", "intent"], keep="first", maintain_order=True)
+    n_labels = unique.group_by("_key").agg(pl.col("intent").n_unique().alias("_n"))
+    conflicting = n_labels.filter(pl.col("_n") > 1).select("_key")
+    clean = unique.join(conflicting, on="_key", how="anti", maintain_order="left")
+    dropped = {"duplicates": keyed.height - unique.height, "conflicting": unique.height - clean.height}
+    return clean.drop("_key"), dropped
+
+
+def stratified_split(frame: pl.DataFrame, by: str, fractions: dict[str, float], seed: int) -> pl.DataFrame:
+    """Add a `split` column, stratified by column `by`, deterministic given the seed and the rows' ids.
+
+    Every class with at least 3 rows gets at least one validation (if its fraction > 0) and one test row, so
+    per-intent metrics exist for every intent."""
+    rng = np.random.default_rng(seed)
+    ordered = frame.sort("id")
+    order = rng.permutation(ordered.height)
+    ordered = ordered.with_columns(pl.Series("_r", order)).sort("_r")
+    ordered = ordered.with_columns(
+        pl.int_range(pl.len()).over(by).alias("_rank"), pl.len().over(by).alias("_n")
+    )
+
+    def quota(fraction: float) -> pl.Expr:
+        n = (pl.col("_n") * fraction).round(0).cast(pl.Int64)
+        minimum = 1 if fraction > 0 else 0
+        return pl.when(pl.col("_n") >= 3).then(pl.max_horizontal(n, pl.lit(minimum))).otherwise(0)
+
+    n_test, n_val = quota(fractions["test"]), quota(fractions["validation"])
+    split = (
+        pl.when(pl.col("_rank") < n_test)
+        .then(pl.lit("test"))
+        .when(pl.col("_rank") < n_test + n_val)
+        .then(pl.lit("validation"))
+        .otherwise(pl.lit("train"))
+    )
+    return ordered.with_columns(split.alias("split")).drop("_r", "_rank", "_n").sort("id")
+
+
+def load_utterances(params: Params, root: Path) -> pl.DataFrame:
+    cfg = params.ingest.utterances
+    if cfg.source == "synthetic":
+        frame = synthetic.generate_utterances(
+            cfg.per_intent, seed=params.seed, style_weights=dict(cfg.style_weights), typo_rate=cfg.typo_rate
+        )
+        too_long = frame.filter(pl.col("text").str.len_chars() > params.ingest.max_text_chars).height
+        if too_long:
+            raise ValueError(f"the synthetic generator made {too_long} texts over max_text_chars")
+    else:
+        frame = read_intent_csv(root / cfg.path, params.ingest.max_text_chars).with_columns(
+            pl.lit("real").alias("style")
+        )
+    tools = {name: i.tool for name, i in load_taxonomy().intents.items()}
+    return frame.select(
+        pl.struct("intent", "text")
+        .map_elements(lambda r: _stable_id("u", r["intent"], r["text"]), return_dtype=pl.String)
+        .alias("id"),
+        "text",
+        "intent",
+        pl.col("intent").replace_strict(tools, return_dtype=pl.String).alias("tool"),
+        "style",
+        pl.lit(cfg.source).alias("source"),
+    )
+
+
+def load_dialogues(params: Params, root: Path) -> pl.DataFrame:
+    cfg = params.ingest.dialogues
+    if cfg.source == "synthetic":
+        frame = synthetic.generate_dialogues(cfg.count, seed=params.seed, max_turns=cfg.max_turns)
+    else:
+        frame = read_dialogues_jsonl(root / cfg.path, params.ingest.max_text_chars)
+    frame = frame.select(list(DIALOGUE_SCHEMA)).cast(DIALOGUE_SCHEMA)
+    # Identical dialogues (same intent, same turns) add weight, not information.
+    texts = frame["turns"].map_elements(
+        lambda ts: "\x1e".join(f"{t['role']}:{t['text']}" for t in ts), return_dtype=pl.String
+    )
+    return (
+        frame.with_columns(texts.alias("_key"))
+        .unique(subset=["intent", "_key"], keep="first", maintain_order=True)
+        .drop("_key")
+    )
+
+
+def run_ingest(params: Params, root: Path, out_dir: Path) -> IngestResult:
+    """Read, validate, deduplicate and split both sources, then write them; nothing is written on any error."""
+    start = time.perf_counter()
+    fractions = params.ingest.split.model_dump()
+    utterances, dropped = deduplicate(load_utterances(params, root))
+    utterances = stratified_split(utterances, "intent", fractions, params.seed)
+    dialogues = load_dialogues(params, root)
+    dialogues = stratified_split(
+        dialogues, "outcome", fractions, params.seed
+    )  # intents are too many for few dialogues
+
+    frames: dict[str, pl.DataFrame] = {}
+    for split in SPLITS:
+        frames[split] = utterances.filter(pl.col("split") == split).drop("split")
+        frames[f"dialogues_{split}"] = dialogues.filter(pl.col("split") == split).drop("split")
+
+    def write_all(folder: Path) -> None:
+        for name, frame in frames.items():
+            frame.write_parquet(folder / f"{name}.parquet")
+
+    replace_dir(out_dir, write_all)
+
+    label_counts = {
+        split: dict(sorted(frames[split]["intent"].value_counts().iter_rows())) for split in SPLITS
+    }
+    return IngestResult(
+        out_dir=out_dir,
+        rows={s: frames[s].height for s in SPLITS},
+        dialogue_rows={s: frames[f"dialogues_{s}"].height for s in SPLITS},
+        label_counts=label_counts,
+        dropped=dropped,
+        seconds=time.perf_counter() - start,
+        extra={"outcomes": dict(sorted(dialogues["outcome"].value_counts().iter_rows()))},
+    )
+
+
+def check_splits(out_dir: Path) -> list[str]:
+    """Problems with written splits (empty list = healthy): missing files, intents absent from train,
+    an utterance in more than one split, or a held-out split without an intent that has ≥ 3 rows."""
+    problems = []
+    missing = [s for s in SPLITS if not (out_dir / f"{s}.parquet").is_file()]
+    if missing:
+        return [f"{out_dir}: missing split file(s) {missing}"]
+    frames = {s: pl.read_parquet(out_dir / f"{s}.parquet") for s in SPLITS}
+    seen: dict[str, str] = {}
+    for split, frame in frames.items():
+        for text_id in frame["id"]:
+            if text_id in seen:
+                problems.append(f"utterance {text_id} is in both {seen[text_id]} and {split}")
+            seen[text_id] = split
+    all_intents = pl.concat(frames.values())["intent"].value_counts()
+    big = set(all_intents.filter(pl.col("count") >= 3)["intent"])
+    for intent in sorted(big - set(frames["train"]["intent"])):
+        problems.append(f"intent {intent!r} has no train rows")
+    for intent in sorted(big - set(frames["test"]["intent"])):
+        problems.append(f"intent {intent!r} has no test rows")
+    return problems

@@ -1,0 +1,191 @@
+"""params.yaml: the one source of parameters, validated on load.
+
+Each top-level section holds the `default` profile's values and may carry a ``profiles:`` block of overrides
+per profile (quick, scale). Keeping the overrides inside their section means DVC, which tracks whole sections
+per stage, reruns a stage exactly when a value it can use changes. Every profile is validated at load time, so
+a typo in the `scale` block is caught while running `quick`.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+PROFILES = ("quick", "default", "scale")
+PROFILE_ENV = "SPARRING_PROFILE"
+
+
+class ParamsError(ValueError):
+    """A params file that cannot be used; the message names the file and the key's full path."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Runtime(_Strict):
+    torch_threads: int = Field(1, ge=0, le=256)
+
+
+class Tracking(_Strict):
+    experiment: str = Field("sparring", min_length=1)
+
+
+class UtteranceSource(_Strict):
+    source: Literal["synthetic", "banking77_csv"] = "synthetic"
+    path: str | None = None
+    per_intent: int = Field(150, ge=1, le=100_000)
+    typo_rate: float = Field(0.05, ge=0.0, le=1.0)
+    style_weights: dict[Literal["cooperative", "vague", "multi_part", "camouflaged"], float] = Field(
+        default_factory=lambda: {"cooperative": 0.4, "vague": 0.2, "multi_part": 0.2, "camouflaged": 0.2}
+    )
+
+    @model_validator(mode="after")
+    def _check(self) -> UtteranceSource:
+        if self.source != "synthetic" and not self.path:
+            raise ValueError(f"source {self.source!r} needs a path")
+        if any(w < 0 for w in self.style_weights.values()) or sum(self.style_weights.values()) <= 0:
+            raise ValueError("style_weights must be non-negative and not all zero")
+        return self
+
+
+class DialogueSource(_Strict):
+    source: Literal["synthetic", "dialogues_jsonl"] = "synthetic"
+    path: str | None = None
+    count: int = Field(1500, ge=1, le=1_000_000)
+    max_turns: int = Field(6, ge=2, le=64)
+
+    @model_validator(mode="after")
+    def _check(self) -> DialogueSource:
+        if self.source != "synthetic" and not self.path:
+            raise ValueError(f"source {self.source!r} needs a path")
+        return self
+
+
+class Split(_Strict):
+    validation: float = Field(0.1, ge=0.0, lt=0.5)
+    test: float = Field(0.1, gt=0.0, lt=0.5)
+
+
+class Ingest(_Strict):
+    utterances: UtteranceSource = UtteranceSource()
+    dialogues: DialogueSource = DialogueSource()
+    max_text_chars: int = Field(1000, ge=16, le=100_000)
+    split: Split = Split()
+
+
+class Params(_Strict):
+    profile: Literal["quick", "default", "scale"] = "default"
+    seed: int = Field(0, ge=0)
+    runtime: Runtime = Runtime()
+    tracking: Tracking = Tracking()
+    ingest: Ingest = Ingest()
+
+    def flat(self) -> dict[str, Any]:
+        """Dotted-name view for MLflow: stable names across runs so runs compare column by column."""
+        out: dict[str, Any] = {}
+
+        def walk(prefix: str, value: Any) -> None:
+            if isinstance(value, dict):
+                for k, v in value.items():
+                    walk(f"{prefix}.{k}" if prefix else str(k), v)
+            else:
+                out[prefix] = value
+
+        walk("", self.model_dump())
+        return out
+
+
+def _deep_merge(base: dict, override: dict) -> dict:
+    merged = copy.deepcopy(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = _deep_merge(merged[key], value)
+        else:
+            merged[key] = copy.deepcopy(value)
+    return merged
+
+
+def _resolve(raw: dict, profile: str, source: str) -> dict:
+    """The values of one profile: every section's base values with its `profiles.<profile>` block merged in."""
+    resolved: dict[str, Any] = {}
+    for section, value in raw.items():
+        if isinstance(value, dict) and "profiles" in value:
+            blocks = value["profiles"]
+            if not isinstance(blocks, dict):
+                raise ParamsError(
+                    f"{source}: {section}.profiles: expected a mapping of profile name to overrides"
+                )
+            unknown = sorted(set(blocks) - set(PROFILES))
+            if unknown:
+                raise ParamsError(
+                    f"{source}: {section}.profiles.{unknown[0]}: unknown profile (expected one of {list(PROFILES)})"
+                )
+            base = {k: v for k, v in value.items() if k != "profiles"}
+            override = blocks.get(profile) or {}
+            if not isinstance(override, dict):
+                raise ParamsError(f"{source}: {section}.profiles.{profile}: expected a mapping of overrides")
+            resolved[section] = _deep_merge(base, override)
+        else:
+            resolved[section] = value
+    resolved["profile"] = profile
+    return resolved
+
+
+def _sets_leaf(tree: Any, loc: tuple) -> bool:
+    """Whether `tree` sets the value at `loc` itself (not merely a mapping above it)."""
+    for part in loc:
+        if not isinstance(tree, dict) or part not in tree:
+            return False
+        tree = tree[part]
+    return not isinstance(tree, dict)
+
+
+def _explain(err: ValidationError, raw: dict, profile: str, source: str) -> ParamsError:
+    lines = []
+    for e in err.errors():
+        loc = tuple(str(p) for p in e["loc"])
+        # Name the key where it is written: inside the section's profile block if the override set it.
+        shown = ".".join(loc)
+        if loc and _sets_leaf(raw, (loc[0], "profiles", profile, *loc[1:])):
+            shown = ".".join((loc[0], "profiles", profile, *loc[1:]))
+        got = f" (got {e['input']!r})" if e["type"] != "missing" and not isinstance(e["input"], dict) else ""
+        message = "unknown key" if e["type"] == "extra_forbidden" else e["msg"]
+        lines.append(f"{source}: {shown or '<top level>'}: {message}{got}")
+    return ParamsError("\n".join(lines))
+
+
+def load_params(path: str | Path = "params.yaml", profile: str | None = None) -> Params:
+    """Load, validate and resolve params for `profile` (default: $SPARRING_PROFILE, else the file's `profile`)."""
+    path = Path(path)
+    source = str(path)
+    if not path.is_file():
+        raise ParamsError(f"{source}: no such params file")
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        raise ParamsError(f"{source}: not valid YAML: {exc}") from exc
+    if not isinstance(raw, dict):
+        raise ParamsError(f"{source}: expected a mapping at the top level")
+
+    chosen = profile or os.environ.get(PROFILE_ENV) or raw.get("profile", "default")
+    if chosen not in PROFILES:
+        where = "--profile" if profile else (PROFILE_ENV if os.environ.get(PROFILE_ENV) else "profile")
+        raise ParamsError(f"{source}: {where}: unknown profile {chosen!r} (expected one of {list(PROFILES)})")
+
+    result = None
+    for name in PROFILES:  # validate every profile, return the chosen one
+        resolved = _resolve(raw, name, source)
+        try:
+            params = Params.model_validate(resolved)
+        except ValidationError as err:
+            raise _explain(err, raw, name, source) from None
+        if name == chosen:
+            result = params
+    assert result is not None
+    return result

@@ -1,0 +1,1 @@
+"""The banking world: intent taxonomy, accounts, tools, scenarios and the outcome check."""

@@ -1,0 +1,82 @@
+from pathlib import Path
+
+import pytest
+import yaml
+
+from sparring.params import ParamsError, load_params
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def write(tmp_path: Path, raw: dict) -> Path:
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump(raw), encoding="utf-8")
+    return path
+
+
+def project_params() -> dict:
+    return yaml.safe_load((ROOT / "params.yaml").read_text())
+
+
+def test_project_params_load_in_every_profile(monkeypatch):
+    monkeypatch.delenv("SPARRING_PROFILE", raising=False)
+    quick = load_params(ROOT / "params.yaml", "quick")
+    default = load_params(ROOT / "params.yaml", "default")
+    scale = load_params(ROOT / "params.yaml", "scale")
+    assert (
+        quick.profile == "quick" and quick.ingest.utterances.per_intent < default.ingest.utterances.per_intent
+    )
+    assert scale.ingest.utterances.per_intent > default.ingest.utterances.per_intent
+    assert scale.runtime.torch_threads == 0 and default.runtime.torch_threads == 1
+    # An override changes only the keys it names.
+    assert quick.ingest.max_text_chars == default.ingest.max_text_chars
+
+
+def test_env_selects_profile(monkeypatch):
+    monkeypatch.setenv("SPARRING_PROFILE", "quick")
+    assert load_params(ROOT / "params.yaml").profile == "quick"
+    monkeypatch.setenv("SPARRING_PROFILE", "huge")
+    with pytest.raises(ParamsError, match="SPARRING_PROFILE: unknown profile 'huge'"):
+        load_params(ROOT / "params.yaml")
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (lambda r: r["ingest"]["utterances"].update(per_intnt=3), "ingest.utterances.per_intnt: unknown key"),
+        (lambda r: r["ingest"]["utterances"].update(per_intent="many"), "ingest.utterances.per_intent: "),
+        (lambda r: r["ingest"]["utterances"].update(per_intent=-2), "ingest.utterances.per_intent: "),
+        (lambda r: r["ingest"]["split"].update(test=0.9), "ingest.split.test: "),
+        (lambda r: r["runtime"].update(torch_threads=1.5), "runtime.torch_threads: "),
+        (lambda r: r.update(sede=1), "sede: unknown key"),
+        (lambda r: r["ingest"]["utterances"].update(source="excel"), "ingest.utterances.source: "),
+        # A typo inside a profile block is named where it is written, even when another profile runs.
+        (
+            lambda r: r["ingest"]["profiles"]["scale"]["utterances"].update(per_intent=0),
+            "ingest.profiles.scale.utterances.per_intent: ",
+        ),
+        (lambda r: r["ingest"]["profiles"].update(huge={}), "ingest.profiles.huge: unknown profile"),
+    ],
+)
+def test_bad_params_are_refused_with_the_full_key_path(tmp_path, monkeypatch, edit, message):
+    monkeypatch.delenv("SPARRING_PROFILE", raising=False)
+    raw = project_params()
+    edit(raw)
+    path = write(tmp_path, raw)
+    with pytest.raises(ParamsError) as info:
+        load_params(path, "quick")
+    assert str(path) in str(info.value)
+    assert message in str(info.value)
+
+
+def test_csv_source_needs_a_path(tmp_path, monkeypatch):
+    raw = project_params()
+    raw["ingest"]["utterances"]["source"] = "banking77_csv"
+    with pytest.raises(ParamsError, match="ingest.utterances: .*needs a path"):
+        load_params(write(tmp_path, raw), "default")
+
+
+def test_flat_names_are_stable():
+    flat = load_params(ROOT / "params.yaml", "quick").flat()
+    assert flat["ingest.utterances.per_intent"] == 12
+    assert flat["profile"] == "quick" and "seed" in flat

@@ -1,0 +1,145 @@
+"""The pipeline frame: dvc.yaml and the Dagster graph agree, and both run the same stage to the same files,
+tracked in MLflow and in the project's Dagster instance."""
+
+import hashlib
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from dagster import AssetKey, DagsterInstance
+from typer.testing import CliRunner
+
+from pipelines.cli import app
+from pipelines.definitions import STAGES, defs
+from pipelines.stages import render_dvc_yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent  # the venv's bin: sparring and dvc live there
+
+
+def test_dvc_yaml_is_generated_from_the_stage_declarations():
+    assert (ROOT / "dvc.yaml").read_text() == render_dvc_yaml(STAGES), "run `sparring dvc-yaml --write`"
+
+
+def test_dvc_and_dagster_have_the_same_stages_and_upstreams():
+    stages = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
+    producer = {out: name for name, s in stages.items() for out in s["outs"]}
+    dvc_graph = {
+        name: sorted({producer[d] for d in s["deps"] if d in producer}) for name, s in stages.items()
+    }
+    asset_graph = defs.resolve_asset_graph()
+    dagster_graph = {
+        key.to_user_string(): sorted(p.to_user_string() for p in asset_graph.get(key).parent_keys)
+        for key in asset_graph.get_all_asset_keys()
+    }
+    assert dvc_graph == dagster_graph
+    assert all(s["cmd"] == f"sparring stage {name}" for name, s in stages.items())
+    for name, s in stages.items():  # every declared dep exists, so DVC never tracks a path that isn't there
+        assert all((ROOT / d).exists() for d in s["deps"] if d not in producer), name
+
+
+def project_copy(tmp_path: Path, **ingest_overrides) -> Path:
+    root = tmp_path / "project"
+    generated = {".venv", ".git", "data", "models", "reports", "mlruns", ".dagster", "scratch", "dvc.lock"}
+
+    def ignore(folder: str, names: list[str]) -> set[str]:
+        top = {n for n in names if n in generated} if Path(folder) == ROOT else set()
+        return top | {n for n in names if n in ("__pycache__", ".pytest_cache") or n.endswith(".egg-info")}
+
+    shutil.copytree(ROOT, root, ignore=ignore)
+    raw = yaml.safe_load((root / "params.yaml").read_text())
+    raw["profile"] = "quick"
+    raw["ingest"].update(ingest_overrides)
+    (root / "params.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
+    return root
+
+
+def hashes(folder: Path) -> dict[str, str]:
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.glob("*.parquet"))}
+
+
+@pytest.fixture(scope="module")
+def dagster_run(tmp_path_factory):
+    """`sparring run` on the quick profile in a copy of the project."""
+    root = project_copy(tmp_path_factory.mktemp("dagster"))
+    env = {"SPARRING_ROOT": str(root), "DAGSTER_HOME": str(root / ".dagster"), "SPARRING_PROFILE": None}
+    result = CliRunner().invoke(app, ["run", "--profile", "quick"], env=env)
+    assert result.exit_code == 0, result.output
+    return root, result.output
+
+
+def test_run_writes_splits_report_mlflow_runs_and_dagster_history(dagster_run):
+    root, output = dagster_run
+    assert set(hashes(root / "data" / "ingest")) == {
+        f"{p}{s}.parquet" for p in ("", "dialogues_") for s in ("train", "validation", "test")
+    }
+    assert "rows_train" in output  # the printed summary
+    report = yaml.safe_load((root / "reports" / "ingest.json").read_text())
+    assert report["profile"] == "quick" and report["metrics"]["n_intents"] == 77
+    assert sum(report["label_counts"]["test"].values()) == report["metrics"]["rows_test"] > 0
+
+    db = sqlite3.connect(root / "mlruns" / "mlflow.db")
+    runs = dict(db.execute("select run_uuid, name from runs").fetchall())
+    parents = dict(db.execute("select run_uuid, value from tags where key = 'mlflow.parentRunId'").fetchall())
+    assert sorted(runs[r] for r in parents) == ["ingest"]
+    child = next(iter(parents))
+    assert runs[parents[child]].startswith("pipeline-quick-")
+    metrics = dict(db.execute("select key, value from metrics where run_uuid = ?", (child,)).fetchall())
+    assert metrics["rows_train"] == report["metrics"]["rows_train"]
+    params = dict(db.execute("select key, value from params where run_uuid = ?", (child,)).fetchall())
+    assert params["ingest.utterances.source"] == "synthetic" and params["profile"] == "quick"
+
+    with DagsterInstance.from_config(str(root / ".dagster")) as instance:  # history persists in DAGSTER_HOME
+        event = instance.get_latest_materialization_event(AssetKey("ingest"))
+        assert event is not None
+        assert event.asset_materialization.metadata["rows_train"].value == report["metrics"]["rows_train"]
+        checks = instance.event_log_storage.get_latest_asset_check_execution_by_key(
+            [c for c in defs.resolve_asset_graph().asset_check_keys]
+        )
+        assert checks and all(c.status.value == "SUCCEEDED" for c in checks.values())
+
+
+def dvc(root: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {
+        **os.environ,
+        "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}",
+        "DAGSTER_HOME": str(root / ".dagster"),
+    }
+    for var in ("SPARRING_ROOT", "SPARRING_PROFILE"):
+        env.pop(var, None)
+    return subprocess.run(
+        [str(BIN / "dvc"), *args], cwd=root, env=env, capture_output=True, text=True, timeout=300
+    )
+
+
+def test_dvc_repro_makes_the_same_files_skips_when_unchanged_and_reruns_on_a_param(tmp_path, dagster_run):
+    root = project_copy(tmp_path)
+    subprocess.run(["git", "init", "-q"], cwd=root, check=True)
+    first = dvc(root, "repro", "ingest")
+    assert first.returncode == 0, first.stdout + first.stderr
+    produced = hashes(root / "data" / "ingest")
+    assert produced == hashes(dagster_run[0] / "data" / "ingest")  # same files as the Dagster materialization
+
+    second = dvc(root, "repro", "ingest")
+    assert second.returncode == 0 and "didn't change, skipping" in second.stdout, second.stdout
+
+    raw = yaml.safe_load((root / "params.yaml").read_text())
+    raw["ingest"]["split"]["test"] = 0.2
+    (root / "params.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
+    third = dvc(root, "repro", "ingest")
+    assert third.returncode == 0 and "Running stage 'ingest'" in third.stdout, third.stdout + third.stderr
+    assert hashes(root / "data" / "ingest") != produced
+
+
+def test_stage_command_refuses_bad_input_naming_the_file(tmp_path):
+    root = project_copy(tmp_path, utterances={"source": "banking77_csv", "path": "missing.csv"})
+    env = {"SPARRING_ROOT": str(root), "DAGSTER_HOME": str(root / ".dagster"), "SPARRING_PROFILE": None}
+    result = CliRunner().invoke(app, ["stage", "ingest"], env=env)
+    assert result.exit_code != 0
+    assert "missing.csv: no such file" in result.output
+    assert not (root / "data" / "ingest").exists()
