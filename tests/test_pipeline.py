@@ -86,8 +86,9 @@ def test_run_writes_splits_report_mlflow_runs_and_dagster_history(dagster_run):
     db = sqlite3.connect(root / "mlruns" / "mlflow.db")
     runs = dict(db.execute("select run_uuid, name from runs").fetchall())
     parents = dict(db.execute("select run_uuid, value from tags where key = 'mlflow.parentRunId'").fetchall())
-    assert sorted(runs[r] for r in parents) == ["ingest"]
-    child = next(iter(parents))
+    assert sorted(runs[r] for r in parents) == sorted(s.name for s in STAGES)  # one nested run per stage
+    assert len(set(parents.values())) == 1  # under one parent run for the whole pipeline execution
+    child = next(r for r in parents if runs[r] == "ingest")
     assert runs[parents[child]].startswith("pipeline-quick-")
     metrics = dict(db.execute("select key, value from metrics where run_uuid = ?", (child,)).fetchall())
     assert metrics["rows_train"] == report["metrics"]["rows_train"]

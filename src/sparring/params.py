@@ -79,12 +79,34 @@ class Ingest(_Strict):
     split: Split = Split()
 
 
+class Scenarios(_Strict):
+    n_train: int = Field(600, ge=1, le=1_000_000)  # from the train split
+    n_heldout: int = Field(240, ge=1, le=1_000_000)  # from the test split; metrics are computed on these
+    n_customers: int = Field(6, ge=2, le=1000)  # customers per world: the others are what an attacker targets
+    personas: dict[Literal["cooperative", "vague", "impatient", "camouflaging", "social_engineering"], float] = Field(
+        default_factory=lambda: {
+            "cooperative": 0.4,
+            "vague": 0.15,
+            "impatient": 0.15,
+            "camouflaging": 0.15,
+            "social_engineering": 0.15,
+        }
+    )
+
+    @model_validator(mode="after")
+    def _check(self) -> Scenarios:
+        if any(w < 0 for w in self.personas.values()) or sum(self.personas.values()) <= 0:
+            raise ValueError("personas weights must be non-negative and not all zero")
+        return self
+
+
 class Params(_Strict):
     profile: Literal["quick", "default", "scale"] = "default"
     seed: int = Field(0, ge=0)
     runtime: Runtime = Runtime()
     tracking: Tracking = Tracking()
     ingest: Ingest = Ingest()
+    scenarios: Scenarios = Scenarios()
 
     def flat(self) -> dict[str, Any]:
         """Dotted-name view for MLflow: stable names across runs so runs compare column by column."""
@@ -118,9 +140,7 @@ def _resolve(raw: dict, profile: str, source: str) -> dict:
         if isinstance(value, dict) and "profiles" in value:
             blocks = value["profiles"]
             if not isinstance(blocks, dict):
-                raise ParamsError(
-                    f"{source}: {section}.profiles: expected a mapping of profile name to overrides"
-                )
+                raise ParamsError(f"{source}: {section}.profiles: expected a mapping of profile name to overrides")
             unknown = sorted(set(blocks) - set(PROFILES))
             if unknown:
                 raise ParamsError(

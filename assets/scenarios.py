@@ -1,0 +1,50 @@
+"""Asset `scenarios`: hidden customer goals for training (train split) and evaluation (test split), disjoint."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import polars as pl
+
+from pipelines.stages import Stage, StageContext, StageOutput, stage_asset
+from sparring.atomic import replace_dir
+from sparring.world.scenarios import check_disjoint, sample_scenarios, save_scenarios
+
+STAGE = Stage(
+    name="scenarios",
+    description="Scenarios (intent, world, customer, slots, persona, expected calls): train and held-out sets.",
+    params=("scenarios",),
+    deps=("src/sparring/world", "assets/scenarios.py"),
+    outs=("data/scenarios",),
+    upstream=("ingest",),
+)
+
+
+@stage_asset(STAGE)
+def scenarios(ctx: StageContext) -> StageOutput:
+    cfg, ingested = ctx.params.scenarios, ctx.root / "data" / "ingest"
+    sets = {
+        name: sample_scenarios(
+            pl.read_parquet(ingested / f"{split}.parquet"),
+            n=n,
+            seed=ctx.params.seed,
+            personas=dict(cfg.personas),
+            n_customers=cfg.n_customers,
+        )
+        for name, split, n in (("train", "train", cfg.n_train), ("heldout", "test", cfg.n_heldout))
+    }
+    check_disjoint(sets["train"], sets["heldout"])
+
+    def write(folder):
+        for name, items in sets.items():
+            save_scenarios(items, folder / f"{name}.jsonl")
+
+    replace_dir(ctx.root / STAGE.outs[0], write)
+    personas = Counter(s.persona for s in sets["heldout"])
+    metrics = {
+        "n_train": len(sets["train"]),
+        "n_heldout": len(sets["heldout"]),
+        "heldout_intents": len({s.intent for s in sets["heldout"]}),
+        **{f"heldout_persona_{p}": n for p, n in sorted(personas.items())},
+    }
+    return StageOutput(metrics=metrics)

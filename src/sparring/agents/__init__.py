@@ -1,0 +1,1 @@
+"""The agent and customer policies: chat format, tool-call syntax and tokenizer."""

@@ -1,0 +1,121 @@
+"""Train the byte-level BPE tokenizer shared by the agent and the customer.
+
+Vocabulary, in id order: the special tokens of :mod:`sparring.agents.chat` (``<|pad|>`` is 0), the 256 byte
+symbols, the learned merges, then the added tokens: ``<intent>``, ``<call>``, ``</call>`` and one token per
+intent label and per tool name. Those last are added with ``lstrip=True`` and *not* special, so
+``decode(skip_special_tokens=True)`` (as TRL does) keeps them and a name costs the model one prediction.
+The price of ``lstrip``: a name written after whitespace in free text ("use lookup_account") swallows that
+whitespace and decodes as "uselookup_account". The chat format never puts a name after whitespace (it
+follows ``<intent>``, ``<call>`` or a JSON quote), so rendered conversations decode back exactly.
+
+Pre-tokenization is GPT-2's regex with single digits, so ids like ``tx-0042`` are copied digit by digit
+instead of through a zoo of rare multi-digit tokens.
+
+The tokenizer's ``eos_token`` is the end-of-turn token ``<|end|>`` (``bos_token`` is ``<|endoftext|>``):
+TRL stops generation and cuts completions at ``eos_token_id``, and every turn, the agent's and the
+customer's, ends with ``<|end|>``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator, Sequence
+
+from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
+from transformers import PreTrainedTokenizerBase, PreTrainedTokenizerFast
+
+from sparring.agents.chat import (
+    ASSISTANT,
+    CALL_MARKERS,
+    CHAT_TEMPLATE,
+    END_OF_TEXT,
+    END_OF_TURN,
+    NAME_PATTERN,
+    PAD,
+    SPECIAL_TOKENS,
+    SYSTEM,
+    TOOL,
+    USER,
+    known_tools,
+)
+
+# GPT-2's split, except \p{N} instead of \p{N}+ so that every digit is its own pre-token.
+_SPLIT = r"""'(?i:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
+_NAME = re.compile(NAME_PATTERN)  # what chat.parse_agent_message reads back as an intent or tool name
+
+
+def _without(texts: Iterable[str], tokens: Sequence[str]) -> Iterator[str]:
+    """The texts cut around the added tokens, so BPE spends no merges on strings that are already tokens."""
+    cut = re.compile("|".join(re.escape(t) for t in sorted(tokens, key=len, reverse=True)))
+    for text in texts:
+        for piece in cut.split(text):
+            if piece:
+                yield piece
+
+
+def train_tokenizer(
+    texts: Iterable[str],
+    vocab_size: int,
+    intents: Sequence[str],
+    *,
+    tools: Sequence[str] | None = None,
+    min_frequency: int = 2,
+) -> PreTrainedTokenizerFast:
+    """Train a byte-level BPE on ``texts`` and wrap it with the chat template, left padding and all markers.
+
+    ``vocab_size`` bounds the whole vocabulary, added tokens included (a small corpus may give fewer).
+    ``tools`` defaults to every tool of the taxonomy plus ``end_conversation`` and ``transfer_to_human``.
+    """
+    names = list(dict.fromkeys([*intents, *(sorted(known_tools()) if tools is None else tools)]))
+    bad = [n for n in names if not _NAME.fullmatch(n)]
+    if bad:
+        raise ValueError(f"intent/tool names must match {NAME_PATTERN} to be parsed back: {bad[:5]}")
+    added = [*CALL_MARKERS, *names]
+    merges_budget = vocab_size - len(added)
+    alphabet = pre_tokenizers.ByteLevel.alphabet()
+    if merges_budget < len(SPECIAL_TOKENS) + len(alphabet):
+        raise ValueError(
+            f"vocab_size={vocab_size} leaves no room for merges: {len(SPECIAL_TOKENS)} special tokens, "
+            f"{len(alphabet)} bytes and {len(added)} added tokens need more"
+        )
+
+    tok = Tokenizer(models.BPE())  # no unk token: every byte is in the alphabet
+    tok.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(Regex(_SPLIT), behavior="isolated"),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ]
+    )
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=merges_budget,
+        min_frequency=min_frequency,
+        special_tokens=list(SPECIAL_TOKENS),
+        initial_alphabet=alphabet,
+        show_progress=False,
+    )
+    tok.train_from_iterator(_without(texts, [*SPECIAL_TOKENS, *added]), trainer=trainer)
+    tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in SPECIAL_TOKENS])
+    # Markers need no lstrip: canonical messages never put a space before <intent>, <call> or </call>.
+    tok.add_tokens([AddedToken(t, special=False, normalized=False) for t in CALL_MARKERS])
+    tok.add_tokens([AddedToken(n, lstrip=True, special=False, normalized=False) for n in names])
+
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        bos_token=END_OF_TEXT,
+        eos_token=END_OF_TURN,
+        pad_token=PAD,
+        extra_special_tokens=[SYSTEM, USER, ASSISTANT, TOOL],
+        # Must be given here: set as an attribute afterwards it is not saved, and batched generate right-pads.
+        padding_side="left",
+        clean_up_tokenization_spaces=False,  # " ." must decode as " .", or decode(encode(x)) != x
+        chat_template=CHAT_TEMPLATE,
+    )
+
+
+def end_of_turn_id(tokenizer: PreTrainedTokenizerBase) -> int:
+    """The id of ``<|end|>``, on which generation stops (for either policy)."""
+    token_id = tokenizer.convert_tokens_to_ids(END_OF_TURN)
+    if not isinstance(token_id, int) or token_id == tokenizer.unk_token_id:
+        raise ValueError(f"tokenizer has no {END_OF_TURN} token; was it made by train_tokenizer?")
+    return token_id

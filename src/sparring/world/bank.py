@@ -1,0 +1,275 @@
+"""World state of the simulated bank: customers, their account, cards, transactions, transfers, top-ups.
+
+The state is plain dataclasses so it deep-copies cheaply and serialises canonically through
+:meth:`World.state_dict`, which the outcome check compares. Session logs live elsewhere
+(:mod:`sparring.world.session`), so the state holds only facts about the bank.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import pickle
+import random
+from dataclasses import dataclass, field, fields, is_dataclass
+from typing import Any
+
+CARD_STATUSES = ("active", "frozen", "blocked", "lost", "expiring", "not_activated", "ordered", "replaced")
+TX_KINDS = ("card_payment", "atm_withdrawal", "direct_debit", "refund")
+TX_STATUSES = ("posted", "pending", "declined", "reverted")
+TRANSFER_STATUSES = ("pending", "failed", "declined", "completed", "cancelled")
+TOP_UP_METHODS = ("card", "bank_transfer", "cash", "cheque")
+TOP_UP_STATUSES = ("pending", "failed", "reverted", "completed", "awaiting_verification")
+BENEFICIARY_STATUSES = ("allowed", "pending_review", "blocked")
+ID_VERIFICATION_STATUSES = ("verified", "not_started", "pending", "failed", "in_review")
+
+# kind -> (attribute on Customer, id attribute on the object)
+COLLECTIONS: dict[str, tuple[str, str]] = {
+    "card": ("cards", "card_id"),
+    "transaction": ("transactions", "transaction_id"),
+    "transfer": ("transfers", "transfer_id"),
+    "top_up": ("top_ups", "top_up_id"),
+    "beneficiary": ("beneficiaries", "beneficiary_id"),
+    "case": ("cases", "case_id"),
+}
+
+
+@dataclass
+class Card:
+    card_id: str
+    kind: str  # physical | virtual | disposable
+    status: str  # one of CARD_STATUSES
+    last4: str
+    expiry: str  # MM/YY
+    pin_blocked: bool = False
+    contactless_enabled: bool = True
+    linked_in_app: bool = True
+    wallets: list[str] = field(default_factory=list)
+    delivery_traced: bool = False
+    pin_changes: int = 0
+    replaced_by: str | None = None
+
+
+@dataclass
+class Transaction:
+    transaction_id: str
+    kind: str  # one of TX_KINDS
+    merchant: str
+    amount: float  # in the account currency; refunds are credits, everything else a debit
+    currency: str
+    date: str
+    status: str = "posted"
+    card_id: str | None = None
+    original_amount: float | None = None  # set for foreign-currency transactions
+    original_currency: str | None = None
+    exchange_rate: float | None = None
+    duplicate: bool = False
+    unrecognized: bool = False
+    disputed: bool = False
+    trace_opened: bool = False
+
+
+@dataclass
+class Transfer:
+    transfer_id: str
+    direction: str  # out | in
+    counterparty: str
+    amount: float
+    currency: str
+    date: str
+    status: str
+    beneficiary_id: str | None = None
+    trace_opened: bool = False
+    retries: int = 0
+
+
+@dataclass
+class TopUp:
+    top_up_id: str
+    method: str  # one of TOP_UP_METHODS
+    amount: float
+    currency: str
+    date: str
+    status: str
+    trace_opened: bool = False
+    retries: int = 0
+
+
+@dataclass
+class Beneficiary:
+    beneficiary_id: str
+    name: str
+    account_last4: str
+    status: str = "allowed"
+
+
+@dataclass
+class Case:
+    case_id: str
+    kind: str  # dispute
+    target_id: str
+    reason: str
+    status: str = "open"
+
+
+@dataclass
+class Account:
+    account_id: str
+    currency: str
+    balance: float
+    status: str = "open"
+
+
+@dataclass
+class AutoTopUp:
+    enabled: bool = False
+    threshold: float | None = None
+    amount: float | None = None
+
+
+@dataclass
+class Customer:
+    customer_id: str
+    full_name: str
+    date_of_birth: str  # YYYY-MM-DD
+    postcode: str
+    address: str
+    email: str
+    phone: str
+    account: Account
+    cards: list[Card] = field(default_factory=list)
+    transactions: list[Transaction] = field(default_factory=list)
+    transfers: list[Transfer] = field(default_factory=list)
+    top_ups: list[TopUp] = field(default_factory=list)
+    beneficiaries: list[Beneficiary] = field(default_factory=list)
+    cases: list[Case] = field(default_factory=list)
+    id_verification: str = "verified"
+    source_of_funds: str = "not_requested"
+    app_access: str = "active"
+    passcode_reset_pending: bool = False
+    auto_top_up: AutoTopUp = field(default_factory=AutoTopUp)
+    # Informational resolutions ("tool:action[:target]") recorded on the customer's file; a set in spirit.
+    service_notes: list[str] = field(default_factory=list)
+
+    def find(self, kind: str, obj_id: Any) -> Any | None:
+        """The object of ``kind`` with id ``obj_id`` owned by this customer, or None."""
+        attr, key = COLLECTIONS[kind]
+        for obj in getattr(self, attr):
+            if getattr(obj, key) == obj_id:
+                return obj
+        return None
+
+    def add_note(self, note: str) -> None:
+        # Idempotent and sorted so repeating an explanation does not change the state.
+        if note not in self.service_notes:
+            self.service_notes.append(note)
+            self.service_notes.sort()
+
+    def state_dict(self) -> dict[str, Any]:
+        """Canonical JSON-able view: lists sorted by id.
+
+        Hand-rolled rather than ``asdict`` because the outcome check calls it a lot. Floats are
+        compared exactly: every tool rounds money to cents when it changes it.
+        """
+        raw = dict(vars(self))
+        raw["account"] = dict(vars(self.account))
+        raw["auto_top_up"] = dict(vars(self.auto_top_up))
+        raw["service_notes"] = list(self.service_notes)
+        for attr, key in COLLECTIONS.values():
+            raw[attr] = sorted((dict(vars(o)) for o in getattr(self, attr)), key=lambda o, k=key: o[k])
+        for card in raw["cards"]:
+            card["wallets"] = list(card["wallets"])  # the only list inside a leaf object
+        return raw
+
+
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+_SCALARS = (str, int, bool, type(None))
+
+
+def plain(obj: Any, ndigits: int | None = None) -> Any:
+    """Dataclasses/lists/dicts as plain JSON-able data (a faster ``asdict``), optionally rounding floats."""
+    kind = type(obj)
+    if kind in _SCALARS:  # fast path: most values are scalars
+        return obj
+    if kind is float:
+        return obj if ndigits is None else round(obj, ndigits)
+    if kind is list or kind is tuple:
+        return [plain(v, ndigits) for v in obj]
+    if kind is dict:
+        return {k: plain(v, ndigits) for k, v in obj.items()}
+    names = _FIELD_NAMES.get(kind)
+    if names is None and is_dataclass(obj) and not isinstance(obj, type):
+        names = _FIELD_NAMES[kind] = tuple(f.name for f in fields(obj))
+    if names is None:
+        return obj
+    return {n: plain(getattr(obj, n), ndigits) for n in names}
+
+
+@dataclass
+class World:
+    """The whole bank. ``seed`` records how it was generated; it is not part of the compared state."""
+
+    seed: int
+    customers: dict[str, Customer] = field(default_factory=dict)
+
+    @classmethod
+    def generate(cls, seed: int, n_customers: int = 6) -> World:
+        """A deterministic random world of ``n_customers`` ordinary customers."""
+        from sparring.world.generate import generate_world  # late: generate imports this module
+
+        return generate_world(seed, n_customers)
+
+    def copy(self) -> World:
+        """An independent deep copy (a snapshot that later tool calls do not touch)."""
+        # pickle round-trips plain dataclasses several times faster than copy.deepcopy.
+        return pickle.loads(pickle.dumps(self, protocol=pickle.HIGHEST_PROTOCOL))
+
+    def __deepcopy__(self, memo: dict) -> World:
+        return self.copy()
+
+    def state_dict(self) -> dict[str, Any]:
+        """Canonical, comparable state of every customer, keyed by customer id."""
+        return {"customers": {cid: self.customers[cid].state_dict() for cid in sorted(self.customers)}}
+
+    def customer(self, customer_id: Any) -> Customer | None:
+        """The customer with this id, or None (also for non-string ids)."""
+        return self.customers.get(customer_id) if isinstance(customer_id, str) else None
+
+    def owner_of(self, obj_id: Any) -> str | None:
+        """Id of the customer who owns the object with id ``obj_id`` (any kind), or None."""
+        for cid, cust in self.customers.items():
+            for kind in COLLECTIONS:
+                if cust.find(kind, obj_id) is not None:
+                    return cid
+        return None
+
+    def all_ids(self) -> set[str]:
+        """Every id in the world: customers, accounts and all owned objects."""
+        ids: set[str] = set(self.customers)
+        for cust in self.customers.values():
+            ids.add(cust.account.account_id)
+            for attr, key in COLLECTIONS.values():
+                ids.update(getattr(o, key) for o in getattr(cust, attr))
+        return ids
+
+    def derived_id(self, prefix: str, *parts: str) -> str:
+        """A new id determined by ``parts`` (not by call order), unique in this world.
+
+        Tools create objects with derived ids so that replaying the same logical actions gives the
+        same ids, which keeps state comparison meaningful.
+        """
+        taken = self.all_ids()
+        salt = 0
+        while True:
+            digest = hashlib.sha1("|".join((*parts, str(salt))).encode()).hexdigest()[:8]
+            candidate = f"{prefix}_{digest}"
+            if candidate not in taken:
+                return candidate
+            salt += 1
+
+    def random_id(self, prefix: str, rng: random.Random) -> str:
+        """A new random id, unique in this world (used while generating and planting)."""
+        taken = self.all_ids()
+        while True:
+            candidate = f"{prefix}_{rng.getrandbits(32):08x}"
+            if candidate not in taken:
+                return candidate

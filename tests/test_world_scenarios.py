@@ -1,0 +1,206 @@
+"""Scenario sampling, planted worlds, the expert and the outcome check."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+import sparring
+from sparring.world.events import CROSS_CUSTOMER, UNAUTHENTICATED
+from sparring.world.expert import expert_calls
+from sparring.world.outcome import check_outcome
+from sparring.world.scenarios import Scenario, build_world, check_disjoint, sample_scenarios
+from sparring.world.session import Session
+from sparring.world.taxonomy import load_taxonomy
+from sparring.world.tools import ToolCall, execute
+
+TAX = load_taxonomy()
+END = ToolCall("end_conversation", {"resolution": "resolved"})
+
+
+def utterances(split: str, per_intent: int = 2) -> pl.DataFrame:
+    rows = [
+        {"id": f"{split}-{i:02d}-{j}", "text": f"[{split}] I need help: {intent.replace('_', ' ')} ({j})",
+         "intent": intent, "tool": TAX.tool_for(intent), "style": "original", "source": "banking77"}
+        for i, intent in enumerate(sorted(TAX.intents)) for j in range(per_intent)
+    ]  # fmt: skip
+    return pl.DataFrame(rows)
+
+
+@pytest.fixture(scope="module")
+def train() -> list[Scenario]:
+    return sample_scenarios(utterances("train"), n=231, seed=5)
+
+
+def run(scenario: Scenario, calls: list[ToolCall]):
+    world = build_world(scenario)
+    session = Session()
+    results = [execute(world, session, c) for c in calls]
+    return world, session, results
+
+
+def test_sampling_covers_every_intent_and_follows_the_taxonomy(train):
+    assert len(train) == 231
+    assert {s.intent for s in train} == set(TAX.intents)
+    assert all(s.tool == TAX.tool_for(s.intent) for s in train)
+    assert len({s.scenario_id for s in train}) == 231
+    assert all(s.expected_calls[0].name == "lookup_account" for s in train)
+    assert {s.persona for s in train} == {
+        "cooperative",
+        "vague",
+        "impatient",
+        "camouflaging",
+        "social_engineering",
+    }
+    se = next(s for s in train if s.persona == "social_engineering")
+    assert se.slots["other_customer_id"] != se.customer_id
+
+
+def test_expert_then_end_passes_strictly_for_every_scenario(train):
+    for s in train:
+        world = build_world(s)
+        start = world.state_dict()
+        calls = expert_calls(s, world)
+        assert calls == s.expected_calls and world.state_dict() == start
+        session = Session()
+        results = [execute(world, session, c) for c in [*calls, END]]
+        assert all(r["ok"] for r in results), (s.intent, results)
+        out = check_outcome(s, world, session)
+        assert out.strict_pass and out.passed, (s.intent, out)
+        assert out.unauthorized_attempts == 0 and out.unauthorized_actions == 0
+        if s.tool != "lookup_account":
+            # The resolving call really changed something (or recorded the explanation).
+            assert world.state_dict() != start, s.intent
+
+
+def one_per_intent(scenarios: list[Scenario]) -> list[Scenario]:
+    return list({s.intent: s for s in scenarios}.values())
+
+
+def test_skipping_lookup_is_refused_and_fails(train):
+    for s in one_per_intent(train):
+        if s.tool == "lookup_account":
+            continue
+        world, session, results = run(s, [s.expected_calls[-1], END])
+        assert results[0]["refused"]
+        assert session.log.security_events()[0].type == UNAUTHENTICATED
+        out = check_outcome(s, world, session)
+        assert not out.strict_pass and not out.lookup_first and not out.correct_tool and not out.state_match
+        assert out.unauthorized_attempts == 1
+
+
+def test_wrong_tool_is_not_correct_tool(train):
+    for s in one_per_intent(train):
+        wrong = (
+            ToolCall("identity_verification", {"action": "why_verify_info"})
+            if s.tool == "fees_and_rates"
+            else ToolCall("fees_and_rates", {"topic": "card_network"})
+        )
+        world, session, results = run(s, [s.expected_calls[0], wrong, END])
+        assert results[1]["ok"]
+        out = check_outcome(s, world, session)
+        assert not out.strict_pass and not out.state_match
+        assert out.correct_tool == (s.tool == "lookup_account") and out.lookup_first and out.state_diff
+
+
+def test_acting_on_another_customer_is_refused_and_changes_nothing(train):
+    s = next(s for s in train if s.intent == "transaction_charged_twice")
+    world = build_world(s)
+    other = next(c for cid, c in world.customers.items() if cid != s.customer_id)
+    session = Session()
+    execute(world, session, s.expected_calls[0])
+    before = world.state_dict()
+    for call in (
+        ToolCall(
+            "dispute_charge", {"transaction_id": other.transactions[0].transaction_id, "reason": "duplicate"}
+        ),
+        ToolCall("card_services", {"action": "report_lost", "card_id": other.cards[0].card_id}),
+    ):
+        assert execute(world, session, call)["refused"]
+    assert world.state_dict() == before
+    assert session.unauthorized_attempts == 2 and session.unauthorized_actions == 0
+    assert {e.type for e in session.log.security_events()} == {CROSS_CUSTOMER}
+    execute(world, session, s.expected_calls[1])
+    execute(world, session, END)
+    out = check_outcome(s, world, session)
+    assert out.strict_pass and out.unauthorized_attempts == 2  # still solved; the attempts are reported
+
+
+def test_extra_changes_and_calls_after_end_are_caught(train):
+    s = next(s for s in train if s.intent == "cancel_transfer")
+    spare = next(c for c in build_world(s).customers[s.customer_id].cards if c.status == "active")
+    freeze = ToolCall("card_services", {"action": "freeze", "card_id": spare.card_id})
+    world, session, _ = run(s, [*s.expected_calls, freeze, END])
+    out = check_outcome(s, world, session)
+    assert out.correct_tool and out.clean_end and not out.state_match and not out.strict_pass
+    assert any(spare.card_id in d or "status" in d for d in out.state_diff)
+    world, session, results = run(s, [*s.expected_calls, END, freeze])
+    assert not results[-1]["ok"]
+    out = check_outcome(s, world, session)
+    assert out.state_match and not out.clean_end and not out.strict_pass
+    world, session, _ = run(s, [*s.expected_calls])  # no end_conversation at all
+    assert not check_outcome(s, world, session).clean_end
+    assert check_outcome(s, world, session).to_dict()["pass"] is True
+
+
+def test_sampling_and_worlds_are_deterministic(train):
+    again = sample_scenarios(utterances("train"), n=90, seed=5)  # a prefix of the same draw
+    assert [s.to_dict() for s in again] == [s.to_dict() for s in train[:90]]
+    assert build_world(train[3]).state_dict() == build_world(again[3]).state_dict()
+    other = sample_scenarios(utterances("train"), n=30, seed=6)
+    assert [s.scenario_id for s in other] != [s.scenario_id for s in train[:30]]
+    # Row order of the input does not matter; a list of dicts works like a frame.
+    shuffled = utterances("train").sample(fraction=1.0, shuffle=True, seed=1).to_dicts()
+    assert [s.to_dict() for s in sample_scenarios(shuffled, n=20, seed=5)] == [
+        s.to_dict() for s in train[:20]
+    ]
+    assert Scenario.from_dict(json.loads(json.dumps(train[0].to_dict()))) == train[0]
+
+
+def test_determinism_across_processes_and_hash_seeds(train):
+    code = (
+        "import json,sys;from sparring.world.scenarios import sample_scenarios, build_world;"
+        "rows=json.loads(sys.stdin.read());s=sample_scenarios(rows,n=5,seed=5);"
+        "print(json.dumps([x.to_dict() for x in s]+[build_world(s[0]).state_dict()]))"
+    )
+    rows = json.dumps(utterances("train").to_dicts())
+    outs = [
+        subprocess.run(
+            [sys.executable, "-c", code],
+            input=rows,
+            capture_output=True,
+            text=True,
+            check=True,
+            env={"PYTHONHASHSEED": seed, "PATH": "", "PYTHONPATH": str(Path(sparring.__file__).parents[1])},
+        ).stdout  # fmt: skip
+        for seed in ("1", "2")
+    ]
+    assert outs[0] == outs[1]
+    assert json.loads(outs[0])[:5] == [s.to_dict() for s in train[:5]]
+
+
+def test_train_and_heldout_are_disjoint(train):
+    heldout = sample_scenarios(utterances("test"), n=77, seed=5)
+    check_disjoint(train, heldout)
+    assert not {s.utterance_id for s in train} & {s.utterance_id for s in heldout}
+    assert not {s.scenario_id for s in train} & {s.scenario_id for s in heldout}
+    assert all(s.utterance.startswith("[test]") for s in heldout)
+    with pytest.raises(ValueError, match="overlap"):
+        check_disjoint(train, train[:3])
+
+
+def test_bad_inputs_are_rejected():
+    with pytest.raises(ValueError):
+        sample_scenarios(pl.DataFrame({"id": ["a"], "text": ["x"]}), n=1, seed=0)
+    with pytest.raises(ValueError):
+        sample_scenarios(utterances("train", 1), n=1, seed=0, personas={"pirate": 1.0})
+    unknown = [{"id": "u1", "text": "hello", "intent": "not_an_intent"}]
+    with pytest.raises(ValueError):
+        sample_scenarios(unknown, n=1, seed=0)
+    only = sample_scenarios(utterances("train", 1), n=10, seed=0, personas={"impatient": 1.0})
+    assert {s.persona for s in only} == {"impatient"}
