@@ -76,14 +76,12 @@ def stratified_split(frame: pl.DataFrame, by: str, fractions: dict[str, float], 
     ordered = frame.sort("id")
     order = rng.permutation(ordered.height)
     ordered = ordered.with_columns(pl.Series("_r", order)).sort("_r")
-    ordered = ordered.with_columns(
-        pl.int_range(pl.len()).over(by).alias("_rank"), pl.len().over(by).alias("_n")
-    )
+    ordered = ordered.with_columns(pl.int_range(pl.len()).over(by).alias("_rank"), pl.len().over(by).alias("_n"))
 
     def quota(fraction: float) -> pl.Expr:
         n = (pl.col("_n") * fraction).round(0).cast(pl.Int64)
         minimum = 1 if fraction > 0 else 0
-        return pl.when(pl.col("_n") >= 3).then(pl.max_horizontal(n, pl.lit(minimum))).otherwise(0)
+        return pl.when(pl.col("_n") >= 3).then(pl.max_horizontal(n, pl.lit(minimum))).otherwise(n)
 
     n_test, n_val = quota(fractions["test"]), quota(fractions["validation"])
     split = (
@@ -96,18 +94,39 @@ def stratified_split(frame: pl.DataFrame, by: str, fractions: dict[str, float], 
     return ordered.with_columns(split.alias("split")).drop("_r", "_rank", "_n").sort("id")
 
 
+HELDOUT_SEED_OFFSET = 1_000_003
+
+
 def load_utterances(params: Params, root: Path) -> pl.DataFrame:
+    """The utterance source as id, text, intent, tool, style, source, heldout_pool.
+
+    Synthetic held-out rows come from a second generator seed: each seed writes with its own subset of the
+    hand-written phrasings (a different population of customers), so validation and test hold wording the
+    train split never saw. Splitting one seed's rows at random would leak phrasings into the test set and
+    inflate every accuracy measured on it.
+    """
     cfg = params.ingest.utterances
     if cfg.source == "synthetic":
-        frame = synthetic.generate_utterances(
-            cfg.per_intent, seed=params.seed, style_weights=dict(cfg.style_weights), typo_rate=cfg.typo_rate
+        held = params.ingest.split.validation + params.ingest.split.test
+        n_heldout = max(4, round(cfg.per_intent * held))  # ≥ 1 validation and 1 test row per intent
+
+        def generate(n: int, seed: int) -> pl.DataFrame:
+            return synthetic.generate_utterances(
+                n, seed=seed, style_weights=dict(cfg.style_weights), typo_rate=cfg.typo_rate
+            )
+
+        frame = pl.concat(
+            [
+                generate(max(1, cfg.per_intent - n_heldout), params.seed).with_columns(heldout_pool=False),
+                generate(n_heldout, params.seed + HELDOUT_SEED_OFFSET).with_columns(heldout_pool=True),
+            ]
         )
         too_long = frame.filter(pl.col("text").str.len_chars() > params.ingest.max_text_chars).height
         if too_long:
             raise ValueError(f"the synthetic generator made {too_long} texts over max_text_chars")
     else:
         frame = read_intent_csv(root / cfg.path, params.ingest.max_text_chars).with_columns(
-            pl.lit("real").alias("style")
+            style=pl.lit("real"), heldout_pool=pl.lit(None, dtype=pl.Boolean)
         )
     tools = {name: i.tool for name, i in load_taxonomy().intents.items()}
     return frame.select(
@@ -119,6 +138,7 @@ def load_utterances(params: Params, root: Path) -> pl.DataFrame:
         pl.col("intent").replace_strict(tools, return_dtype=pl.String).alias("tool"),
         "style",
         pl.lit(cfg.source).alias("source"),
+        "heldout_pool",
     )
 
 
@@ -144,12 +164,22 @@ def run_ingest(params: Params, root: Path, out_dir: Path) -> IngestResult:
     """Read, validate, deduplicate and split both sources, then write them; nothing is written on any error."""
     start = time.perf_counter()
     fractions = params.ingest.split.model_dump()
-    utterances, dropped = deduplicate(load_utterances(params, root))
-    utterances = stratified_split(utterances, "intent", fractions, params.seed)
-    dialogues = load_dialogues(params, root)
-    dialogues = stratified_split(
-        dialogues, "outcome", fractions, params.seed
-    )  # intents are too many for few dialogues
+    utterances, dropped = deduplicate(load_utterances(params, root))  # keeps the first: train-pool rows win
+    if utterances["heldout_pool"].is_null().all():
+        utterances = stratified_split(utterances, "intent", fractions, params.seed)
+    else:  # synthetic: the train pool is train; the held-out pool is split into validation and test
+        held = fractions["validation"] + fractions["test"]
+        heldout = stratified_split(
+            utterances.filter(pl.col("heldout_pool")),
+            "intent",
+            {"validation": fractions["validation"] / held, "test": fractions["test"] / held},
+            params.seed,
+        )
+        train = utterances.filter(~pl.col("heldout_pool")).with_columns(split=pl.lit("train"))
+        utterances = pl.concat([train, heldout]).sort("id")
+    utterances = utterances.drop("heldout_pool")
+    # Intents are too many to stratify a few hundred dialogues by; their outcomes are what simulators match.
+    dialogues = stratified_split(load_dialogues(params, root), "outcome", fractions, params.seed)
 
     frames: dict[str, pl.DataFrame] = {}
     for split in SPLITS:
@@ -162,9 +192,7 @@ def run_ingest(params: Params, root: Path, out_dir: Path) -> IngestResult:
 
     replace_dir(out_dir, write_all)
 
-    label_counts = {
-        split: dict(sorted(frames[split]["intent"].value_counts().iter_rows())) for split in SPLITS
-    }
+    label_counts = {split: dict(sorted(frames[split]["intent"].value_counts().iter_rows())) for split in SPLITS}
     return IngestResult(
         out_dir=out_dir,
         rows={s: frames[s].height for s in SPLITS},
