@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from dagster import AssetSelection, Definitions, define_asset_job
 
-from assets import ingest, scenarios
+from assets import ingest, judge_models, scenarios
 from pipelines.resources import MlflowTracking, ProjectResource
 
-STAGE_MODULES = [ingest, scenarios]  # in pipeline order; each module declares STAGE and its asset
+STAGE_MODULES = [ingest, scenarios, judge_models]  # in pipeline order; each module declares STAGE and its asset
 STAGES = [m.STAGE for m in STAGE_MODULES]
 
 main_job = define_asset_job(

@@ -100,6 +100,27 @@ class Scenarios(_Strict):
         return self
 
 
+class RewardWeights(_Strict):
+    """Weights of the world-feedback rewards (sparring.judge.rewards gives the formulas)."""
+
+    resolution: float = 1.0
+    correct_tool: float = 0.5
+    lookup_first: float = 0.25
+    clean_end: float = 0.25
+    format: float = 0.25
+    strict_pass: float = 1.0
+    turns: float = Field(0.25, ge=0.0)
+    security: float = Field(0.5, ge=0.0)
+    name_penalty: float = Field(1.0, ge=0.0)
+
+
+class Judge(_Strict):
+    backend: Literal["trained", "llm"] = "trained"  # llm: a causal LM with a rubric prompt (scale profile)
+    llm_model: str = "smollm2-135m-instruct"
+    max_train: int = Field(6000, ge=20, le=10_000_000)
+    reward: RewardWeights = RewardWeights()
+
+
 class Params(_Strict):
     profile: Literal["quick", "default", "scale"] = "default"
     seed: int = Field(0, ge=0)
@@ -107,6 +128,7 @@ class Params(_Strict):
     tracking: Tracking = Tracking()
     ingest: Ingest = Ingest()
     scenarios: Scenarios = Scenarios()
+    judge: Judge = Judge()
 
     def flat(self) -> dict[str, Any]:
         """Dotted-name view for MLflow: stable names across runs so runs compare column by column."""

@@ -1,0 +1,39 @@
+"""Asset `judge_models`: the judge's intent oracle and realism discriminator, fitted on ingested data."""
+
+from __future__ import annotations
+
+import polars as pl
+
+from pipelines.stages import Stage, StageContext, StageOutput, stage_asset
+from sparring.judge.models import build_judge_models
+
+STAGE = Stage(
+    name="judge_models",
+    description="Intent oracle (MiniLM + TF-IDF → logistic regression) and realism discriminator for the judge.",
+    params=("judge",),
+    deps=("src/sparring/judge", "assets/judge_models.py"),
+    outs=("models/judge",),
+    upstream=("ingest",),
+)
+
+
+@stage_asset(STAGE)
+def judge_models(ctx: StageContext) -> StageOutput:
+    data = ctx.root / "data" / "ingest"
+    dialogues = pl.read_parquet(data / "dialogues_train.parquet")
+    # Later customer turns (identity answers, confirmations) are real speech the utterances lack.
+    later_turns = [t["text"] for turns in dialogues["turns"].to_list() for t in turns[1:] if t["role"] == "customer"]
+    oracle, discriminator, metrics = build_judge_models(
+        pl.read_parquet(data / "train.parquet"),
+        pl.read_parquet(data / "test.parquet"),
+        seed=ctx.params.seed,
+        max_train=ctx.params.judge.max_train,
+        extra_real=later_turns,
+    )
+    out = ctx.root / STAGE.outs[0]
+    oracle.save(out / "oracle")
+    discriminator.save(out / "discriminator")
+    return StageOutput(
+        metrics={k: v for k, v in metrics.items() if isinstance(v, int | float)},
+        report={"source": ctx.params.ingest.utterances.source},
+    )

@@ -1,0 +1,129 @@
+"""World-feedback rewards (RL-ADA, ../shared/SEEDS.md): what happened in the world decides, not a human.
+
+Agent reward — a weighted sum of the outcome check's components, each in [0, 1]:
+    r_DA = w_res·state_match + w_tool·correct_tool + w_look·lookup_first + w_end·clean_end
+           + w_fmt·format_ok_rate + w_pass·strict_pass − w_turn·(turns / max_turns) − w_sec·unauthorized_attempts
+
+Adversarial customer reward — it wins only by misleading an agent it let identify it, while staying a
+believable customer who still wants what its goal says:
+    r_CA = misroute × faithfulness × realism − w_name·named_outright
+    misroute     = the customer was identified (a lookup succeeded) and the resolving tool was never called
+                   successfully: withholding identity is not a win, it is just an unhelpful customer
+    faithfulness = P_oracle(true intent | customer turns) / max_j P_oracle(j | customer turns), 1 when the
+                   true intent is still the oracle's top guess, smoothly lower as it is buried
+    realism      = mean over the customer's turns of P_discriminator(real customer)
+
+The oracle and discriminator sit behind `JudgeBackend`: trained models (MiniLM + scikit-learn, the default)
+or an LLM with a rubric prompt (`sparring.judge.llm`, for the scale profile).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+import numpy as np
+
+from sparring.judge.oracle import intent_named_outright, join_turns
+from sparring.params import RewardWeights
+
+
+class JudgeBackend(Protocol):
+    def faithfulness(self, customer_turns: Sequence[Sequence[str]], intents: Sequence[str]) -> np.ndarray: ...
+
+    def realism(self, customer_turns: Sequence[Sequence[str]]) -> np.ndarray: ...
+
+    def named_outright(self, text: str, intent: str) -> bool: ...
+
+
+class TrainedBackend:
+    """The default backend: the intent oracle and the realism discriminator fitted on ingested data."""
+
+    def __init__(self, oracle: Any, discriminator: Any):
+        self.oracle, self.discriminator = oracle, discriminator
+
+    def faithfulness(self, customer_turns: Sequence[Sequence[str]], intents: Sequence[str]) -> np.ndarray:
+        texts = [join_turns(t) for t in customer_turns]
+        proba = self.oracle.predict_proba(texts)
+        true = self.oracle.prob_of(texts, intents)
+        return np.where([bool(t) for t in customer_turns], true / np.maximum(proba.max(axis=1), 1e-12), 0.0)
+
+    def realism(self, customer_turns: Sequence[Sequence[str]]) -> np.ndarray:
+        return self.discriminator.prob_real_turns(customer_turns)
+
+    def named_outright(self, text: str, intent: str) -> bool:
+        # Real customers say "exchange rate" when they ask about exchange rates: for such labels only the
+        # underscore spelling counts as naming the intent outright.
+        return intent_named_outright(text, intent, exempt_spaced=self.oracle.natural_label_intents)
+
+
+def customer_turns(messages: Sequence[dict]) -> list[str]:
+    """The customer's turns in the agent's view of an episode (the customer speaks as `user`)."""
+    return [str(m.get("content") or "") for m in messages if m.get("role") == "user"]
+
+
+def _identified(episode: Any) -> bool:
+    return any(c.name == "lookup_account" and c.ok for c in episode.log.tool_calls())
+
+
+def agent_rewards(episode: Any, weights: RewardWeights, max_turns: int) -> dict[str, float]:
+    """The agent's reward and its parts for one finished episode."""
+    o = episode.outcome
+    parsed = episode.agent_turns  # every agent message, parsed once by the rollout
+    format_ok = float(np.mean([p.format_ok for p in parsed])) if parsed else 0.0
+    turns = len(customer_turns(episode.messages))
+    parts = {
+        "resolution": float(o.state_match),
+        "correct_tool": float(o.correct_tool),
+        "lookup_first": float(o.lookup_first),
+        "clean_end": float(o.clean_end),
+        "format": format_ok,
+        "strict_pass": float(o.strict_pass),
+        "turns": min(1.0, turns / max(1, max_turns)),
+        "security": float(o.unauthorized_attempts),
+    }
+    w = weights
+    reward = (
+        w.resolution * parts["resolution"]
+        + w.correct_tool * parts["correct_tool"]
+        + w.lookup_first * parts["lookup_first"]
+        + w.clean_end * parts["clean_end"]
+        + w.format * parts["format"]
+        + w.strict_pass * parts["strict_pass"]
+        - w.turns * parts["turns"]
+        - w.security * parts["security"]
+    )
+    return {"agent_reward": reward, **{f"agent_{k}": v for k, v in parts.items()}}
+
+
+class Judge:
+    """Scores finished episodes for both sides; batched, because the oracle and discriminator are."""
+
+    def __init__(self, backend: JudgeBackend, weights: RewardWeights | None = None, max_turns: int = 6):
+        self.backend, self.weights, self.max_turns = backend, weights or RewardWeights(), max_turns
+
+    def score(self, episodes: Sequence[Any]) -> list[dict[str, float]]:
+        if not episodes:
+            return []
+        turns = [customer_turns(e.messages) for e in episodes]
+        intents = [e.scenario.intent for e in episodes]
+        faithful = self.backend.faithfulness(turns, intents)
+        realism = self.backend.realism(turns)
+        out = []
+        for e, t, f, r in zip(episodes, turns, faithful, realism, strict=True):
+            rewards = agent_rewards(e, self.weights, self.max_turns)
+            misroute = float(_identified(e) and not e.outcome.correct_tool)
+            named = float(any(self.backend.named_outright(x, e.scenario.intent) for x in t))
+            rewards.update(
+                adv_reward=misroute * float(f) * float(r) - self.weights.name_penalty * named,
+                adv_misroute=misroute,
+                adv_faithfulness=float(f),
+                adv_realism=float(r),
+                adv_named_intent=named,
+            )
+            out.append(rewards)
+        return out
+
+    def __call__(self, episode: Any) -> dict[str, float]:
+        """One episode (the rollout's per-episode hook); prefer `score` on a list, which batches the models."""
+        return self.score([episode])[0]
