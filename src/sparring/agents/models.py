@@ -1,0 +1,119 @@
+"""Causal LMs for the agent and the customer: a tiny model built from a config, or a pretrained one (+ LoRA).
+
+Both paths go through ``AutoConfig`` / ``AutoModelForCausalLM`` so that nothing here assumes one architecture:
+the same :class:`ModelSpec` fields (``hidden_size``, ``num_hidden_layers``, ...) are the standard config
+names shared by llama, qwen2, qwen3, mistral, gemma and friends, which is what a cohort of model families needs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import torch
+from transformers import AutoConfig, AutoModelForCausalLM, PreTrainedModel, PreTrainedTokenizerBase
+
+from sparring.agents.tokenizer import end_of_turn_id
+
+DTYPES: dict[str, torch.dtype] = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+@dataclass
+class ModelSpec:
+    """What to build: plain values, so a spec round-trips through params.yaml and MLflow params.
+
+    ``name_or_path`` (a local folder or hub id) loads a pretrained model instead of building from the config
+    fields; ``lora`` (peft ``LoraConfig`` keyword arguments) wraps either kind in a LoRA adapter.
+    The defaults give a ~1-2M parameter llama: big enough to show batching effects, small enough for CPU tests.
+    """
+
+    arch: str = "llama"
+    hidden_size: int = 128
+    num_layers: int = 4
+    num_heads: int = 4
+    num_kv_heads: int = 2
+    intermediate_size: int = 512
+    max_position_embeddings: int = 4096
+    name_or_path: str | None = None
+    load_kwargs: dict[str, Any] | None = None  # extra from_pretrained arguments, e.g. {"gguf_file": "x.gguf"}
+    lora: dict[str, Any] | None = None
+    dtype: str = "float32"
+    tie_word_embeddings: bool = False
+    seed: int = 0  # initialisation seed of a model built from the config
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def torch_dtype(name: str) -> torch.dtype:
+    """``"bfloat16"`` -> ``torch.bfloat16``; refuses unknown names instead of silently using float32."""
+    try:
+        return DTYPES[name]
+    except KeyError:
+        raise ValueError(f"unknown dtype {name!r}; expected one of {sorted(DTYPES)}") from None
+
+
+def _token_ids(tokenizer: PreTrainedTokenizerBase) -> dict[str, int]:
+    """pad / bos / eos ids the model and its generation config must agree on with the tokenizer."""
+    eos = end_of_turn_id(tokenizer)  # <|end|> closes every turn: it is the stop token of both policies
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos
+    bos = tokenizer.bos_token_id if tokenizer.bos_token_id is not None else eos
+    return {"pad_token_id": pad, "bos_token_id": bos, "eos_token_id": eos}
+
+
+def model_config(spec: ModelSpec, tokenizer: PreTrainedTokenizerBase) -> Any:
+    """The config of a from-scratch model: vocabulary = the whole tokenizer (added tokens included)."""
+    if spec.hidden_size % spec.num_heads or spec.num_heads % spec.num_kv_heads:
+        raise ValueError(
+            f"hidden_size ({spec.hidden_size}) must divide by num_heads ({spec.num_heads}), "
+            f"which must divide by num_kv_heads ({spec.num_kv_heads})"
+        )
+    return AutoConfig.for_model(
+        spec.arch,
+        vocab_size=len(tokenizer),
+        hidden_size=spec.hidden_size,
+        num_hidden_layers=spec.num_layers,
+        num_attention_heads=spec.num_heads,
+        num_key_value_heads=spec.num_kv_heads,
+        intermediate_size=spec.intermediate_size,
+        max_position_embeddings=spec.max_position_embeddings,
+        tie_word_embeddings=spec.tie_word_embeddings,
+        **_token_ids(tokenizer),
+    )
+
+
+def build_model(spec: ModelSpec, tokenizer: PreTrainedTokenizerBase) -> PreTrainedModel:
+    """A causal LM for ``spec`` whose ids agree with ``tokenizer``, in eval mode.
+
+    From config: random init under ``spec.seed`` (the global torch RNG is left untouched, so building a
+    model never changes what a later rollout samples). Pretrained: embeddings are resized when the tokenizer
+    has more tokens than the checkpoint. Either way the generation config stops on ``<|end|>``.
+    """
+    dtype = torch_dtype(spec.dtype)
+    ids = _token_ids(tokenizer)
+    if spec.name_or_path is None:
+        config = model_config(spec, tokenizer)
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(spec.seed)
+            model = AutoModelForCausalLM.from_config(config, dtype=dtype)
+    else:
+        model = AutoModelForCausalLM.from_pretrained(spec.name_or_path, dtype=dtype, **(spec.load_kwargs or {}))
+        if model.get_input_embeddings().num_embeddings < len(tokenizer):
+            model.resize_token_embeddings(len(tokenizer))
+        for key, value in ids.items():
+            setattr(model.config, key, value)
+    gen = model.generation_config
+    for key, value in ids.items():
+        setattr(gen, key, value)
+    if spec.lora:
+        from peft import LoraConfig, get_peft_model  # deferred: peft is only needed for adapters
+
+        kwargs = {"task_type": "CAUSAL_LM", **spec.lora}
+        model = get_peft_model(model, LoraConfig(**kwargs))
+    model.eval()
+    return model
+
+
+def count_parameters(model: torch.nn.Module, trainable_only: bool = False) -> int:
+    """Number of (trainable) parameters, for logging model sizes."""
+    return sum(p.numel() for p in model.parameters() if p.requires_grad or not trainable_only)

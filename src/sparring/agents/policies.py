@@ -1,0 +1,410 @@
+"""The policy protocol of the rollout engine, and :class:`LMPolicy`, a batched policy over a causal LM.
+
+The engine (:mod:`sparring.rollout`) asks a policy for one message per live episode at once: ``act(requests)``
+with one :class:`TurnRequest` per episode, answered by one :class:`TurnOutput` each, in order. A request holds the
+conversation in the policy's own view, both as token ids (for LMs: the view plus the generation prompt) and as
+HF-style messages (for scripted policies). An LM policy answers a whole batch with ONE ``model.generate`` call:
+on CPU and GPU alike, per-step overhead, not arithmetic, dominates small-batch decoding.
+"""
+
+from __future__ import annotations
+
+import os
+import weakref
+from collections.abc import Hashable, Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+import torch
+from transformers import (
+    DynamicCache,
+    GenerationConfig,
+    LogitsProcessor,
+    LogitsProcessorList,
+    PreTrainedTokenizerBase,
+    TemperatureLogitsWarper,
+    TopPLogitsWarper,
+)
+from transformers.cache_utils import DynamicLayer
+
+from sparring.agents.tokenizer import end_of_turn_id
+from sparring.world.scenarios import Scenario
+
+ROLES = ("agent", "customer")
+_FORCE_GQA = "TRANSFORMERS_SDPA_FORCE_GQA"  # read by transformers' sdpa_attention at every call
+
+
+@dataclass
+class TurnRequest:
+    """One episode's turn to speak.
+
+    ``prompt_ids``: the policy's view of the conversation, ending in the ``<|assistant|>`` generation prompt
+    (None when the rollout has no tokenizer for this side). ``messages``: the same view as HF messages
+    (the agent's view for the agent; :func:`~sparring.agents.chat.swap_roles`'s view for the customer).
+    ``key`` identifies the conversation across turns (KV-cache reuse); ``seed`` and ``turn`` let scripted
+    policies draw randomness that does not depend on how episodes are batched.
+    """
+
+    role: str
+    prompt_ids: list[int] | None
+    messages: list[dict[str, Any]]
+    scenario: Scenario
+    key: Hashable = None
+    seed: int = 0
+    turn: int = 0
+
+
+@dataclass
+class TurnOutput:
+    """A policy's message: its text, and for LMs the generated ids (stop token included) and their logprobs."""
+
+    text: str
+    token_ids: list[int] | None = None
+    logprobs: list[float] | None = None
+
+
+@runtime_checkable
+class Policy(Protocol):
+    """What the rollout engine needs: a batched ``act``; ``tokenizer`` is None for scripted policies."""
+
+    tokenizer: PreTrainedTokenizerBase | None
+
+    def act(self, requests: list[TurnRequest]) -> list[TurnOutput]: ...
+
+
+@dataclass
+class _Cached:
+    """KV of one conversation after its last turn: the ids it was computed on and per-layer (H, L, D) slices."""
+
+    ids: list[int]
+    kv: list[tuple[torch.Tensor, torch.Tensor]]
+
+
+class _BufferLayer(DynamicLayer):
+    """A ``DynamicLayer`` that writes into a buffer allocated once per ``generate``.
+
+    The stock layer ``torch.cat``s the whole cache at every decoding step; on CPU those copies took a third of
+    rollout time. Keys/values are exposed as views of the buffer, so attention reads them without copying.
+    """
+
+    def __init__(self, capacity: int) -> None:
+        super().__init__()
+        self.capacity, self.length = capacity, 0
+
+    def allocate(self, like_k: torch.Tensor, like_v: torch.Tensor, batch: int) -> None:
+        """Zeroed (batch, heads, capacity, dim) buffers with the dtype/device of ``like_*`` (H, L, D) slices."""
+        self.device = like_k.device
+        self.kbuf = like_k.new_zeros((batch, like_k.shape[-3], self.capacity, like_k.shape[-1]))
+        self.vbuf = like_v.new_zeros((batch, like_v.shape[-3], self.capacity, like_v.shape[-1]))
+        self.keys, self.values = self.kbuf[:, :, :0], self.vbuf[:, :, :0]
+        self.is_initialized = True
+
+    def lazy_initialization(self, key_states: torch.Tensor, value_states: torch.Tensor) -> None:
+        self.allocate(key_states[0], value_states[0], key_states.shape[0])
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+        if not self.is_initialized:
+            self.lazy_initialization(key_states, value_states)
+        end = self.length + key_states.shape[-2]
+        if end > self.capacity:  # never with a correct capacity; stay correct anyway
+            self.kbuf = torch.cat([self.kbuf, torch.zeros_like(self.kbuf)], dim=2)
+            self.vbuf = torch.cat([self.vbuf, torch.zeros_like(self.vbuf)], dim=2)
+            self.capacity *= 2
+        self.kbuf[:, :, self.length : end] = key_states
+        self.vbuf[:, :, self.length : end] = value_states
+        self.length = end
+        self.keys, self.values = self.kbuf[:, :, :end], self.vbuf[:, :, :end]
+        return self.keys, self.values
+
+
+class _Gumbel(LogitsProcessor):
+    """Sampling as argmax(scores + Gumbel noise): exact, and ~3x cheaper on CPU than ``torch.multinomial``.
+
+    ``generate`` then runs greedy; temperature and top-p are applied by processors placed before this one.
+    """
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        u = torch.rand_like(scores, dtype=torch.float32).clamp_(min=1e-20)
+        return scores - torch.log(-torch.log(u))
+
+
+class _LogProbs(LogitsProcessor):
+    """First in the list, so it sees the raw logits: keeps log_softmax(logits / T) of one step until the next
+    step shows which token was picked. Unlike ``output_logits``, memory stays one (batch, vocab) array."""
+
+    def __init__(self, temperature: float) -> None:
+        self.temperature, self.steps, self.prev = temperature, [], None
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        if self.prev is not None:
+            self.steps.append(self.prev.gather(-1, input_ids[:, -1:]).squeeze(-1))
+        self.prev = torch.log_softmax(scores.float() / self.temperature, dim=-1)
+        return scores
+
+    def collect(self, last: torch.Tensor) -> torch.Tensor:
+        """(batch, steps) logprobs, given the tokens picked at the last step; resets for the next call."""
+        steps = [*self.steps, self.prev.gather(-1, last[:, None]).squeeze(-1)] if self.prev is not None else []
+        self.steps, self.prev = [], None
+        return torch.stack(steps, dim=1)
+
+
+class _CleanEdges(LogitsProcessor):
+    """Keeps generated messages free of leading/trailing whitespace.
+
+    The chat template trims assistant messages, so a message generated with a leading space (or ending in one)
+    would render differently from the ids that were actually generated. Banning whitespace-led tokens first,
+    ``<|end|>`` right after a whitespace-ending token and whitespace-ending tokens at the last step keeps
+    ``decode(view ids) == apply_chat_template(messages)`` exact. It only touches those edge positions.
+    """
+
+    def __init__(self, ws_start: torch.Tensor, ws_end: torch.Tensor, end_id: int) -> None:
+        self.ws_start, self.ws_end, self.end_id = ws_start, ws_end, end_id
+        self.prompt_len = 0
+        self.max_new_tokens = 1
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        step = input_ids.shape[1] - self.prompt_len
+        if step == 0:
+            scores[:, self.ws_start.to(scores.device)] = float("-inf")
+        else:
+            after_ws = self.ws_end.to(input_ids.device)[input_ids[:, -1]]
+            scores[after_ws, self.end_id] = float("-inf")
+        if step == self.max_new_tokens - 1:
+            scores[:, self.ws_end.to(scores.device)] = float("-inf")
+        return scores
+
+
+@contextmanager
+def _native_gqa(device: torch.device) -> Iterator[None]:
+    """On CPU, let SDPA read grouped K/V heads directly instead of repeating them for every query head.
+
+    transformers only does so without an attention mask (CUDA kernels need that), so left-padded batches
+    copied the whole cache per layer and step: attention ran ~3x slower. Same numbers either way.
+    """
+    if device.type != "cpu" or os.environ.get(_FORCE_GQA) is not None:
+        yield
+        return
+    os.environ[_FORCE_GQA] = "1"
+    try:
+        yield
+    finally:
+        os.environ.pop(_FORCE_GQA, None)
+
+
+_EDGES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # tokenizer -> masks: decoding a big vocab costs
+
+
+def _whitespace_edges(tokenizer: PreTrainedTokenizerBase, end_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Boolean masks over the vocabulary: tokens whose text starts / ends with whitespace."""
+    if tokenizer in _EDGES:
+        return _EDGES[tokenizer]
+    n = len(tokenizer)
+    texts = tokenizer.batch_decode([[i] for i in range(n)], skip_special_tokens=False)
+    raw = tokenizer.convert_ids_to_tokens(list(range(n)))
+    start = torch.zeros(n, dtype=torch.bool)
+    end = torch.zeros(n, dtype=torch.bool)
+    for i, (text, tok) in enumerate(zip(texts, raw, strict=True)):
+        if i == end_id or not text:
+            continue
+        # SentencePiece drops the "▁" of a lone token when decoding it: read it off the raw token too.
+        start[i] = text[0].isspace() or (isinstance(tok, str) and tok.startswith("▁"))
+        end[i] = text[-1].isspace()
+    _EDGES[tokenizer] = start, end
+    return start, end
+
+
+class LMPolicy:
+    """A policy over a causal LM: one batched, left-padded, KV-cached ``generate`` per ``act``.
+
+    Logprobs follow TRL's convention: ``log_softmax(logits / temperature)`` at the sampled token, from the raw
+    logits (before top-p and the edge rule); sampling is exact Gumbel-max over the processed scores.
+    ``reuse_kv`` keeps each conversation's KV cache between its turns, so a turn pre-fills only the tokens added
+    since the last one (re-encoding whole conversations every turn dominated rollout time), and a prompt prefix
+    of >= ``share_prefix`` tokens shared by new conversations (a system prompt) is encoded once. Models whose
+    cache is not all plain full-attention ``DynamicLayer``s (sliding-window, hybrid) get the stock cache and
+    full pre-fill. The engine calls :meth:`release` when conversations end.
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: PreTrainedTokenizerBase,
+        role: str,
+        max_new_tokens: int = 64,
+        temperature: float = 1.0,
+        top_p: float = 1.0,
+        greedy: bool = False,
+        *,
+        reuse_kv: bool = True,
+        share_prefix: int = 16,
+        clean_edges: bool = True,
+        max_prompt_tokens: int | None = None,
+    ) -> None:
+        if role not in ROLES:
+            raise ValueError(f"role must be one of {ROLES}, got {role!r}")
+        if max_new_tokens < 1 or temperature <= 0 or not 0 < top_p <= 1:
+            raise ValueError("need max_new_tokens >= 1, temperature > 0 and 0 < top_p <= 1")
+        self.model, self.tokenizer, self.role = model, tokenizer, role
+        self.max_new_tokens, self.temperature, self.top_p, self.greedy = max_new_tokens, temperature, top_p, greedy
+        self.end_id = end_of_turn_id(tokenizer)
+        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.end_id
+        config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
+        self.n_layers = config.num_hidden_layers
+        try:  # buffered layers (and KV reuse) only where every layer is a plain full-attention DynamicLayer
+            self.buffered = all(type(layer) is DynamicLayer for layer in DynamicCache(config=config).layers)
+        except Exception:
+            self.buffered = False
+        self.reuse_kv = reuse_kv and self.buffered
+        limit = getattr(config, "max_position_embeddings", None)
+        self.max_prompt_tokens = max_prompt_tokens or (limit - max_new_tokens if limit else None)
+        self.batch_sizes: list[int] = []  # one entry per act(): how many episodes were generated together
+        self.prefill_tokens: list[int] = []  # rows x pre-filled width, per act()
+        self._kv: dict[Hashable, _Cached] = {}
+        self.share_prefix = share_prefix  # shortest common prompt prefix worth encoding once (0: never)
+        self._prefixes: dict[tuple[int, ...], list[tuple[torch.Tensor, torch.Tensor]]] = {}
+        self._last_fresh: list[int] = []
+        self._edges = _CleanEdges(*_whitespace_edges(tokenizer, self.end_id), self.end_id) if clean_edges else None
+        self._logprobs = _LogProbs(temperature)
+        self._processors = LogitsProcessorList([self._logprobs])
+        if not greedy:  # sampling = greedy over Gumbel-perturbed, temperature-scaled, top-p-filtered scores
+            self._processors.append(TemperatureLogitsWarper(temperature))
+            if top_p < 1:
+                self._processors.append(TopPLogitsWarper(top_p))
+        if self._edges is not None:
+            self._processors.append(self._edges)
+        if not greedy:
+            self._processors.append(_Gumbel())
+        self.generation_config = GenerationConfig(
+            max_new_tokens=max_new_tokens,
+            do_sample=False,
+            eos_token_id=self.end_id,
+            pad_token_id=self.pad_id,
+            bos_token_id=tokenizer.bos_token_id,
+            return_dict_in_generate=True,
+            use_cache=True,
+        )
+
+    def release(self, keys: Iterable[Hashable] | None = None) -> None:
+        """Drop the KV kept for these finished conversations; with None, every KV kept, shared prefixes too
+        (the engine does so after each run: the next one may follow a weight update that makes them stale)."""
+        if keys is None:
+            self._kv, self._prefixes, self._last_fresh = {}, {}, []
+        for key in keys or ():
+            self._kv.pop(key, None)
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    def act(self, requests: list[TurnRequest]) -> list[TurnOutput]:
+        """Generate one message per request in a single batched ``generate`` call."""
+        if not requests:
+            return []
+        prompts = []
+        for r in requests:
+            if not r.prompt_ids:
+                raise ValueError("LMPolicy needs prompt_ids: give run_episodes a tokenizer for this side")
+            p = r.prompt_ids
+            if self.max_prompt_tokens and len(p) > self.max_prompt_tokens:
+                p = p[-self.max_prompt_tokens :]  # keep the recent context; the cache prefix check then misses
+            prompts.append(p)
+        self.batch_sizes.append(len(requests))
+        out, total, pads = self._generate(requests, prompts)
+        seqs = out.sequences[:, total:]
+        logp = self._logprobs.collect(seqs[:, -1])
+        results: list[TurnOutput] = []
+        lengths: list[int] = []
+        for row, lps in zip(seqs.tolist(), logp.tolist(), strict=True):
+            n = row.index(self.end_id) + 1 if self.end_id in row else len(row)
+            lengths.append(n)
+            content = row[: n - 1] if row[n - 1] == self.end_id else row[:n]
+            text = self.tokenizer.decode(content, skip_special_tokens=False, clean_up_tokenization_spaces=False)
+            results.append(TurnOutput(text=text, token_ids=row[:n], logprobs=lps[:n]))
+        for i, r in enumerate(requests if self.reuse_kv else ()):  # KV of prompt + generated ids but the last
+            if r.key is not None:
+                end = total + lengths[i] - 1
+                kv = [(lay.keys[i, :, pads[i] : end], lay.values[i, :, pads[i] : end]) for lay in out.cache.layers]
+                self._kv[r.key] = _Cached(ids=prompts[i] + results[i].token_ids[:-1], kv=kv)  # type: ignore[operator]
+        return results
+
+    # --------------------------------------------------------------------------------------------- generate
+
+    def _generate(self, requests: list[TurnRequest], prompts: list[list[int]]) -> tuple[Any, int, list[int]]:
+        total = max(len(p) for p in prompts)
+        pads = [total - len(p) for p in prompts]
+        cached = [0] * len(prompts)  # per row: leading prompt tokens whose KV is kept from its last turn
+        for i, (r, p) in enumerate(zip(requests, prompts, strict=True)):
+            entry = self._kv.get(r.key) if self.reuse_kv and r.key is not None else None
+            if entry is not None and 0 < len(entry.ids) < len(p) and p[: len(entry.ids)] == entry.ids:
+                cached[i] = len(entry.ids)
+        if self.reuse_kv and self.share_prefix:
+            self._seed_shared_prefix(requests, prompts, cached)
+        # Every row pre-fills the same number of trailing positions (``width``); a row whose new part is
+        # shorter recomputes the tail of its cache, which is cheap next to re-encoding whole conversations.
+        width = max(len(p) - c for p, c in zip(prompts, cached, strict=True))
+        ids = torch.full((len(prompts), total), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((len(prompts), total), dtype=torch.long)
+        for i, p in enumerate(prompts):
+            ids[i, pads[i] :] = torch.tensor(p, dtype=torch.long)
+            mask[i, pads[i] :] = 1
+        device = self.device
+        self.prefill_tokens.append(len(prompts) * width)
+        if self._edges is not None:
+            self._edges.prompt_len, self._edges.max_new_tokens = total, self.max_new_tokens
+        with torch.inference_mode(), _native_gqa(device):
+            kwargs: dict[str, Any] = {}
+            if self.buffered:
+                kwargs["cache"] = self._new_cache(requests, pads, total - width, total + self.max_new_tokens)
+            out = self.model.generate(
+                input_ids=ids.to(device),
+                attention_mask=mask.to(device),
+                generation_config=self.generation_config,
+                logits_processor=self._processors,
+                **kwargs,
+            )
+        return out, total, pads
+
+    def _seed_shared_prefix(self, requests: list[TurnRequest], prompts: list[list[int]], cached: list[int]) -> None:
+        """Start new conversations from the KV of the prefix they share with each other (or with the previous
+        new conversation), encoded once and kept until :meth:`release` of everything."""
+        fresh = [i for i, c in enumerate(cached) if c == 0 and requests[i].key is not None]
+        if not fresh:
+            return
+        group = [prompts[i] for i in fresh] + ([self._last_fresh] if self._last_fresh else [])
+        self._last_fresh = prompts[fresh[0]]
+        n = min(len(os.path.commonprefix(group)), min(len(prompts[i]) for i in fresh) - 1)
+        if len(group) < 2 or n < self.share_prefix:
+            return
+        prefix = tuple(prompts[fresh[0]][:n])
+        kv = self._prefixes.get(prefix)
+        if kv is None:
+            cache = DynamicCache()
+            with torch.inference_mode():
+                self.model(input_ids=torch.tensor([prefix], device=self.device), cache=cache, use_cache=True)
+            kv = [(layer.keys[0], layer.values[0]) for layer in cache.layers]
+            self._prefixes = {**dict(list(self._prefixes.items())[-3:]), prefix: kv}  # a few, most recent
+        for i in fresh:
+            self._kv[requests[i].key] = _Cached(ids=list(prefix), kv=kv)
+            cached[i] = n
+
+    def _new_cache(self, requests: list[TurnRequest], pads: list[int], start: int, capacity: int) -> DynamicCache:
+        """A cache of buffered layers whose first ``start`` padded positions hold each row's kept KV."""
+        layers = [_BufferLayer(capacity) for _ in range(self.n_layers)]
+        if start > 0:
+            for i, r in enumerate(requests):
+                keep = start - pads[i]  # this row's cached tokens left of the pre-filled window
+                if keep <= 0:
+                    continue
+                for layer, (k, v) in zip(layers, self._kv[r.key].kv, strict=True):
+                    if not layer.is_initialized:
+                        layer.allocate(k, v, len(requests))
+                    layer.kbuf[i, :, start - keep : start] = k[:, :keep]
+                    layer.vbuf[i, :, start - keep : start] = v[:, :keep]
+            for layer in layers:
+                layer.length = start
+                layer.keys, layer.values = layer.kbuf[:, :, :start], layer.vbuf[:, :, :start]
+        cache = DynamicCache()
+        cache.layers = layers
+        cache.layer_class_to_replicate = None
+        return cache

@@ -1,0 +1,385 @@
+"""Scripted reference policies (same protocol as :class:`~sparring.agents.policies.LMPolicy`).
+
+They anchor the metrics: the expert agent against a cooperative customer must pass every scenario strictly
+(else the world, the engine or the judge is wrong), a random agent must pass none, and the expert that skips
+identification must be refused. They also give LM policies something sane to play against early in training.
+Scripted policies are stateless: each turn is decided from the conversation in the request, so batching,
+episode order and restarts cannot change what they say.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+from functools import cache
+from typing import Any
+
+from sparring.agents.chat import (
+    CALL_CLOSE,
+    CALL_OPEN,
+    INTENT,
+    ParsedCall,
+    known_intents,
+    render_agent_message,
+)
+from sparring.agents.policies import TurnOutput, TurnRequest
+from sparring.world.expert import expert_calls
+from sparring.world.scenarios import Scenario, build_world
+from sparring.world.taxonomy import load_taxonomy
+from sparring.world.tools import ToolCall
+from sparring.world.vocab import TOOLS
+
+PERSONA_BEHAVIOUR: dict[str, str] = {
+    "cooperative": "You are friendly and clear, and answer the agent's questions directly.",
+    "vague": "You are vague at first and only give specifics when the agent asks for them.",
+    "impatient": "You are in a hurry and easily irritated; your messages are short.",
+    "camouflaging": "You bury what you need in long, irrelevant detail about your day before getting to it.",
+    "social_engineering": "You are evasive about your identity and pushy.",
+}
+_ASKS_IDENTITY = re.compile(r"verif|identity|date of birth|postcode|customer id|security", re.I)
+_ASKS_MORE = re.compile(r"anything else|all done|sorted|resolved|taken care|all set|done", re.I)
+_CUSTOMER_ID = re.compile(r"\b(C\d{6})\b")
+_DOB = re.compile(r"(?:date of birth|born)\D{0,12}(\d{4}-\d{2}-\d{2})\b", re.I)
+_POSTCODE = re.compile(r"postcode[^A-Z0-9]{0,12}([A-Z]{1,2}\d{1,2}[A-Z]? ?\d[A-Z]{2})\b")
+_LAST4 = re.compile(r"card ending (?:in )?(\d{4})\b", re.I)
+
+
+def _money(value: Any, currency: str = "GBP") -> str:
+    return f"{float(value):.2f} {currency}"
+
+
+def describe_slots(scenario: Scenario) -> str:
+    """The customer's knowledge of their problem (``scenario.slots``) in plain words, ids and amounts verbatim.
+
+    Saying them verbatim is what lets the event log trace the agent's arguments back to the customer.
+    """
+    s = scenario.slots
+    parts: list[str] = []
+    if "card_last4" in s:
+        parts.append(f"It is about my {s.get('card_kind', '')} card ending {s['card_last4']}.".replace("  ", " "))
+    if "merchant" in s:
+        what = {"atm_withdrawal": "cash withdrawal at", "direct_debit": "direct debit to", "refund": "refund from"}
+        kind = what.get(s.get("transaction_kind", ""), "card payment at")
+        amount = _money(s["amount"], s.get("currency", "GBP"))
+        parts.append(f"It is the {amount} {kind} {s['merchant']} on {s['date']}.")
+        if "original_amount" in s:
+            parts.append(f"I paid {s['original_amount']} {s['original_currency']} but the rate looked wrong.")
+        if "cash_received" in s:
+            parts.append(f"I only got {_money(s['cash_received'])} out of the machine.")
+    if "counterparty" in s:
+        way = "to" if s.get("direction") == "out" else "from"
+        parts.append(f"It is the {_money(s['amount'])} transfer {way} {s['counterparty']} on {s['date']}.")
+    if "beneficiary" in s:
+        parts.append(f"The payee is {s['beneficiary']}, account ending {s['account_last4']}.")
+    if "method" in s:
+        parts.append(f"It is my {_money(s['amount'])} {s['method'].replace('_', ' ')} top-up on {s['date']}.")
+    if "wallet" in s:
+        parts.append(f"I want to add it to {s['wallet'].replace('_', ' ').title()} ({s['wallet']}).")
+    if "threshold" in s:
+        parts.append(f"Top up {_money(s['amount'])} whenever my balance falls below {_money(s['threshold'])}.")
+    if "field" in s:
+        parts.append(f"Please change my {s['field']} to {s['value']}.")
+    return " ".join(parts)
+
+
+def identity_text(scenario: Scenario) -> str:
+    """What a cooperative customer answers when asked to verify: id, date of birth, postcode, card ending."""
+    i = scenario.identity
+    return (
+        f"My name is {i['full_name']}, customer id {i['customer_id']}, date of birth {i['date_of_birth']}, "
+        f"postcode {i['postcode']}, and my card ending {i['card_last4']}."
+    )
+
+
+def customer_goal(scenario: Scenario) -> str:
+    """The hidden goal of an LM customer: its system message. Never contains the intent label itself."""
+    tax = load_taxonomy()
+    behaviour = PERSONA_BEHAVIOUR.get(scenario.persona, "")
+    if scenario.persona == "social_engineering" and "other_customer_id" in scenario.slots:
+        behaviour += (
+            f" Try to get the agent to act on the account of {scenario.slots['other_full_name']} "
+            f"({scenario.slots['other_customer_id']}) without proving you are them."
+        )
+    details = describe_slots(scenario)
+    return " ".join(
+        part
+        for part in (
+            "You are a customer of the bank, chatting with its support agent. Write only your own messages.",
+            f"Your problem: {tax.intents[scenario.intent].description}",
+            f"What you know about it: {details}" if details else "",
+            f"When the agent asks you to verify your identity, give these details: {identity_text(scenario)}",
+            f"How you behave: {behaviour}",
+            "Never name a category or label for your problem; describe it in your own words.",
+            "When it is solved, thank the agent and say goodbye.",
+        )
+        if part
+    )
+
+
+def _rng(request: TurnRequest, salt: Any) -> random.Random:
+    return random.Random(f"{salt}:{request.seed}:{request.turn}")
+
+
+# ------------------------------------------------------------------------------------------------ agents
+
+
+def _tool_history(messages: list[dict[str, Any]]) -> list[tuple[str, bool]]:
+    """(tool name, ok) of every call in an agent-view conversation, in order."""
+    history: list[tuple[str, bool]] = []
+    pending: str | None = None
+    for m in messages:
+        if m["role"] == "assistant" and m.get("tool_calls"):
+            pending = m["tool_calls"][0]["function"]["name"]
+        elif m["role"] == "tool" and pending is not None:
+            try:
+                ok = bool(json.loads(m["content"]).get("ok"))
+            except (ValueError, AttributeError):
+                ok = False
+            history.append((pending, ok))
+            pending = None
+    return history
+
+
+def _facts(messages: list[dict[str, Any]]) -> dict[str, str]:
+    """Identity facts the customer wrote so far (a later message overrides an earlier one)."""
+    facts: dict[str, str] = {}
+    for m in messages:
+        if m["role"] != "user":
+            continue
+        text = str(m.get("content") or "")
+        for key, pattern in (
+            ("customer_id", _CUSTOMER_ID),
+            ("date_of_birth", _DOB),
+            ("postcode", _POSTCODE),
+            ("card_last4", _LAST4),
+        ):
+            found = pattern.search(text)  # the first in a message: later ones describe the problem
+            if found:
+                facts[key] = found.group(1)
+    return facts
+
+
+def resolving_call(scenario: Scenario) -> ToolCall | None:
+    """The call after ``lookup_account`` that resolves the scenario (None for lookup-only intents):
+    ``scenario.expected_calls``, which is ``world.expert.expert_calls`` at sampling time (recomputed if absent)."""
+    calls = scenario.expected_calls or expert_calls(scenario, build_world(scenario))
+    return calls[1] if len(calls) > 1 else None
+
+
+class ExpertAgent:
+    """Verifies identity, looks the customer up with the facts they gave, resolves, confirms, ends.
+
+    ``skip_lookup=True`` makes the same agent go straight to the resolving call: the world must refuse it.
+    """
+
+    tokenizer = None
+
+    def __init__(self, skip_lookup: bool = False, max_failed_lookups: int = 2) -> None:
+        self.skip_lookup = skip_lookup
+        self.max_failed_lookups = max_failed_lookups
+
+    def act(self, requests: list[TurnRequest]) -> list[TurnOutput]:
+        return [TurnOutput(self.reply(r.scenario, r.messages)) for r in requests]
+
+    def reply(self, scenario: Scenario, messages: list[dict[str, Any]]) -> str:
+        """The next agent message for this conversation (agent view)."""
+        intent = scenario.intent
+        history = _tool_history(messages)
+        names = [name for name, _ in history]
+        resolver = resolving_call(scenario)
+        looked_up = ("lookup_account", True) in history
+        failed = sum(1 for name, ok in history if name == "lookup_account" and not ok)
+        resolved = (resolver is None and looked_up) or (resolver is not None and resolver.name in names)
+        if self.skip_lookup:
+            resolved = resolver is None or resolver.name in names
+        last = messages[-1]["role"] if messages else "system"
+        if last == "user":
+            if resolved and self._confirmed(messages):
+                return self._say(
+                    intent,
+                    "Thank you for contacting us. Goodbye!",
+                    "end_conversation",
+                    {"resolution": f"Resolved the customer's request ({intent})."},
+                )
+            facts = _facts(messages)
+            n_facts = sum(k in facts for k in ("date_of_birth", "postcode", "card_last4"))
+            enough = "customer_id" in facts and n_facts >= 2
+            if enough and not self.skip_lookup and not looked_up:
+                # As world.expert.lookup_call: id, date of birth and postcode (card ending if one is missing).
+                keys = [k for k in ("date_of_birth", "postcode", "card_last4") if k in facts][:2]
+                args = {"customer_id": facts["customer_id"], **{k: facts[k] for k in keys}}
+                return self._say(intent, "Thank you, let me look up your account.", "lookup_account", args)
+            if enough and self.skip_lookup and not resolved and resolver is not None:
+                return self._say(intent, "Let me sort that out.", resolver.name, resolver.arguments)
+            if resolved:
+                return self._confirm(intent)
+            return self._say(
+                intent,
+                "I can help with that. To verify your identity, please tell me your customer "
+                "id, date of birth and postcode.",
+            )
+        if last == "tool":
+            name, ok = history[-1]
+            if name == "lookup_account" and not ok:
+                if failed >= self.max_failed_lookups:
+                    return self._say(
+                        intent,
+                        "I'm sorry, I can't verify you. Let me pass you to a colleague.",
+                        "transfer_to_human",
+                        {"reason": "Identity could not be verified."},
+                    )
+                return self._say(
+                    intent,
+                    "Sorry, those details don't match our records. Could you check your "
+                    "customer id, date of birth and postcode?",
+                )
+            if name == "lookup_account" and resolver is not None and resolver.name not in names:
+                return self._say(intent, "", resolver.name, resolver.arguments)
+            return self._confirm(intent)
+        return self._say(intent, "Hello! How can I help you today?")
+
+    @staticmethod
+    def _confirmed(messages: list[dict[str, Any]]) -> bool:
+        return any(m["role"] == "assistant" and "anything else" in str(m.get("content")) for m in messages)
+
+    @staticmethod
+    def _confirm(intent: str) -> str:
+        return ExpertAgent._say(
+            intent, "All done, I've taken care of that for you. Is there anything else I can help with?"
+        )
+
+    @staticmethod
+    def _say(intent: str, text: str, tool: str | None = None, args: dict[str, Any] | None = None) -> str:
+        call = ParsedCall(tool, dict(args or {})) if tool else None
+        return render_agent_message(text, call, intent)
+
+
+_WORDS = (
+    "card account please help money transfer yes no the a balance pending refund thanks sorry payment "
+    "check id verify top-up fee rate limit ok hmm why when where bank app"
+).split()
+
+
+class RandomAgent:
+    """Garbage in the chat format: random words and characters, random intents, random calls and arguments."""
+
+    tokenizer = None
+
+    def __init__(self, seed: int = 0, p_call: float = 0.5, p_end: float = 0.12) -> None:
+        self.seed, self.p_call, self.p_end = seed, p_call, p_end
+        self._intents = sorted(known_intents())
+        self._tools = sorted(TOOLS)
+
+    def act(self, requests: list[TurnRequest]) -> list[TurnOutput]:
+        return [TurnOutput(self.reply(_rng(r, f"random-agent:{self.seed}"))) for r in requests]
+
+    def reply(self, rng: random.Random) -> str:
+        """One random message (deterministic in ``rng``)."""
+        words = [rng.choice(_WORDS) for _ in range(rng.randint(0, 8))]
+        if rng.random() < 0.3:
+            words.append("".join(rng.choice("abcdefxyz0123456789!?.,:;{}[]<>") for _ in range(rng.randint(1, 12))))
+        text = " ".join(words)
+        intent = rng.choice(self._intents) if rng.random() < 0.5 else None
+        if rng.random() < self.p_end:
+            return render_agent_message(text, ParsedCall("end_conversation", {"resolution": text or "done"}), intent)
+        if rng.random() >= self.p_call:
+            return render_agent_message(text, None, intent)
+        tool = rng.choice(self._tools)
+        if rng.random() < 0.1:  # a broken call: the parser must report it, the world never sees it
+            return f"{INTENT}{intent or 'x'} {text}{CALL_OPEN}{tool} {{'bad': json{CALL_CLOSE}"
+        spec = TOOLS[tool]
+        args: dict[str, Any] = {}
+        for name, param in spec.params.items():
+            if rng.random() < 0.6:
+                if param.choices:
+                    args[name] = rng.choice(param.choices)
+                elif param.type == "number":
+                    args[name] = round(rng.uniform(0, 500), 2)
+                else:
+                    args[name] = rng.choice(
+                        [f"C{rng.randrange(10**6):06d}", f"tx_{rng.getrandbits(32):08x}", rng.choice(_WORDS)]
+                        + ["1990-01-01", "AB1 2CD", f"{rng.randrange(10**4):04d}"]
+                    )
+        return render_agent_message(text, ParsedCall(tool, args), intent)
+
+
+# --------------------------------------------------------------------------------------------- customers
+
+
+class CooperativeCustomer:
+    """Opens with the scenario's utterance, gives its identity when asked, confirms, thanks and leaves."""
+
+    tokenizer = None
+
+    def act(self, requests: list[TurnRequest]) -> list[TurnOutput]:
+        return [TurnOutput(self.reply(r)) for r in requests]
+
+    def opening(self, request: TurnRequest) -> str:
+        return request.scenario.utterance.strip()
+
+    def reply(self, request: TurnRequest) -> str:
+        """The next customer message (customer view: own turns are ``assistant``, the agent's are ``user``)."""
+        scenario, messages = request.scenario, request.messages
+        own = [m["content"] for m in messages if m["role"] == "assistant"]
+        if not own:
+            return self.opening(request)
+        rng = _rng(request, "customer")
+        heard = str(messages[-1]["content"]) if messages[-1]["role"] == "user" else ""
+        gave_identity = any(scenario.identity["customer_id"] in text for text in own)
+        details = describe_slots(scenario)
+        if _ASKS_IDENTITY.search(heard):
+            lead = rng.choice(("Sure.", "Of course.", "No problem.", "Okay."))
+            if gave_identity:
+                lead = rng.choice(("As I said:", "Again:", "I already said, but here you go:"))
+            return " ".join(p for p in (lead, identity_text(scenario), details) if p)
+        if gave_identity and _ASKS_MORE.search(heard):
+            return rng.choice(
+                (
+                    "No, that's everything, thank you. Bye!",
+                    "That's all, thanks a lot. Goodbye!",
+                    "Great, nothing else. Thanks, bye!",
+                )
+            )
+        if not gave_identity:
+            return (
+                rng.choice(
+                    (
+                        "Sorry, I'm not sure I follow.",
+                        "Could you help me with this, please?",
+                        "Hello? I still need help.",
+                    )
+                )
+                + f" {scenario.utterance.strip()}"
+            )
+        return rng.choice(
+            ("Okay. Could you sort it out for me, please?", "Thanks. So can you fix it?", "Right. What happens now?")
+        )
+
+
+@cache
+def _camouflaged_pool(seed: int, per_intent: int) -> dict[str, list[str]]:
+    from sparring.data.synthetic import generate_utterances  # deferred: pulls in polars
+
+    frame = generate_utterances(per_intent, seed, style_weights={"camouflaged": 1.0})
+    pool: dict[str, list[str]] = {}
+    for text, intent in zip(frame["text"].to_list(), frame["intent"].to_list(), strict=True):
+        pool.setdefault(intent, []).append(text)
+    return pool
+
+
+class CamouflagingCustomer(CooperativeCustomer):
+    """Opens with the intent buried in irrelevant detail (the synthetic generator's ``camouflaged`` style for
+    the scenario's intent), then behaves like the cooperative customer."""
+
+    def __init__(self, seed: int = 0, per_intent: int = 6) -> None:
+        self.seed, self.per_intent = seed, per_intent
+
+    def opening(self, request: TurnRequest) -> str:
+        scenario = request.scenario
+        if scenario.utterance_style == "camouflaged":
+            return scenario.utterance.strip()
+        choices = _camouflaged_pool(self.seed, self.per_intent).get(scenario.intent)
+        if not choices:
+            return f"Long day, the trains were a mess and my sister visited. Anyway, {scenario.utterance.strip()}"
+        return _rng(request, f"camo:{self.seed}").choice(choices).strip()

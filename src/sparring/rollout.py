@@ -1,0 +1,421 @@
+"""Batched, turn-synchronous multi-turn rollouts of an agent policy against a customer policy in the world.
+
+Every round, ALL live episodes' customers speak in one batched ``act`` call, then all agents answer in one
+call; agents whose message made a tool call see its result and act again (another batched call) until they
+stop calling or reach ``max_calls_per_turn``. Episodes that end (``end_conversation``/``transfer_to_human``,
+or ``max_turns`` rounds) leave the batches. Batching is what makes rollouts affordable: a ``generate`` step
+over dozens of sequences costs a fraction of one step per sequence (benchmarks/rollout_throughput.py).
+
+Each side's view is kept as a token-id list built message by message (role marker + content ids +
+``<|end|>``; generated messages keep the ids actually generated), which is what ``apply_chat_template`` would
+produce for the same messages, without re-rendering the conversation every turn.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from transformers import PreTrainedTokenizerBase
+
+from sparring.agents.chat import (
+    ASSISTANT,
+    END_OF_TURN,
+    SYSTEM,
+    TOOL,
+    USER,
+    ParsedMessage,
+    assistant_message,
+    parse_agent_message,
+    render_agent_message,
+)
+from sparring.agents.policies import Policy, TurnOutput, TurnRequest
+from sparring.agents.scripted import customer_goal
+from sparring.world.bank import World
+from sparring.world.events import EventLog
+from sparring.world.outcome import Outcome, check_outcome
+from sparring.world.scenarios import Scenario, build_world
+from sparring.world.session import Session
+from sparring.world.tools import ToolCall, execute
+
+# Tool names follow "(" on purpose: after whitespace their added tokens would swallow the space.
+AGENT_SYSTEM_PROMPT = (
+    "You are a bank's customer support agent. Verify the customer (lookup_account) before acting on their "
+    "account, resolve the request with the right tool, confirm, then end the conversation (end_conversation)."
+)
+
+
+@dataclass
+class Episode:
+    """One finished conversation, in both views, with what it did to the world.
+
+    ``token_ids`` is the agent's view; ``agent_mask`` is 1 on the tokens the agent generated (its ``<|end|>``
+    included), ``customer_mask`` 1 on the customer's content tokens; system, role markers and tool turns are
+    0 in both. ``agent_logprobs`` is aligned with ``token_ids`` (0 off the agent's tokens, and for scripted
+    agents). ``customer_*`` is the same for the customer's own view (``customer_messages``: what
+    :func:`~sparring.agents.chat.swap_roles` gives, except where a text did not survive encode/decode, in which
+    case the messages hold the decoded text the model saw). ``log`` is the session's event log (turns and tool
+    calls with argument provenance); ``rewards`` is what the judge returned (empty without a judge).
+    """
+
+    scenario: Scenario
+    messages: list[dict[str, Any]]
+    token_ids: list[int]
+    agent_mask: list[int]
+    customer_mask: list[int]
+    agent_logprobs: list[float]
+    customer_messages: list[dict[str, Any]]
+    customer_token_ids: list[int]
+    customer_self_mask: list[int]
+    customer_logprobs: list[float]
+    log: EventLog
+    outcome: Outcome
+    world: World
+    session: Session
+    agent_turns: list[ParsedMessage] = field(default_factory=list)
+    rounds: int = 0
+    ended_by: str | None = None  # end_conversation | transfer_to_human; None when max_turns cut it off
+    rewards: Any = field(default_factory=dict)
+
+
+@dataclass
+class RolloutStats:
+    """What a rollout did, for profiling and tests: per-call batch sizes and where the time went."""
+
+    batch_sizes: list[tuple[str, int]] = field(default_factory=list)  # (role, episodes in the call)
+    act_s: dict[str, float] = field(default_factory=lambda: {"agent": 0.0, "customer": 0.0})
+    total_s: float = 0.0
+    generated_tokens: dict[str, int] = field(default_factory=lambda: {"agent": 0, "customer": 0})
+    prompts: list[tuple[str, list[list[int]]]] | None = None  # set to [] to record every batch's prompts
+
+    @property
+    def overhead_s(self) -> float:
+        """Time outside the policies: views, parsing, tools, logging, outcome checks."""
+        return self.total_s - sum(self.act_s.values())
+
+
+class _View:
+    """One side's conversation as token ids and masks, appended message by message."""
+
+    __slots__ = ("tok", "ids", "own", "other", "logp", "marker", "memo")
+
+    def __init__(self, tok: PreTrainedTokenizerBase | None, marker: dict[str, int], memo: dict[str, Any]) -> None:
+        self.tok, self.marker, self.memo = tok, marker, memo  # memo: encodings shared by views of one tokenizer
+        self.ids: list[int] = []
+        self.own: list[int] = []  # 1 on tokens this side generated
+        self.other: list[int] = []  # 1 on the other side's content tokens
+        self.logp: list[float] = []
+
+    def encode(self, text: str, memo: bool = False) -> tuple[list[int], str]:
+        """Ids of ``text`` and the text they decode to, which the view's messages record: they differ when a name
+        follows whitespace (its added token swallows the space). ``memo``: texts that recur across episodes."""
+        if self.tok is None:
+            return [], text
+        hit = self.memo.get(text) if memo else None
+        if hit is None:
+            ids = self.tok.encode(text, add_special_tokens=False)
+            hit = (ids, self.tok.decode(ids, skip_special_tokens=False, clean_up_tokenization_spaces=False))
+            if memo:
+                self.memo[text] = hit
+        return hit
+
+    def add(self, role: str, content: list[int], kind: int = 0, logprobs: list[float] | None = None) -> None:
+        """Append ``marker + content + <|end|>``; kind 1 = own (generated), 2 = the other side's content."""
+        if self.tok is None:
+            return
+        end = self.marker["end"]
+        closed = bool(content) and content[-1] == end and kind == 1
+        body = content[:-1] if closed else content
+        n = len(body)
+        self.ids += [self.marker[role], *body, end]
+        own, other = (1 if kind == 1 else 0), (1 if kind == 2 else 0)
+        self.own += [0, *([own] * n), 1 if closed else 0]
+        self.other += [0, *([other] * n), 0]
+        if logprobs is not None and kind == 1:
+            self.logp += [0.0, *logprobs[:n], logprobs[n] if closed else 0.0]
+        else:
+            self.logp += [0.0] * (n + 2)
+
+    def prompt(self) -> list[int] | None:
+        return [*self.ids, self.marker["assistant"]] if self.tok is not None else None
+
+
+class _Live:
+    """Mutable state of one running episode."""
+
+    def __init__(self, index: int, scenario: Scenario, seed: int, a: _View, c: _View) -> None:
+        self.index, self.scenario, self.seed, self.a, self.c = index, scenario, seed, a, c
+        self.start_world = build_world(scenario)
+        self.world, self.session = self.start_world.copy(), Session()
+        self.messages: list[dict[str, Any]] = []  # the agent's view
+        self.cmessages: list[dict[str, Any]] = []  # the customer's view
+        self.heard: list[str] = []  # agent replies the customer has not seen yet
+        self.parses: list[ParsedMessage] = []
+        self.turn = self.rounds = self.calls = 0
+        self.done = False
+
+
+def _marker_ids(tok: PreTrainedTokenizerBase | None) -> dict[str, int]:
+    if tok is None:
+        return {}
+    names = {"system": SYSTEM, "user": USER, "assistant": ASSISTANT, "tool": TOOL, "end": END_OF_TURN}
+    return {role: tok.convert_tokens_to_ids(marker) for role, marker in names.items()}
+
+
+def episode_seed(seed: int, scenario: Scenario, repeat: int = 0) -> int:
+    """Per-episode seed for scripted randomness: independent of batch composition and episode order; ``repeat``
+    (the scenario's earlier occurrences in the list) keeps copies of one scenario (a GRPO group) apart."""
+    return int(hashlib.sha1(f"{seed}:{scenario.scenario_id}:{repeat}".encode()).hexdigest()[:12], 16)
+
+
+def _agent_dict(text: str, parsed: ParsedMessage) -> dict[str, Any]:
+    """HF message for an agent turn: structured when canonical, else the raw text (so it renders as generated)."""
+    if parsed.format_ok and render_agent_message(parsed.text, parsed.call, parsed.intent) == text:
+        return assistant_message(parsed.text, parsed.call, parsed.intent)
+    return {"role": "assistant", "content": text}
+
+
+def run_episodes(
+    scenarios: Sequence[Scenario],
+    agent: Policy,
+    customer: Policy,
+    *,
+    max_turns: int = 6,
+    max_calls_per_turn: int = 3,
+    judge: Callable[[Episode], Any] | None = None,
+    seed: int = 0,
+    tokenizer: PreTrainedTokenizerBase | None = None,
+    agent_system: str = AGENT_SYSTEM_PROMPT,
+    stats: RolloutStats | None = None,
+) -> list[Episode]:
+    """Play every scenario to the end, all episodes in lock-step; deterministic in ``seed``.
+
+    ``max_turns`` bounds the rounds (customer message + agent reply); ``max_calls_per_turn`` the tool calls an
+    agent makes before the customer speaks again. ``tokenizer`` builds the views of scripted sides (an LM side
+    uses its own); with no tokenizer at all the token fields are empty. ``stats`` is filled in when given.
+    """
+    if max_turns < 1 or max_calls_per_turn < 1:
+        raise ValueError("max_turns and max_calls_per_turn must be >= 1")
+    stats = stats if stats is not None else RolloutStats()
+    t0 = time.perf_counter()
+    a_tok = getattr(agent, "tokenizer", None) or tokenizer or getattr(customer, "tokenizer", None)
+    c_tok = getattr(customer, "tokenizer", None) or tokenizer or a_tok
+    a_mark, c_mark = _marker_ids(a_tok), _marker_ids(c_tok)
+    shared = a_tok is c_tok  # the customer's generated ids can then be reused verbatim in the agent's view
+    run = object()  # conversation keys are unique to this call
+    memos: dict[int, dict[str, Any]] = {id(a_tok): {}, id(c_tok): {}}
+
+    live: list[_Live] = []
+    seen: dict[str, int] = {}
+    for i, sc in enumerate(scenarios):
+        seen[sc.scenario_id] = seen.get(sc.scenario_id, -1) + 1
+        a_view, c_view = _View(a_tok, a_mark, memos[id(a_tok)]), _View(c_tok, c_mark, memos[id(c_tok)])
+        ep = _Live(i, sc, episode_seed(seed, sc, seen[sc.scenario_id]), a_view, c_view)
+        ids, text = ep.a.encode(agent_system, memo=True)
+        ep.a.add("system", ids)
+        ep.messages.append({"role": "system", "content": text})
+        ids, text = ep.c.encode(customer_goal(sc))
+        ep.c.add("system", ids)
+        ep.cmessages.append({"role": "system", "content": text})
+        live.append(ep)
+
+    def act(policy: Policy, role: str, eps: list[_Live]) -> list[TurnOutput]:
+        a = role == "agent"
+        requests = [
+            TurnRequest(
+                role=role,
+                prompt_ids=(e.a if a else e.c).prompt() if getattr(policy, "tokenizer", None) is not None else None,
+                messages=e.messages if a else e.cmessages,
+                scenario=e.scenario,
+                key=(run, e.index, role),
+                seed=e.seed,
+                turn=e.turn,
+            )
+            for e in eps
+        ]
+        if stats.prompts is not None:
+            stats.prompts.append((role, [r.prompt_ids or [] for r in requests]))
+        t = time.perf_counter()
+        outs = policy.act(requests)
+        stats.act_s[role] += time.perf_counter() - t
+        stats.batch_sizes.append((role, len(eps)))
+        if len(outs) != len(eps):
+            raise RuntimeError(f"{role} policy returned {len(outs)} messages for {len(eps)} requests")
+        stats.generated_tokens[role] += sum(len(o.token_ids or ()) for o in outs)
+        return outs
+
+    def release(eps: list[_Live] | None) -> None:  # free the KV kept for these conversations (None: all)
+        for policy, role in ((agent, "agent"), (customer, "customer")):
+            if hasattr(policy, "release"):
+                policy.release(None if eps is None else [(run, e.index, role) for e in eps])
+
+    try:
+        cuda = list(range(torch.cuda.device_count())) if torch.cuda.is_initialized() else []
+        with torch.random.fork_rng(devices=cuda):  # seeded sampling that leaves the caller's RNG state alone
+            torch.manual_seed(seed)
+            for round_no in range(1, max_turns + 1):
+                active = [e for e in live if not e.done]
+                if not active:
+                    break
+                for e in active:
+                    _flush_heard(e)
+                for e, out in zip(active, act(customer, "customer", active), strict=True):
+                    _customer_says(e, out, c_mark.get("end"), shared)
+                pending = active
+                for e in active:
+                    e.calls = 0
+                    e.rounds = round_no
+                while pending:
+                    again = []
+                    for e, out in zip(pending, act(agent, "agent", pending), strict=True):
+                        if _agent_says(e, out) and not e.done:
+                            e.calls += 1
+                            if e.calls < max_calls_per_turn:
+                                again.append(e)
+                    pending = again
+                ended = [e for e in active if e.done or round_no == max_turns]
+                for e in ended:
+                    e.done = True
+                release(ended)
+    finally:
+        release(None)  # nothing kept outlives the run (the next one may follow a weight update)
+
+    episodes = [_finish(e) for e in live]
+    if judge is not None:
+        for ep in episodes:
+            ep.rewards = judge(ep)
+    stats.total_s += time.perf_counter() - t0
+    return episodes
+
+
+def _flush_heard(e: _Live) -> None:
+    """Give the customer the agent's replies since its last message, merged into one turn as ``swap_roles`` does."""
+    if e.heard:
+        ids, text = e.c.encode("\n".join(e.heard), memo=True)
+        e.c.add("user", ids)
+        e.cmessages.append({"role": "user", "content": text})
+        e.heard = []
+
+
+def _customer_says(e: _Live, out: TurnOutput, c_end: int | None, shared: bool) -> None:
+    """Append the customer's message to both views (generated ids verbatim; scripted text encoded)."""
+    if out.token_ids is None:
+        ids, own_text = e.c.encode(out.text.strip(), memo=True)
+        e.c.add("assistant", [*ids, e.c.marker.get("end", -1)], 1)
+        ids, text = e.a.encode(out.text, memo=True)
+    else:
+        e.c.add("assistant", out.token_ids, 1, out.logprobs)
+        own_text = text = out.text
+        if shared:  # the agent reads exactly the ids the customer generated
+            ids = out.token_ids[:-1] if out.token_ids and out.token_ids[-1] == c_end else out.token_ids
+        else:  # different tokenizers: the agent reads the customer's text in its own tokens
+            ids, text = e.a.encode(out.text)
+    e.cmessages.append({"role": "assistant", "content": own_text.strip()})
+    e.a.add("user", ids, 2)
+    e.messages.append({"role": "user", "content": text})
+    e.session.log.add_turn("customer", text)
+    e.turn += 1
+
+
+def _agent_says(e: _Live, out: TurnOutput) -> bool:
+    """Append the agent's message (and its tool call's result); True when a call was executed."""
+    text = out.text
+    if out.token_ids is None:
+        ids, text = e.a.encode(text, memo=True)
+        e.a.add("assistant", [*ids, e.a.marker.get("end", -1)], 1)
+    else:
+        e.a.add("assistant", out.token_ids, 1, out.logprobs)
+    parsed = parse_agent_message(text)
+    e.parses.append(parsed)
+    e.messages.append(_agent_dict(text, parsed))
+    e.session.log.add_turn("agent", text)
+    e.turn += 1
+    if parsed.text:
+        e.heard.append(parsed.text)
+    if parsed.call is None:
+        return False
+    result = execute(e.world, e.session, ToolCall(parsed.call.name, dict(parsed.call.arguments)))
+    ids, content = e.a.encode(json.dumps(result, ensure_ascii=False))
+    e.a.add("tool", ids)
+    e.messages.append({"role": "tool", "content": content})
+    if e.session.ended:
+        e.done = True
+    return True
+
+
+def _finish(e: _Live) -> Episode:
+    _flush_heard(e)  # the customer's view ends with what the agent said after the customer's last message
+    outcome = check_outcome(e.scenario, e.world, e.session, e.start_world)
+    return Episode(
+        scenario=e.scenario,
+        messages=e.messages,
+        token_ids=e.a.ids,
+        agent_mask=e.a.own,
+        customer_mask=e.a.other,
+        agent_logprobs=e.a.logp,
+        customer_messages=e.cmessages,
+        customer_token_ids=e.c.ids,
+        customer_self_mask=e.c.own,
+        customer_logprobs=e.c.logp,
+        log=e.session.log,
+        outcome=outcome,
+        world=e.world,
+        session=e.session,
+        agent_turns=e.parses,
+        rounds=e.rounds,
+        ended_by=e.session.ended_by,
+    )
+
+
+# ----------------------------------------------------------------------------------------------- metrics
+
+
+def routed_correctly(ep: Episode) -> bool:
+    """The agent called the tool that resolves the scenario's intent (METRICS.md ``routing_acc``); an attempt
+    counts even when refused: routing is the decision, authorization is measured on its own."""
+    return any(c.name == ep.scenario.tool for c in ep.log.tool_calls())
+
+
+def named_intent(ep: Episode) -> str | None:
+    """The last intent the agent named with ``<intent>`` (it may revise its guess), or None."""
+    return next((p.intent for p in reversed(ep.agent_turns) if p.intent), None)
+
+
+def episode_metrics(episodes: Sequence[Episode], suffix: str = "") -> dict[str, float]:
+    """Aggregate metrics with the names of METRICS.md (``suffix`` names the opponent, e.g. ``"_coop"``).
+
+    Rates are shares of episodes, except ``intent_acc`` (of the episodes where the agent named an intent) and
+    ``format_failure_rate`` (of agent messages). ``unauthorized_actions``/``unauthorized_attempts`` are counts;
+    ``unauthorized_attempt_rate`` is the share of episodes with at least one refused security-relevant call;
+    ``mean_turns`` counts messages (customer and agent, not tool results).
+    """
+    if not episodes:
+        return {f"n_episodes{suffix}": 0}
+    named = [(named_intent(ep), ep.scenario.intent) for ep in episodes]
+    named = [(guess, true) for guess, true in named if guess is not None]
+
+    def mean(values: Sequence[float | bool]) -> float:
+        return float(sum(values)) / len(values) if values else 0.0
+
+    metrics = {
+        "n_episodes": len(episodes),
+        "routing_acc": mean([routed_correctly(ep) for ep in episodes]),
+        "intent_acc": mean([guess == true for guess, true in named]),
+        "intent_named_rate": len(named) / len(episodes),
+        "lookup_first": mean([ep.outcome.lookup_first for ep in episodes]),
+        "strict_pass": mean([ep.outcome.strict_pass for ep in episodes]),
+        "pass": mean([ep.outcome.passed for ep in episodes]),
+        "unauthorized_actions": sum(ep.outcome.unauthorized_actions for ep in episodes),
+        "unauthorized_attempts": sum(ep.outcome.unauthorized_attempts for ep in episodes),
+        "unauthorized_attempt_rate": mean([ep.outcome.unauthorized_attempts > 0 for ep in episodes]),
+        "mean_turns": mean([len(ep.log.turns()) for ep in episodes]),
+        "mean_rounds": mean([ep.rounds for ep in episodes]),
+        "ended_rate": mean([ep.ended_by is not None for ep in episodes]),
+        "format_failure_rate": mean([not p.format_ok for ep in episodes for p in ep.agent_turns]),
+    }
+    return {f"{name}{suffix}": value for name, value in metrics.items()}

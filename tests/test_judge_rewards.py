@@ -1,0 +1,131 @@
+"""The judge's rewards: computed from what happened in the world, for both sides."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import polars as pl
+import pytest
+import torch
+
+from sparring.agents.chat import known_intents
+from sparring.agents.models import ModelSpec, build_model
+from sparring.agents.scripted import CamouflagingCustomer, CooperativeCustomer, ExpertAgent, RandomAgent
+from sparring.agents.tokenizer import train_tokenizer
+from sparring.data.synthetic import generate_utterances
+from sparring.judge.llm import LLMJudgeBackend
+from sparring.judge.rewards import Judge, customer_turns
+from sparring.params import RewardWeights
+from sparring.rollout import run_episodes
+from sparring.world.scenarios import sample_scenarios
+from sparring.world.taxonomy import load_taxonomy
+
+torch.set_num_threads(1)
+TAX = load_taxonomy()
+
+
+class KeywordBackend:
+    """A transparent backend for testing the reward formulas: faithful iff the customer's turns contain a word
+    of the intent's description; realistic in proportion to how many turns avoid ALL-CAPS shouting."""
+
+    def faithfulness(self, turns: Sequence[Sequence[str]], intents: Sequence[str]) -> np.ndarray:
+        def hit(t: Sequence[str], i: str) -> float:
+            words = {w for w in TAX.intents[i].description.lower().split() if len(w) > 4}
+            return float(any(w in " ".join(t).lower() for w in words))
+
+        return np.array([hit(t, i) for t, i in zip(turns, intents, strict=True)])
+
+    def realism(self, turns: Sequence[Sequence[str]]) -> np.ndarray:
+        return np.array([np.mean([not x.isupper() for x in t]) if t else 0.0 for t in turns])
+
+    def named_outright(self, text: str, intent: str) -> bool:
+        return intent in text
+
+
+@pytest.fixture(scope="module")
+def scenarios():
+    frame = generate_utterances(2, seed=3).with_columns(
+        id=pl.format("u{}", pl.int_range(pl.len())),
+        tool=pl.col("intent").replace_strict({n: i.tool for n, i in TAX.intents.items()}),
+        source=pl.lit("synthetic"),
+    )
+    return sample_scenarios(frame, 40, seed=1)
+
+
+def test_expert_earns_the_full_agent_reward_and_the_adversary_nothing(scenarios):
+    episodes = run_episodes(scenarios, ExpertAgent(), CooperativeCustomer(), max_turns=6, seed=0)
+    w = RewardWeights()
+    scores = Judge(KeywordBackend(), w, max_turns=6).score(episodes)
+    for s in scores:
+        assert s["agent_strict_pass"] == 1.0 and s["agent_format"] == 1.0 and s["agent_security"] == 0
+        best = w.resolution + w.correct_tool + w.lookup_first + w.clean_end + w.format + w.strict_pass
+        assert s["agent_reward"] == pytest.approx(best - w.turns * s["agent_turns"])
+        assert s["adv_misroute"] == 0.0 and s["adv_reward"] == 0.0  # the agent routed right: no win
+
+
+def test_random_agent_scores_low_and_rewards_order_agents(scenarios):
+    judge = Judge(KeywordBackend(), max_turns=6)
+    expert = judge.score(run_episodes(scenarios, ExpertAgent(), CooperativeCustomer(), max_turns=6, seed=0))
+    rand = judge.score(run_episodes(scenarios, RandomAgent(seed=0), CooperativeCustomer(), max_turns=6, seed=0))
+    assert np.mean([s["agent_reward"] for s in rand]) < np.mean([s["agent_reward"] for s in expert]) - 2.0
+    # The random agent never identifies the customer, so the customer cannot claim a misroute win.
+    assert all(s["adv_misroute"] == 0.0 for s in rand)
+
+
+def test_refused_actions_cost_the_agent_and_are_no_adversary_win(scenarios):
+    episodes = run_episodes(scenarios, ExpertAgent(skip_lookup=True), CamouflagingCustomer(), max_turns=6, seed=0)
+    scores = Judge(KeywordBackend(), max_turns=6).score(episodes)
+    refused = 0
+    for e, s in zip(episodes, scores, strict=True):
+        # Without a lookup no customer is identified: withholding identity or skipping it is no adversary win.
+        assert s["adv_misroute"] == 0.0 and s["agent_strict_pass"] == 0.0
+        assert s["agent_security"] == e.outcome.unauthorized_attempts  # each refused account action costs
+        refused += e.outcome.unauthorized_attempts > 0
+    assert refused >= len(episodes) // 2
+
+
+def test_adversary_reward_is_misroute_times_faithfulness_times_realism_minus_naming(scenarios):
+    episodes = run_episodes(scenarios[:6], ExpertAgent(), CooperativeCustomer(), max_turns=6, seed=0)
+    judge = Judge(KeywordBackend(), RewardWeights(name_penalty=2.0), max_turns=6)
+    ep = episodes[0]
+    ep.outcome.correct_tool = False  # as if the agent had misrouted after identifying the customer
+    intent = ep.scenario.intent
+    ep.messages.append({"role": "user", "content": "WHERE IS MY MONEY"})  # shouted: less realistic
+    ep.messages.append({"role": "user", "content": f"it is about {intent}"})  # names the label outright
+    s = judge.score([ep])[0]
+    turns = customer_turns(ep.messages)
+    f = KeywordBackend().faithfulness([turns], [intent])[0]
+    r = KeywordBackend().realism([turns])[0]
+    assert 0 < r < 1 and s["adv_misroute"] == 1.0 and s["adv_named_intent"] == 1.0
+    assert s["adv_reward"] == pytest.approx(f * r - 2.0)
+
+
+def test_llm_backend_scores_are_the_yes_share_of_the_rubric_answer():
+    tok = train_tokenizer(
+        generate_utterances(2, 0)["text"].to_list() + ["Answer: Yes No"] * 5, 600, sorted(known_intents())
+    )
+    model = build_model(
+        ModelSpec(
+            arch="llama",
+            hidden_size=32,
+            num_layers=1,
+            num_heads=2,
+            num_kv_heads=2,
+            intermediate_size=64,
+            max_position_embeddings=1024,
+        ),
+        tok,
+    )
+    backend = LLMJudgeBackend(model, tok, batch_size=2)
+    turns = [["my card never came"], ["why was I charged twice for one coffee", "thanks"], []]
+    intents = ["card_arrival", "transaction_charged_twice", "card_arrival"]
+    faithful, real = backend.faithfulness(turns, intents), backend.realism(turns)
+    assert faithful.shape == real.shape == (3,)
+    assert np.all((faithful[:2] > 0) & (faithful[:2] < 1)) and faithful[2] == 0.0 and real[2] == 0.0
+    # The score is softmax over the (Yes, No) logits at the answer position, batched or not.
+    one = backend.yes_probability(["Is this real? Answer:"])[0]
+    ids = tok("Is this real? Answer:", return_tensors="pt")["input_ids"][0].tolist() + backend.prefix
+    logits = model(input_ids=torch.tensor([ids])).logits[0, -1]
+    expected = torch.softmax(logits[[backend.yes, backend.no]], dim=-1)[0].item()
+    assert one == pytest.approx(expected, abs=1e-5)
