@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from dagster import AssetSelection, Definitions, define_asset_job
 
-from assets import ingest, judge_models, scenarios
+from assets import ingest, judge_models, scenarios, tokenizer
 from pipelines.resources import MlflowTracking, ProjectResource
 
-STAGE_MODULES = [ingest, scenarios, judge_models]  # in pipeline order; each module declares STAGE and its asset
+# In pipeline order; each module declares its STAGE and the asset named after it.
+STAGE_MODULES = [ingest, scenarios, judge_models, tokenizer]
 STAGES = [m.STAGE for m in STAGE_MODULES]
 
 main_job = define_asset_job(

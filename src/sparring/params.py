@@ -121,6 +121,11 @@ class Judge(_Strict):
     reward: RewardWeights = RewardWeights()
 
 
+class Tokenizer(_Strict):
+    vocab_size: int = Field(4000, ge=300, le=200_000)  # includes the special, intent and tool tokens
+    demo_episodes: int = Field(300, ge=0)  # expert episodes rendered into the corpus, so tool JSON tokenizes well
+
+
 class Params(_Strict):
     profile: Literal["quick", "default", "scale"] = "default"
     seed: int = Field(0, ge=0)
@@ -129,6 +134,7 @@ class Params(_Strict):
     ingest: Ingest = Ingest()
     scenarios: Scenarios = Scenarios()
     judge: Judge = Judge()
+    tokenizer: Tokenizer = Tokenizer()
 
     def flat(self) -> dict[str, Any]:
         """Dotted-name view for MLflow: stable names across runs so runs compare column by column."""

@@ -1,0 +1,46 @@
+"""Asset `tokenizer`: a byte-level BPE tokenizer with the chat template, trained on the ingested text."""
+
+from __future__ import annotations
+
+import polars as pl
+
+from pipelines.stages import Stage, StageContext, StageOutput, stage_asset
+from sparring.agents.chat import known_intents
+from sparring.agents.scripted import CooperativeCustomer, ExpertAgent
+from sparring.agents.tokenizer import train_tokenizer
+from sparring.atomic import replace_dir
+from sparring.rollout import run_episodes
+from sparring.world.scenarios import load_scenarios
+
+STAGE = Stage(
+    name="tokenizer",
+    description="Byte-level BPE (special, intent and tool tokens; chat template) over utterances, dialogues "
+    "and rendered expert episodes.",
+    params=("tokenizer",),
+    deps=("src/sparring/agents/tokenizer.py", "src/sparring/agents/chat.py", "assets/tokenizer.py"),
+    outs=("models/tokenizer",),
+    upstream=("ingest", "scenarios"),
+)
+
+
+@stage_asset(STAGE)
+def tokenizer(ctx: StageContext) -> StageOutput:
+    cfg, data = ctx.params.tokenizer, ctx.root / "data"
+    texts = pl.read_parquet(data / "ingest" / "train.parquet")["text"].to_list()
+    dialogues = pl.read_parquet(data / "ingest" / "dialogues_train.parquet")
+    texts += [t["text"] for turns in dialogues["turns"].to_list() for t in turns]
+    # Tool results are JSON with ids and field names: without them in the corpus they split into bytes.
+    scenarios = load_scenarios(data / "scenarios" / "train.jsonl")[: cfg.demo_episodes]
+    episodes = run_episodes(scenarios, ExpertAgent(), CooperativeCustomer(), seed=ctx.params.seed)
+    texts += [str(m.get("content") or "") for e in episodes for m in e.messages]
+    tok = train_tokenizer(texts, cfg.vocab_size, sorted(known_intents()))
+    replace_dir(ctx.root / STAGE.outs[0], tok.save_pretrained)
+    sample = texts[: min(2000, len(texts))]
+    n_tokens = sum(len(ids) for ids in tok(sample, add_special_tokens=False)["input_ids"])
+    return StageOutput(
+        metrics={
+            "vocab_size": len(tok),
+            "corpus_texts": len(texts),
+            "chars_per_token": sum(map(len, sample)) / max(1, n_tokens),
+        }
+    )
