@@ -180,6 +180,23 @@ def _agent_dict(text: str, parsed: ParsedMessage) -> dict[str, Any]:
     return {"role": "assistant", "content": text}
 
 
+def _compact(value: Any) -> Any:
+    if isinstance(value, dict):
+        kept = {k: _compact(v) for k, v in value.items()}
+        return {k: v for k, v in kept.items() if v not in (None, False, "", [], {})}
+    if isinstance(value, list):
+        return [_compact(v) for v in value]
+    return value
+
+
+def render_tool_result(result: dict[str, Any]) -> str:
+    """A tool result as the agent reads it: JSON without null/false/empty fields or spaces.
+
+    The world's account view spells out every flag of every object; a tiny model reading thousands of tokens
+    of `"disputed": false` learns slower and attends worse, and nothing is lost (absent means false/none)."""
+    return json.dumps(_compact(result), ensure_ascii=False, separators=(",", ":"))
+
+
 def run_episodes(
     scenarios: Sequence[Scenario],
     agent: Policy,
@@ -340,7 +357,7 @@ def _agent_says(e: _Live, out: TurnOutput) -> bool:
     if parsed.call is None:
         return False
     result = execute(e.world, e.session, ToolCall(parsed.call.name, dict(parsed.call.arguments)))
-    ids, content = e.a.encode(json.dumps(result, ensure_ascii=False))
+    ids, content = e.a.encode(render_tool_result(result))
     e.a.add("tool", ids)
     e.messages.append({"role": "tool", "content": content})
     if e.session.ended:
