@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from dagster import AssetSelection, Definitions, define_asset_job
 
-from assets import ingest, judge_models, scenarios, tokenizer
+from assets import agent_sft, ingest, judge_models, scenarios, simulator_sft, tokenizer
 from pipelines.resources import MlflowTracking, ProjectResource
 
 # In pipeline order; each module declares its STAGE and the asset named after it.
-STAGE_MODULES = [ingest, scenarios, judge_models, tokenizer]
+STAGE_MODULES = [ingest, scenarios, judge_models, tokenizer, simulator_sft, agent_sft]
 STAGES = [m.STAGE for m in STAGE_MODULES]
 
 main_job = define_asset_job(

@@ -147,6 +147,24 @@ class StageLog:
         self.client.log_batch(self.run_id, metrics=own)
         self.client.log_batch(self.parent_id, metrics=on_parent)
 
+    def curves(self, history: list[dict[str, float]]) -> None:
+        """A trainer's log history as step-indexed curves (train_loss, learning_rate, …)."""
+        from mlflow.entities import Metric
+
+        now = int(time.time() * 1000)
+        points = [
+            Metric(f"train_{k}" if k == "loss" else k, float(v), now, int(entry["step"]))
+            for entry in history
+            if "step" in entry and "train_runtime" not in entry
+            for k, v in entry.items()
+            if k in ("loss", "learning_rate", "grad_norm", "mean_token_accuracy", "entropy")
+        ]
+        for i in range(0, len(points), 1000):  # MLflow caps a batch at 1000 metrics
+            self.client.log_batch(self.run_id, metrics=points[i : i + 1000])
+
+    def artifacts(self, folder: Path, name: str) -> None:
+        self.client.log_artifacts(self.run_id, str(folder), name)
+
     def artifact(self, path: Path, folder: str | None = None) -> None:
         self.client.log_artifact(self.run_id, str(path), folder)
 

@@ -29,9 +29,7 @@ def test_dvc_yaml_is_generated_from_the_stage_declarations():
 def test_dvc_and_dagster_have_the_same_stages_and_upstreams():
     stages = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
     producer = {out: name for name, s in stages.items() for out in s["outs"]}
-    dvc_graph = {
-        name: sorted({producer[d] for d in s["deps"] if d in producer}) for name, s in stages.items()
-    }
+    dvc_graph = {name: sorted({producer[d] for d in s["deps"] if d in producer}) for name, s in stages.items()}
     asset_graph = defs.resolve_asset_graph()
     dagster_graph = {
         key.to_user_string(): sorted(p.to_user_string() for p in asset_graph.get(key).parent_keys)
@@ -113,9 +111,7 @@ def dvc(root: Path, *args: str) -> subprocess.CompletedProcess:
     }
     for var in ("SPARRING_ROOT", "SPARRING_PROFILE"):
         env.pop(var, None)
-    return subprocess.run(
-        [str(BIN / "dvc"), *args], cwd=root, env=env, capture_output=True, text=True, timeout=300
-    )
+    return subprocess.run([str(BIN / "dvc"), *args], cwd=root, env=env, capture_output=True, text=True, timeout=300)
 
 
 def test_dvc_repro_makes_the_same_files_skips_when_unchanged_and_reruns_on_a_param(tmp_path, dagster_run):
@@ -144,3 +140,55 @@ def test_stage_command_refuses_bad_input_naming_the_file(tmp_path):
     assert result.exit_code != 0
     assert "missing.csv: no such file" in result.output
     assert not (root / "data" / "ingest").exists()
+
+
+def test_checkpoints_load_with_plain_transformers_and_generate(dagster_run):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    root = dagster_run[0]
+    for name in ("simulator_sft", "agent_sft"):
+        folder = root / "models" / name
+        tokenizer = AutoTokenizer.from_pretrained(folder)
+        model = AutoModelForCausalLM.from_pretrained(folder)
+        assert tokenizer.padding_side == "left" and tokenizer.chat_template  # saved with every checkpoint
+        prompt = tokenizer.apply_chat_template(
+            [{"role": "user", "content": "my card never arrived"}],
+            add_generation_prompt=True,
+            return_tensors="pt",
+            return_dict=True,
+        )
+        out = model.generate(**prompt, max_new_tokens=5, do_sample=False)
+        assert out.shape[1] > prompt["input_ids"].shape[1]
+
+
+def test_route_command_writes_intent_tool_and_reply(dagster_run, tmp_path):
+    root = dagster_run[0]
+    csv_in = tmp_path / "in.csv"
+    csv_in.write_text('text,ref\n"my card, it never came",1\nhow do I top up by card?,2\n', encoding="utf-8")
+    out = tmp_path / "out.csv"
+    result = CliRunner().invoke(
+        app, ["route", str(csv_in), "--checkpoint", str(root / "models" / "agent_sft"), "--out", str(out)]
+    )
+    assert result.exit_code == 0, result.output
+    import polars as pl
+
+    routed = pl.read_csv(out)
+    assert routed.columns == ["text", "ref", "intent", "tool", "reply"] and routed.height == 2
+    assert routed["text"][0] == "my card, it never came"
+
+
+@pytest.mark.parametrize(
+    "content, checkpoint, message",
+    [
+        ("text\nhello\n", "nowhere", "nowhere: not a model checkpoint"),
+        ("words\nhello\n", None, "missing column 'text'"),
+        ("", None, "the file is empty"),
+    ],
+)
+def test_route_refuses_bad_input(dagster_run, tmp_path, content, checkpoint, message):
+    csv_in = tmp_path / "in.csv"
+    csv_in.write_text(content, encoding="utf-8")
+    folder = tmp_path / checkpoint if checkpoint else dagster_run[0] / "models" / "agent_sft"
+    result = CliRunner().invoke(app, ["route", str(csv_in), "--checkpoint", str(folder)])
+    assert result.exit_code != 0 and message in " ".join(result.output.split())
+    assert not (tmp_path / "in.routed.csv").exists()

@@ -7,6 +7,7 @@ import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 
 def write_json(obj: dict, path: Path) -> None:
@@ -33,3 +34,11 @@ def replace_dir(out_dir: Path, fill: Callable[[Path], None]) -> None:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
         shutil.rmtree(old, ignore_errors=True)
+
+
+def write_csv(frame: Any, path: Path) -> None:
+    """A polars DataFrame as CSV, written beside the target then renamed."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    frame.write_csv(tmp)
+    os.replace(tmp, path)

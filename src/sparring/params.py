@@ -126,6 +126,48 @@ class Tokenizer(_Strict):
     demo_episodes: int = Field(300, ge=0)  # expert episodes rendered into the corpus, so tool JSON tokenizes well
 
 
+class Model(_Strict):
+    """The architecture every trained policy starts from: a tiny model from config, or a pretrained one."""
+
+    arch: Literal["llama", "qwen2"] = "llama"
+    hidden_size: int = Field(128, ge=8)
+    num_layers: int = Field(4, ge=1)
+    num_heads: int = Field(4, ge=1)
+    num_kv_heads: int = Field(2, ge=1)
+    intermediate_size: int = Field(512, ge=8)
+    max_position_embeddings: int = Field(4096, ge=128)
+    name_or_path: str | None = None  # a local folder, a hub id, or smollm2-135m-instruct → pretrained + LoRA
+    lora: dict[str, Any] | None = None  # peft LoraConfig arguments
+
+    @model_validator(mode="after")
+    def _check(self) -> Model:
+        if self.hidden_size % self.num_heads or self.num_heads % self.num_kv_heads:
+            raise ValueError("hidden_size must divide by num_heads, and num_heads by num_kv_heads")
+        return self
+
+
+class SFT(_Strict):
+    epochs: float = Field(6.0, gt=0)
+    learning_rate: float = Field(2e-3, gt=0, le=1)
+    batch_size: int = Field(16, ge=1)
+    warmup_steps: int = Field(100, ge=0)
+    adam_beta2: float = Field(0.98, gt=0, lt=1)
+    weight_decay: float = Field(0.01, ge=0)
+    max_length: int = Field(2048, ge=32)
+
+
+class AgentSFT(SFT):
+    demos: int = Field(1000, ge=1)  # expert episodes vs cooperative customers, from train scenarios
+    eval_scenarios: int = Field(240, ge=1)  # held-out scenarios DA0 is measured on (≤ scenarios.n_heldout)
+    max_new_tokens: int = Field(96, ge=8)
+
+
+class SimulatorSFT(SFT):
+    scripted_episodes: int = Field(500, ge=0)  # cooperative episodes: teach giving the identity facts when asked
+    eval_scenarios: int = Field(120, ge=1)
+    max_new_tokens: int = Field(64, ge=8)
+
+
 class Params(_Strict):
     profile: Literal["quick", "default", "scale"] = "default"
     seed: int = Field(0, ge=0)
@@ -135,6 +177,9 @@ class Params(_Strict):
     scenarios: Scenarios = Scenarios()
     judge: Judge = Judge()
     tokenizer: Tokenizer = Tokenizer()
+    model: Model = Model()
+    simulator_sft: SimulatorSFT = SimulatorSFT()
+    agent_sft: AgentSFT = AgentSFT()
 
     def flat(self) -> dict[str, Any]:
         """Dotted-name view for MLflow: stable names across runs so runs compare column by column."""

@@ -158,3 +158,22 @@ DIALOGUE_SCHEMA = {
     "outcome": pl.String,
     "turns": pl.List(pl.Struct({"role": pl.String, "text": pl.String})),
 }
+
+
+def read_text_csv(path: str | Path, max_text_chars: int = 100_000) -> pl.DataFrame:
+    """A CSV with at least a `text` column (other columns are kept), for batch inference."""
+    path = Path(path)
+    content = _read_utf8(path)
+    try:
+        frame = pl.read_csv(io.StringIO(content), infer_schema=False)
+    except Exception as exc:
+        raise IngestError(f"{path}: not a readable CSV: {exc}") from None
+    if "text" not in frame.columns:
+        raise IngestError(f"{path}: missing column 'text' (found columns: {frame.columns})")
+    if frame.height == 0:
+        raise IngestError(f"{path}: the file has a header but no data rows")
+    problems: list[str] = []
+    for row, text in enumerate(frame["text"], start=1):
+        _check_text(text, f"row {row}, column 'text'", max_text_chars, problems)
+    _raise_if(problems, path)
+    return frame

@@ -1,0 +1,65 @@
+"""Asset `agent_sft`: DA0, the support agent's warm start — SFT on expert tool-routing demonstrations."""
+
+from __future__ import annotations
+
+import polars as pl
+from transformers import AutoTokenizer
+
+from pipelines.stages import Stage, StageContext, StageOutput, stage_asset
+from sparring.agents.models import build_model, count_parameters
+from sparring.agents.policies import LMPolicy
+from sparring.agents.scripted import CamouflagingCustomer, CooperativeCustomer
+from sparring.evaluate.agent import evaluate_agent, intent_accuracy
+from sparring.evaluate.baselines import tfidf_intent_accuracy
+from sparring.train.checkpoints import load_checkpoint, model_spec, save_checkpoint, sft_settings
+from sparring.train.demos import expert_demonstrations
+from sparring.train.sft import train_sft
+from sparring.world.scenarios import load_scenarios
+
+STAGE = Stage(
+    name="agent_sft",
+    description="DA0: SFT on expert demonstrations (lookup first, the right tool, a clean end) against "
+    "cooperative customers; measured on held-out scenarios against the simulator and a camouflaging customer.",
+    params=("model", "agent_sft"),
+    deps=("src/sparring/train", "src/sparring/evaluate", "assets/agent_sft.py"),
+    outs=("models/agent_sft",),
+    upstream=("ingest", "scenarios", "tokenizer", "simulator_sft"),
+)
+
+
+@stage_asset(STAGE)
+def agent_sft(ctx: StageContext) -> StageOutput:
+    p, data, models = ctx.params, ctx.root / "data", ctx.root / "models"
+    cfg = p.agent_sft
+    tokenizer = AutoTokenizer.from_pretrained(models / "tokenizer")
+    # Cooperative customers only: concealment styles are for co-evolution to discover.
+    demos = expert_demonstrations(load_scenarios(data / "scenarios" / "train.jsonl")[: cfg.demos], p.seed)
+    model = build_model(model_spec(p.model, p.seed), tokenizer)
+    result = train_sft(model, tokenizer, demos, sft_settings(cfg, p.seed), ctx.root / "scratch" / "agent_sft")
+    ctx.log.curves(result.curves)
+    save_checkpoint(result.model, tokenizer, models / "agent_sft")
+    ctx.log.artifacts(models / "agent_sft", "checkpoint")
+
+    agent = LMPolicy(result.model, tokenizer, role="agent", max_new_tokens=cfg.max_new_tokens, greedy=True)
+    sim_model, sim_tokenizer = load_checkpoint(models / "simulator_sft")
+    customers = {
+        "coop": LMPolicy(sim_model, sim_tokenizer, role="customer", max_new_tokens=p.simulator_sft.max_new_tokens),
+        "coopscripted": CooperativeCustomer(),
+        "camo": CamouflagingCustomer(seed=p.seed),
+    }
+    heldout = load_scenarios(data / "scenarios" / "heldout.jsonl")[: cfg.eval_scenarios]
+    metrics = evaluate_agent(agent, heldout, customers, seed=p.seed)
+    train, test = (pl.read_parquet(data / "ingest" / f"{s}.parquet") for s in ("train", "test"))
+    metrics["intent_acc_heldout_split"] = intent_accuracy(agent, test["text"].to_list(), test["intent"].to_list())
+    metrics["tfidf_intent_acc_heldout_split"] = tfidf_intent_accuracy(
+        train["text"].to_list(), train["intent"].to_list(), test["text"].to_list(), test["intent"].to_list()
+    )
+    metrics.update(
+        parameters=count_parameters(result.model),
+        demos=len(demos),
+        n_heldout=len(heldout),
+        train_seconds=round(result.seconds, 2),
+        train_tokens_per_s=round(result.tokens_per_s, 1),
+        final_loss=result.final_loss,
+    )
+    return StageOutput(metrics=metrics)

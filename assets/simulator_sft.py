@@ -1,0 +1,66 @@
+"""Asset `simulator_sft`: the customer simulator, stage 1 of TRACER (SFT on dialogues), with its fidelity."""
+
+from __future__ import annotations
+
+import polars as pl
+from transformers import AutoTokenizer
+
+from pipelines.stages import Stage, StageContext, StageOutput, stage_asset
+from sparring.agents.models import build_model, count_parameters
+from sparring.agents.policies import LMPolicy
+from sparring.evaluate.fidelity import simulator_fidelity
+from sparring.judge.models import IntentOracle, RealismDiscriminator
+from sparring.train.checkpoints import model_spec, save_checkpoint, sft_settings
+from sparring.train.simulator import scripted_episodes, simulator_conversations, train_simulator
+from sparring.world.scenarios import load_scenarios
+
+STAGE = Stage(
+    name="simulator_sft",
+    description="Customer simulator (TRACER stage 1): SFT on dialogues, utterances and scripted episodes, "
+    "each turn conditioned on the hidden goal and persona; fidelity on held-out data.",
+    params=("model", "simulator_sft"),
+    deps=("src/sparring/train", "src/sparring/evaluate/fidelity.py", "assets/simulator_sft.py"),
+    outs=("models/simulator_sft",),
+    upstream=("ingest", "scenarios", "tokenizer", "judge_models"),
+)
+
+
+@stage_asset(STAGE)
+def simulator_sft(ctx: StageContext) -> StageOutput:
+    p, data, models = ctx.params, ctx.root / "data", ctx.root / "models"
+    cfg = p.simulator_sft
+    tokenizer = AutoTokenizer.from_pretrained(models / "tokenizer")
+    train_scenarios = load_scenarios(data / "scenarios" / "train.jsonl")
+    conversations = simulator_conversations(
+        pl.read_parquet(data / "ingest" / "dialogues_train.parquet"),
+        pl.read_parquet(data / "ingest" / "train.parquet"),
+        scripted_episodes(train_scenarios[: cfg.scripted_episodes], p.seed),
+        seed=p.seed,
+    )
+    model = build_model(model_spec(p.model, p.seed), tokenizer)
+    result = train_simulator(
+        model, tokenizer, conversations, sft_settings(cfg, p.seed), ctx.root / "scratch" / "simulator_sft"
+    )
+    ctx.log.curves(result.curves)
+    save_checkpoint(result.model, tokenizer, models / "simulator_sft")
+    ctx.log.artifacts(models / "simulator_sft", "checkpoint")
+
+    policy = LMPolicy(result.model, tokenizer, role="customer", max_new_tokens=cfg.max_new_tokens, greedy=True)
+    fidelity = simulator_fidelity(
+        policy,
+        load_scenarios(data / "scenarios" / "heldout.jsonl")[: cfg.eval_scenarios],
+        pl.read_parquet(data / "ingest" / "dialogues_test.parquet"),
+        IntentOracle.load(models / "judge" / "oracle"),
+        RealismDiscriminator.load(models / "judge" / "discriminator"),
+        seed=p.seed,
+        max_dialogues=cfg.eval_scenarios,
+    )
+    metrics = {
+        **fidelity,
+        "parameters": count_parameters(result.model),
+        "train_conversations": len(conversations),
+        "train_seconds": round(result.seconds, 2),
+        "train_tokens_per_s": round(result.tokens_per_s, 1),
+        "final_loss": result.final_loss,
+    }
+    return StageOutput(metrics=metrics)

@@ -1,0 +1,1 @@
+"""Evaluation on held-out scenarios and utterances: agent metrics per opponent, single-turn routing."""

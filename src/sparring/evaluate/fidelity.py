@@ -1,0 +1,259 @@
+"""Simulator fidelity: does the customer simulator behave like real customers, not only write like them?
+
+The metrics follow TRACER (arXiv 2609.28690), whose claim is that style is not behaviour: a simulator must also
+keep its hidden intent recoverable, end sessions as real users do, and follow their turn-by-turn trajectories.
+Names are METRICS.md's.
+
+- ``heldout_perplexity``: perplexity of the customer's own turns of held-out dialogues, customer view, goal given
+  (the model's loss on assistant tokens only: what stage 1 trains).
+- ``sim_faithfulness``: share of held-out scenarios whose intent the judge's oracle recovers from the simulated
+  customer's turns (against ``agent_policy``, by default the scripted expert).
+- ``identity_given_rate``: share of those episodes where the agent identified the customer (a successful
+  ``lookup_account``); ``strict_pass_coop`` etc.: the agent's episode metrics against the simulator.
+- ``discriminator_auc``: the realism discriminator telling real held-out customer turns from simulated ones;
+  0.5 is ideal.
+- Replayed sessions: each held-out dialogue becomes a scenario with its intent, persona and opening; the
+  simulator plays it against the agent with the same goal format as in training (without the ending clause) and
+  the session's ending is read off the world: ``resolved`` (resolved and ended cleanly), ``escalated``
+  (``transfer_to_human``), else ``abandoned`` (cut off or ended unresolved). ``outcome_f1``: macro F1 of simulated
+  vs real endings; ``group_outcome_rate_error``: mean over persona cohorts of the total-variation distance between
+  simulated and real ending distributions (for a binary outcome, TRACER's |rate_sim(g) - rate_real(g)|);
+  ``trajectory_distance``: mean DTW distance (cosine, per aligned step) between the real and simulated customer
+  turn sequences, each turn embedded. Caveat: simulated endings depend on the agent the simulator plays against,
+  real ones on the real agent, so these measure the pair (simulator, agent) against the real sessions.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import polars as pl
+import torch
+from sklearn.metrics import f1_score
+
+from sparring.agents.scripted import ExpertAgent
+from sparring.data.synthetic import OUTCOMES
+from sparring.judge.models import IntentOracle, RealismDiscriminator, intent_named_outright, join_turns
+from sparring.rollout import Episode, episode_metrics, run_episodes
+from sparring.train.simulator import dialogue_view
+from sparring.world.scenarios import Scenario, sample_scenarios
+from sparring.world.vocab import PERSONAS
+
+Embedder = Callable[[Sequence[str]], np.ndarray]
+
+
+# ----------------------------------------------------------------------------------------------- perplexity
+
+
+def customer_turn_nll(
+    model: Any, tokenizer: Any, conversations: Sequence[Sequence[Mapping[str, str]]], batch_size: int = 16
+) -> tuple[float, int]:
+    """Summed negative log-likelihood of the ``assistant`` (customer) tokens of customer-view conversations,
+    and how many tokens that is. Rows longer than the model's context keep their start."""
+    limit = getattr(getattr(model, "config", None), "max_position_embeddings", None) or 4096
+    rows: list[tuple[list[int], list[int]]] = []
+    for conv in conversations:
+        enc = tokenizer.apply_chat_template(
+            list(conv), tokenize=True, return_dict=True, return_assistant_tokens_mask=True
+        )
+        ids, mask = list(enc["input_ids"])[:limit], list(enc["assistant_masks"])[:limit]
+        if sum(mask[1:]):
+            rows.append((ids, mask))
+    rows.sort(key=lambda r: len(r[0]))  # similar lengths together: less padding
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    device = next(model.parameters()).device
+    total, count = 0.0, 0
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.inference_mode():
+            for start in range(0, len(rows), batch_size):
+                batch = rows[start : start + batch_size]
+                width = max(len(ids) for ids, _ in batch)
+                ids = torch.full((len(batch), width), pad, dtype=torch.long)
+                attn = torch.zeros((len(batch), width), dtype=torch.long)
+                target = torch.zeros((len(batch), width), dtype=torch.bool)
+                for i, (row, mask) in enumerate(batch):  # right padding: positions start at 0 as in training
+                    ids[i, : len(row)] = torch.tensor(row)
+                    attn[i, : len(row)] = 1
+                    target[i, : len(row)] = torch.tensor(mask, dtype=torch.bool)
+                logits = model(input_ids=ids.to(device), attention_mask=attn.to(device)).logits.float()
+                logp = torch.log_softmax(logits[:, :-1], dim=-1)
+                picked = logp.gather(-1, ids[:, 1:, None].to(device)).squeeze(-1)
+                keep = target[:, 1:].to(device)
+                total -= float(picked[keep].sum())
+                count += int(keep.sum())
+    finally:
+        model.train(was_training)
+    return total, count
+
+
+def heldout_perplexity(model: Any, tokenizer: Any, dialogues: pl.DataFrame, batch_size: int = 16) -> float:
+    """exp(mean NLL per customer token) on held-out dialogues in the customer view, goals without endings."""
+    conversations = [dialogue_view(row) for row in dialogues.iter_rows(named=True)]
+    total, count = customer_turn_nll(model, tokenizer, conversations, batch_size)
+    return math.exp(total / count) if count else math.nan
+
+
+# ---------------------------------------------------------------------------------------- replayed sessions
+
+
+def customer_turns(episode: Episode) -> list[str]:
+    """The customer's messages of an episode, as the agent read them."""
+    return [str(m["content"]) for m in episode.messages if m["role"] == "user" and str(m["content"]).strip()]
+
+
+def identified(episode: Episode) -> bool:
+    """The agent identified the customer: a successful ``lookup_account``."""
+    return any(c.name == "lookup_account" and c.ok for c in episode.log.tool_calls())
+
+
+def simulated_outcome(episode: Episode) -> str:
+    """How a simulated session ended, in the dialogues' vocabulary (resolved | escalated | abandoned)."""
+    if episode.outcome.clean_end:
+        return "resolved"
+    if episode.ended_by == "transfer_to_human":
+        return "escalated"
+    return "abandoned"
+
+
+def replay_scenarios(dialogues: pl.DataFrame, seed: int, n_customers: int = 6) -> list[Scenario]:
+    """One scenario per dialogue with its intent, persona (``cooperative`` when unknown) and opening turn."""
+    scenarios = []
+    for row in dialogues.iter_rows(named=True):
+        opening = next((t["text"] for t in row["turns"] if t["role"] == "customer"), "")
+        persona = row["persona"] if row["persona"] in PERSONAS else "cooperative"
+        utterance = {"id": row["id"], "text": opening, "intent": row["intent"], "style": "", "source": "dialogue"}
+        scenarios += sample_scenarios([utterance], 1, seed, {persona: 1.0}, n_customers=n_customers)
+    return scenarios
+
+
+def group_outcome_rate_error(real: Sequence[str], simulated: Sequence[str], groups: Sequence[str]) -> float:
+    """Mean over cohorts of the total-variation distance between real and simulated ending distributions."""
+    errors = []
+    for g in sorted(set(groups)):
+        r = [o for o, gg in zip(real, groups, strict=True) if gg == g]
+        s = [o for o, gg in zip(simulated, groups, strict=True) if gg == g]
+        rc, sc = Counter(r), Counter(s)
+        errors.append(0.5 * sum(abs(rc[o] / len(r) - sc[o] / len(s)) for o in OUTCOMES))
+    return float(np.mean(errors)) if errors else math.nan
+
+
+def dtw_distance(a: np.ndarray, b: np.ndarray) -> float:
+    """Dynamic-time-warping distance between two sequences of L2-normalized vectors: cosine distance summed
+    along the best monotone alignment, divided by the alignment's length (so it stays in [0, 2])."""
+    if len(a) == 0 or len(b) == 0:
+        return math.nan
+    cost = 1.0 - a @ b.T
+    n, m = cost.shape
+    acc = np.full((n + 1, m + 1), np.inf)
+    steps = np.zeros((n + 1, m + 1))
+    acc[0, 0] = 0.0
+    for i in range(1, n + 1):
+        for j in range(1, m + 1):
+            prev = min((acc[i - 1, j - 1], i - 1, j - 1), (acc[i - 1, j], i - 1, j), (acc[i, j - 1], i, j - 1))
+            acc[i, j] = cost[i - 1, j - 1] + prev[0]
+            steps[i, j] = steps[prev[1], prev[2]] + 1
+    return float(acc[n, m] / steps[n, m])
+
+
+def trajectory_distance(real: Sequence[Sequence[str]], simulated: Sequence[Sequence[str]], embedder: Embedder) -> float:
+    """Mean :func:`dtw_distance` between paired real and simulated customer-turn sequences."""
+    flat = [t for turns in (*real, *simulated) for t in turns]
+    if not flat:
+        return math.nan
+    vectors = np.asarray(embedder(flat), dtype=np.float64)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True) + 1e-12
+    out, start = [], 0
+    seqs = []
+    for turns in (*real, *simulated):
+        seqs.append(vectors[start : start + len(turns)])
+        start += len(turns)
+    half = len(real)
+    for r, s in zip(seqs[:half], seqs[half:], strict=True):
+        d = dtw_distance(r, s)
+        if not math.isnan(d):
+            out.append(d)
+    return float(np.mean(out)) if out else math.nan
+
+
+# -------------------------------------------------------------------------------------------------- metrics
+
+
+def simulator_fidelity(
+    sim_policy: Any,
+    heldout_scenarios: Sequence[Scenario],
+    heldout_dialogues: pl.DataFrame,
+    oracle: IntentOracle,
+    discriminator: RealismDiscriminator,
+    agent_policy: Any = None,
+    seed: int = 0,
+    *,
+    max_turns: int = 6,
+    max_dialogues: int | None = None,
+    embedder: Embedder | None = None,
+    perplexity: bool = True,
+) -> dict[str, float]:
+    """Every fidelity metric of a customer policy (an ``LMPolicy(role="customer")`` or a scripted customer).
+
+    ``agent_policy`` defaults to the scripted :class:`~sparring.agents.scripted.ExpertAgent`; ``max_dialogues``
+    caps the replayed and perplexity dialogues; ``embedder`` (texts -> vectors) defaults to the judge's MiniLM
+    encoder; ``perplexity`` needs an LM policy (skipped for scripted ones)."""
+    agent = agent_policy if agent_policy is not None else ExpertAgent()
+    dialogues = heldout_dialogues.head(max_dialogues) if max_dialogues is not None else heldout_dialogues
+    metrics: dict[str, float] = {}
+    model, tokenizer = getattr(sim_policy, "model", None), getattr(sim_policy, "tokenizer", None)
+    if perplexity and model is not None and tokenizer is not None and dialogues.height:
+        metrics["heldout_perplexity"] = heldout_perplexity(model, tokenizer, dialogues)
+
+    episodes = run_episodes(heldout_scenarios, agent, sim_policy, max_turns=max_turns, seed=seed)
+    sim_turns = [customer_turns(ep) for ep in episodes]
+    joined = [join_turns(turns) for turns in sim_turns]
+    if episodes:
+        predicted = oracle.predict(joined)
+        intents = [ep.scenario.intent for ep in episodes]
+        metrics["sim_faithfulness"] = float(np.mean([p == t for p, t in zip(predicted, intents, strict=True)]))
+        metrics["sim_prob_true_intent"] = float(np.mean(oracle.prob_of(joined, intents)))
+        natural = getattr(oracle, "natural_label_intents", ())
+        metrics["sim_intent_named_rate"] = float(
+            np.mean([intent_named_outright(j, t, natural) for j, t in zip(joined, intents, strict=True)])
+        )
+        metrics["identity_given_rate"] = float(np.mean([identified(ep) for ep in episodes]))
+        agent_metrics = episode_metrics(episodes, "_coop")
+        for name in ("strict_pass", "pass", "routing_acc", "lookup_first", "ended_rate", "mean_rounds"):
+            metrics[f"{name}_coop"] = float(agent_metrics[f"{name}_coop"])
+
+    replays: list[Episode] = []
+    if dialogues.height:
+        replays = run_episodes(replay_scenarios(dialogues, seed), agent, sim_policy, max_turns=max_turns, seed=seed)
+        real_outcomes = dialogues["outcome"].to_list()
+        sim_outcomes = [simulated_outcome(ep) for ep in replays]
+        metrics["outcome_f1"] = float(
+            f1_score(real_outcomes, sim_outcomes, labels=list(OUTCOMES), average="macro", zero_division=0)
+        )
+        metrics["outcome_acc"] = float(np.mean([r == s for r, s in zip(real_outcomes, sim_outcomes, strict=True)]))
+        metrics["group_outcome_rate_error"] = group_outcome_rate_error(
+            real_outcomes, sim_outcomes, dialogues["persona"].to_list()
+        )
+        for outcome in OUTCOMES:
+            metrics[f"sim_rate_{outcome}"] = sim_outcomes.count(outcome) / len(sim_outcomes)
+            metrics[f"real_rate_{outcome}"] = real_outcomes.count(outcome) / len(real_outcomes)
+        real_turns = [[t["text"] for t in row if t["role"] == "customer"] for row in dialogues["turns"].to_list()]
+        if embedder is None:
+            from sparring.judge.models import embed as embedder  # deferred: loads the MiniLM encoder
+        metrics["trajectory_distance"] = trajectory_distance(
+            real_turns, [customer_turns(ep) for ep in replays], embedder
+        )
+
+    real_texts = [t["text"] for row in heldout_dialogues["turns"].to_list() for t in row if t["role"] == "customer"]
+    simulated = [t for turns in [*sim_turns, *(customer_turns(ep) for ep in replays)] for t in turns]
+    if real_texts and simulated:
+        metrics["discriminator_auc"] = discriminator.auc(real_texts, simulated)
+        metrics["sim_prob_real"] = float(np.mean(discriminator.prob_real(simulated)))
+    metrics["n_sim_episodes"] = len(episodes)
+    metrics["n_replayed"] = len(replays)
+    return metrics

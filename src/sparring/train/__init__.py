@@ -1,0 +1,1 @@
+"""Training: SFT, co-evolution, simulator, IAPO and peer-reward methods, over TRL."""

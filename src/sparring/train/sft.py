@@ -1,0 +1,138 @@
+"""Supervised fine-tuning on chat conversations with TRL's `SFTTrainer`.
+
+One entry point for every SFT in sparring (agent warm start DA0, simulator stage 1, the scale path): a settings
+dataclass of plain values and `train_sft`. Conversations are lists of `{"role", "content"}` strings; agent
+turns arrive already rendered in the project's call format, so the dataset has one flat schema (Arrow would
+otherwise merge every tool's argument dict into one struct and fill the gaps with nulls).
+
+Settings that matter on CPU (DESIGN.md's probe): `use_cpu=True, bf16=False`; `adam_beta2=0.98` and a warmup
+of ~100 steps (TRL's defaults trained a tiny model from scratch ~20 points worse); length-grouped batches
+(`train_sampling_strategy="group_by_length"`: without it every batch pads to its longest row, 5.6x slower).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sparring.agents.chat import message_text
+
+
+@dataclass
+class SFTSettings:
+    epochs: float = 6.0
+    learning_rate: float = 2e-3
+    batch_size: int = 32
+    warmup_steps: int = 100
+    adam_beta2: float = 0.98
+    weight_decay: float = 0.01
+    max_length: int = 1024
+    assistant_only_loss: bool = True  # learn the side's own turns, not the other side's or the tools'
+    group_by_length: bool = True
+    lr_scheduler: str = "cosine"
+    logging_steps: int = 10
+    seed: int = 0
+    max_steps: int = -1  # > 0 overrides epochs (tests)
+
+
+@dataclass
+class SFTResult:
+    model: Any
+    curves: list[dict[str, float]] = field(default_factory=list)  # trainer log history (loss, lr, epoch, step)
+    train_tokens: int = 0
+    seconds: float = 0.0
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.train_tokens / self.seconds if self.seconds else 0.0
+
+    @property
+    def final_loss(self) -> float:
+        losses = [c["loss"] for c in self.curves if "loss" in c]
+        return losses[-1] if losses else math.nan
+
+
+def flatten(conversation: Sequence[dict[str, Any]]) -> list[dict[str, str]]:
+    """`{"role", "content"}` strings only: structured agent turns (intent, tool_calls) rendered to their text
+    through the chat format, tool results kept as their JSON text."""
+    from sparring.agents.chat import ParsedCall, render_agent_message
+
+    flat = []
+    for m in conversation:
+        content = message_text(m.get("content"))
+        if m["role"] == "assistant" and (m.get("tool_calls") or m.get("intent")):
+            call = None
+            if m.get("tool_calls"):
+                fn = m["tool_calls"][0]["function"]
+                call = ParsedCall(fn["name"], dict(fn.get("arguments") or {}))
+            content = render_agent_message(content, call, m.get("intent"))
+        flat.append({"role": m["role"], "content": content})
+    return flat
+
+
+def train_sft(
+    model: Any,
+    tokenizer: Any,
+    conversations: Sequence[Sequence[dict[str, Any]]],
+    settings: SFTSettings,
+    output_dir: Path,
+    report_to: Sequence[str] = (),
+    callbacks: Sequence[Any] = (),
+) -> SFTResult:
+    """Train `model` on `conversations` with TRL's SFTTrainer; returns the trained model and its curves.
+
+    `output_dir` holds the trainer's scratch (no checkpoints are saved: the caller saves the final model)."""
+    from datasets import Dataset
+    from trl import SFTConfig, SFTTrainer
+
+    dataset = Dataset.from_list([{"messages": flatten(c)} for c in conversations])
+    config = SFTConfig(
+        output_dir=str(output_dir),
+        num_train_epochs=settings.epochs,
+        max_steps=settings.max_steps,
+        learning_rate=settings.learning_rate,
+        per_device_train_batch_size=settings.batch_size,
+        warmup_steps=settings.warmup_steps,
+        adam_beta2=settings.adam_beta2,
+        weight_decay=settings.weight_decay,
+        lr_scheduler_type=settings.lr_scheduler,
+        max_length=settings.max_length,
+        assistant_only_loss=settings.assistant_only_loss,
+        train_sampling_strategy="group_by_length" if settings.group_by_length else "random",
+        logging_steps=settings.logging_steps,
+        seed=settings.seed,
+        data_seed=settings.seed,
+        use_cpu=not _cuda(),
+        bf16=_cuda(),
+        activation_checkpointing=False,
+        save_strategy="no",
+        report_to=list(report_to),
+        dataloader_num_workers=0,
+        disable_tqdm=False,
+    )
+    trainer = SFTTrainer(
+        model=model,
+        args=config,
+        train_dataset=dataset,
+        processing_class=tokenizer,
+        callbacks=list(callbacks),
+    )
+    tokens = sum(len(ids) for ids in trainer.train_dataset["input_ids"])
+    start = time.perf_counter()
+    trainer.train()
+    seconds = time.perf_counter() - start
+    epochs = settings.epochs if settings.max_steps <= 0 else None
+    trained_tokens = int(tokens * epochs) if epochs else tokens
+    return SFTResult(
+        model=trainer.model, curves=list(trainer.state.log_history), train_tokens=trained_tokens, seconds=seconds
+    )
+
+
+def _cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available()

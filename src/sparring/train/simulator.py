@@ -1,0 +1,236 @@
+"""The customer simulator, stage 1 of TRACER (arXiv 2609.28690): SFT on real user dialogues.
+
+TRACER aligns a user simulator on behaviour, not only style: it models the user's (hidden, evolving) goal and
+must end sessions as real users do. Stage 1 is supervised: the simulator learns to write the customer's turns of
+real dialogues, each conditioned on a hidden goal in the system message. Stage 2 (multi-turn RL with outcome- and
+trajectory-level rewards) starts from this model.
+
+Training data is in the CUSTOMER's view (:func:`~sparring.agents.chat.swap_roles`): goal as ``system``, the
+agent's turns as ``user``, the customer's own turns as ``assistant``, so the loss covers the customer's turns only.
+Three sources:
+
+(a) real / ingested dialogues: goal from the intent's description (never its label), the persona's behaviour,
+    the identity facts the customer gives in the dialogue, and (for a share ``outcome_hint_p``) how the session
+    ends. Dropping the ending clause half the time teaches both: an outcome-steerable simulator, and, for goals
+    without it (those of rollouts), the persona's own outcome tendency;
+(b) utterances as one-turn openings: goal from intent + style;
+(c) optionally, scripted episodes (``ExpertAgent`` vs ``CooperativeCustomer``): their goal is exactly
+    :func:`~sparring.agents.scripted.customer_goal`, the system message rollouts give an LM customer, and they
+    show the simulator giving the identity its goal lists when asked: without that no agent can ever pass.
+
+Every goal follows ``customer_goal``'s layout, so the trained simulator plays in rollouts unchanged.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from sparring.agents.chat import swap_roles
+from sparring.agents.scripted import PERSONA_BEHAVIOUR, CooperativeCustomer, ExpertAgent
+from sparring.rollout import Episode, run_episodes
+from sparring.train.sft import SFTResult, SFTSettings, train_sft
+from sparring.world.scenarios import Scenario
+from sparring.world.taxonomy import load_taxonomy
+
+INTRO = "You are a customer of the bank, chatting with its support agent. Write only your own messages."
+NO_LABEL = "Never name a category or label for your problem; describe it in your own words."
+GOODBYE = "When it is solved, thank the agent and say goodbye."
+# How a real session ended, as the customer can steer it (TRACER's outcome level).
+OUTCOME_HINTS: dict[str, str] = {
+    "resolved": "How it goes: you stay until the agent has solved it.",
+    "escalated": "How it goes: the agent ends up passing you to a colleague.",
+    "abandoned": "How it goes: you lose patience and leave before it is solved.",
+}
+# Utterance styles that have no persona of their own.
+STYLE_BEHAVIOUR: dict[str, str] = {
+    "cooperative": PERSONA_BEHAVIOUR["cooperative"],
+    "vague": PERSONA_BEHAVIOUR["vague"],
+    "camouflaged": PERSONA_BEHAVIOUR["camouflaging"],
+    "multi_part": "You mention other things on your mind besides your main problem.",
+}
+
+# Identity facts a customer says in a dialogue (synthetic and Banking-style formats).
+_DOB = re.compile(r"\b(\d{1,2}/\d{1,2}/\d{4}|\d{4}-\d{2}-\d{2})\b")
+_POSTCODE = re.compile(r"\b([A-Z]{1,2}\d{1,2}[A-Z]? ?\d[A-Z]{2})\b")
+_LAST4 = re.compile(r"(?:card ending|ending in|last four are|ends in|last 4 (?:digits )?are)\s+(\d{4})\b", re.I)
+_EMAIL = re.compile(r"\b([\w.'+-]+@[\w-]+(?:\.[\w-]+)+)\b")
+_CUSTOMER_ID = re.compile(r"\b(C\d{6})\b")
+_NAME = re.compile(r"\b([A-Z][a-z]+ (?:[A-Z]')?[A-Z][a-z]+(?:-[A-Z][a-z]+)?)\b")
+_ASKS_IDENTITY = re.compile(r"\bname\b|birth|postcode|digits|e-?mail|verif|identity|security", re.I)
+_NOT_NAMES = {"Sure", "Yes", "Yeah", "Fine", "Okay", "Hello", "Hi", "Thanks", "Please", "Now", "Can", "It", "The"}
+
+
+def extract_identity(turns: Sequence[Mapping[str, str]]) -> dict[str, str]:
+    """Identity facts the customer gave in a dialogue (``turns``: ``{role: customer|agent, text}``).
+
+    Only answers to an agent turn that asks for identity count, so merchants, places and dates of the problem
+    stay out."""
+    facts: dict[str, str] = {}
+    asked = False
+    for turn in turns:
+        text = str(turn.get("text") or "")
+        if turn.get("role") == "agent":
+            asked = bool(_ASKS_IDENTITY.search(text))
+            continue
+        if not asked:
+            continue
+        for key, pattern in (
+            ("customer_id", _CUSTOMER_ID),
+            ("date_of_birth", _DOB),
+            ("postcode", _POSTCODE),
+            ("card_last4", _LAST4),
+            ("email", _EMAIL),
+        ):
+            found = pattern.search(text)
+            if found and key not in facts:
+                facts[key] = found.group(1)
+        if "full_name" not in facts:
+            name = next((m.group(1) for m in _NAME.finditer(text) if m.group(1).split()[0] not in _NOT_NAMES), None)
+            if name:
+                facts["full_name"] = name
+        asked = False
+    return facts
+
+
+def identity_sentence(facts: Mapping[str, str]) -> str:
+    """The facts in :func:`~sparring.agents.scripted.identity_text`'s wording ("" when there are none)."""
+    parts = [
+        f"My name is {facts['full_name']}" if "full_name" in facts else "",
+        f"customer id {facts['customer_id']}" if "customer_id" in facts else "",
+        f"date of birth {facts['date_of_birth']}" if "date_of_birth" in facts else "",
+        f"postcode {facts['postcode']}" if "postcode" in facts else "",
+        f"my card ending {facts['card_last4']}" if "card_last4" in facts else "",
+        f"email {facts['email']}" if "email" in facts else "",
+    ]
+    parts = [p for p in parts if p]
+    if not parts:
+        return ""
+    body = ", ".join(parts)
+    return body[0].upper() + body[1:] + "."
+
+
+def goal_text(
+    intent: str,
+    behaviour: str = "",
+    identity: str = "",
+    outcome: str | None = None,
+    details: str = "",
+) -> str:
+    """A hidden goal in :func:`~sparring.agents.scripted.customer_goal`'s layout, from parts; ``outcome``
+    (resolved | escalated | abandoned) adds how the session should end. Never contains the intent label."""
+    description = load_taxonomy().intents[intent].description
+    return " ".join(
+        part
+        for part in (
+            INTRO,
+            f"Your problem: {description}",
+            f"What you know about it: {details}" if details else "",
+            f"When the agent asks you to verify your identity, give these details: {identity}" if identity else "",
+            f"How you behave: {behaviour}" if behaviour else "",
+            OUTCOME_HINTS.get(outcome or "", ""),
+            NO_LABEL,
+            GOODBYE,
+        )
+        if part
+    )
+
+
+def dialogue_goal(row: Mapping[str, Any], with_outcome: bool = False) -> str:
+    """The goal of a dialogue row (``intent``, ``persona``, ``outcome``, ``turns``)."""
+    return goal_text(
+        row["intent"],
+        PERSONA_BEHAVIOUR.get(str(row.get("persona") or ""), ""),
+        identity_sentence(extract_identity(row["turns"])),
+        row.get("outcome") if with_outcome else None,
+    )
+
+
+def dialogue_view(row: Mapping[str, Any], with_outcome: bool = False) -> list[dict[str, str]]:
+    """A dialogue in the customer's view: goal, then agent turns as ``user``, the customer's as ``assistant``.
+
+    Dialogues may end on the agent's closing turn; kept, it costs no loss and shows how sessions end."""
+    agent_view = [
+        {"role": "user" if t["role"] == "customer" else "assistant", "content": str(t["text"])}
+        for t in row["turns"]
+        if str(t.get("text") or "").strip()
+    ]
+    return swap_roles(agent_view, dialogue_goal(row, with_outcome))
+
+
+def utterance_view(text: str, intent: str, style: str = "") -> list[dict[str, str]]:
+    """A one-turn opening: goal from intent + style, the utterance as the customer's first message."""
+    return [
+        {"role": "system", "content": goal_text(intent, STYLE_BEHAVIOUR.get(style, ""))},
+        {"role": "assistant", "content": text.strip()},
+    ]
+
+
+def episode_view(episode: Episode) -> list[dict[str, str]]:
+    """A rollout's customer view (its goal is ``customer_goal``), without the agent's turns after the last
+    customer one: they carry no loss."""
+    view = [{"role": m["role"], "content": str(m.get("content") or "")} for m in episode.customer_messages]
+    while view and view[-1]["role"] == "user":
+        view.pop()
+    return view
+
+
+def scripted_episodes(scenarios: Sequence[Scenario], seed: int, max_turns: int = 6) -> list[Episode]:
+    """ExpertAgent vs CooperativeCustomer rollouts (text only): the identity-giving demonstrations of (c)."""
+    return run_episodes(scenarios, ExpertAgent(), CooperativeCustomer(), max_turns=max_turns, seed=seed)
+
+
+def simulator_conversations(
+    dialogues: pl.DataFrame,
+    utterances: pl.DataFrame,
+    episodes: Sequence[Episode] | None = None,
+    seed: int = 0,
+    *,
+    max_utterances: int | None = None,
+    outcome_hint_p: float = 0.5,
+) -> list[list[dict[str, str]]]:
+    """SFT conversations for the simulator, in the customer's view, shuffled (deterministic in ``seed``).
+
+    ``dialogues``: id, intent, persona, outcome, turns (the ingest schema); ``utterances``: text, intent and
+    optionally style; ``max_utterances`` keeps a seeded sample of the openings (77 intents x 150 would
+    otherwise outweigh the dialogues); ``outcome_hint_p``: share of dialogue goals that say how it ends."""
+    if not 0.0 <= outcome_hint_p <= 1.0:
+        raise ValueError("outcome_hint_p must be in [0, 1]")
+    rng = random.Random(f"simulator:{seed}")
+    known = set(load_taxonomy().intents)
+    conversations: list[list[dict[str, str]]] = []
+    for row in dialogues.iter_rows(named=True):
+        if row["intent"] not in known or not any(t["role"] == "customer" for t in row["turns"]):
+            continue
+        conversations.append(dialogue_view(row, with_outcome=rng.random() < outcome_hint_p))
+    rows = [r for r in utterances.iter_rows(named=True) if r["intent"] in known and str(r["text"]).strip()]
+    if max_utterances is not None and len(rows) > max_utterances:
+        rows = rng.sample(rows, max_utterances)
+    conversations += [utterance_view(r["text"], r["intent"], str(r.get("style") or "")) for r in rows]
+    for episode in episodes or ():
+        view = episode_view(episode)
+        if any(m["role"] == "assistant" for m in view):
+            conversations.append(view)
+    rng.shuffle(conversations)
+    return conversations
+
+
+def train_simulator(
+    model: Any,
+    tokenizer: Any,
+    conversations: Sequence[Sequence[dict[str, str]]],
+    settings: SFTSettings,
+    output_dir: Path,
+    report_to: Sequence[str] = (),
+    callbacks: Sequence[Any] = (),
+) -> SFTResult:
+    """SFT the simulator; the loss is always on its own (``assistant``) turns only: learning to predict the
+    agent's turns or the goal would spend capacity on text it never writes."""
+    settings = dataclasses.replace(settings, assistant_only_loss=True)
+    return train_sft(model, tokenizer, conversations, settings, output_dir, report_to=report_to, callbacks=callbacks)
