@@ -9,7 +9,9 @@ Names are METRICS.md's.
 - ``sim_faithfulness``: share of held-out scenarios whose intent the judge's oracle recovers from the simulated
   customer's turns (against ``agent_policy``, by default the scripted expert).
 - ``identity_given_rate``: share of those episodes where the agent identified the customer (a successful
-  ``lookup_account``); ``strict_pass_coop`` etc.: the agent's episode metrics against the simulator.
+  ``lookup_account``); ``identity_attempt_rate``: where it tried to (the customer's answer had the right shape);
+  ``identity_fact_acc``: share of identity facts stated with the right value; ``strict_pass_coop`` etc.: the
+  agent's episode metrics against the simulator.
 - ``discriminator_auc``: the realism discriminator telling real held-out customer turns from simulated ones;
   0.5 is ideal.
 - Replayed sessions: each held-out dialogue becomes a scenario with its intent, persona and opening; the
@@ -39,7 +41,7 @@ from sparring.agents.scripted import ExpertAgent
 from sparring.data.synthetic import OUTCOMES
 from sparring.judge.models import IntentOracle, RealismDiscriminator, intent_named_outright, join_turns
 from sparring.rollout import Episode, episode_metrics, run_episodes
-from sparring.train.simulator import dialogue_view
+from sparring.train.simulator import dialogue_view, extract_identity
 from sparring.world.scenarios import Scenario, sample_scenarios
 from sparring.world.vocab import PERSONAS
 
@@ -110,6 +112,20 @@ def customer_turns(episode: Episode) -> list[str]:
 def identified(episode: Episode) -> bool:
     """The agent identified the customer: a successful ``lookup_account``."""
     return any(c.name == "lookup_account" and c.ok for c in episode.log.tool_calls())
+
+
+def identity_fact_share(episode: Episode) -> float:
+    """Share of the scenario's identity facts (customer id, date of birth, postcode, card ending) the customer
+    stated with the right value when asked: a graded view of :func:`identified` for models still learning to
+    copy them from their goal."""
+    turns = [
+        {"role": "customer" if m["role"] == "user" else "agent", "text": str(m.get("content") or "")}
+        for m in episode.messages
+        if m["role"] in ("user", "assistant")
+    ]
+    said = extract_identity(turns)
+    keys = ("customer_id", "date_of_birth", "postcode", "card_last4")
+    return sum(said.get(k) == episode.scenario.identity[k] for k in keys) / len(keys)
 
 
 def simulated_outcome(episode: Episode) -> str:
@@ -223,6 +239,9 @@ def simulator_fidelity(
             np.mean([intent_named_outright(j, t, natural) for j, t in zip(joined, intents, strict=True)])
         )
         metrics["identity_given_rate"] = float(np.mean([identified(ep) for ep in episodes]))
+        metrics["identity_fact_acc"] = float(np.mean([identity_fact_share(ep) for ep in episodes]))
+        tried = [any(c.name == "lookup_account" for c in ep.log.tool_calls()) for ep in episodes]
+        metrics["identity_attempt_rate"] = float(np.mean(tried))
         agent_metrics = episode_metrics(episodes, "_coop")
         for name in ("strict_pass", "pass", "routing_acc", "lookup_first", "ended_rate", "mean_rounds"):
             metrics[f"{name}_coop"] = float(agent_metrics[f"{name}_coop"])

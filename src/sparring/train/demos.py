@@ -52,6 +52,37 @@ def expert_demonstrations(
     return demos
 
 
+def demo_prefixes(demos: Iterable[Sequence[dict[str, Any]]]) -> list[list[dict[str, Any]]]:
+    """Each demo up to its first tool result: the opening, the identity request and the ``lookup_account`` call.
+
+    A whole demo is ~1.4k tokens, most of them the lookup result; its first ~200 carry the intent and the
+    copying of the customer's identity into the call. Training on these slices teaches both at a seventh of the
+    cost, and they are exact prefixes, so they never disagree with the whole demos.
+    """
+    out = []
+    for demo in demos:
+        cut = next((i for i, m in enumerate(demo) if m["role"] == "tool"), None)
+        if cut is not None:
+            out.append(list(demo[:cut]))
+    return out
+
+
+def intent_examples(texts: Sequence[str], intents: Sequence[str]) -> list[list[dict[str, Any]]]:
+    """``user: text`` / ``assistant: <intent>NAME`` conversations: the routing decision alone, ~25 tokens each.
+
+    Intent is what routing hangs on, and a tiny model from scratch needs ~20k labelled utterances (passes) to
+    learn it (DESIGN.md's probe); through whole demos that would cost ~60x the tokens. No system prompt: the
+    decision reads the utterance right before it, which is at the same relative position with one.
+    """
+    if len(texts) != len(intents):
+        raise ValueError(f"{len(texts)} texts but {len(intents)} intents")
+    return [
+        [{"role": "user", "content": text.strip()}, {"role": "assistant", "content": "", "intent": intent}]
+        for text, intent in zip(texts, intents, strict=True)
+        if text.strip()
+    ]
+
+
 def render_messages(conversation: Sequence[dict[str, Any]]) -> str:
     """One conversation's text as the model reads it, minus role markers (the chat format's agent syntax:
     ``<intent>NAME text<call>TOOL {JSON}</call>``), for tokenizer training."""

@@ -8,13 +8,17 @@ otherwise merge every tool's argument dict into one struct and fill the gaps wit
 Settings that matter on CPU (DESIGN.md's probe): `use_cpu=True, bf16=False`; `adam_beta2=0.98` and a warmup
 of ~100 steps (TRL's defaults trained a tiny model from scratch ~20 points worse); length-grouped batches
 (`train_sampling_strategy="group_by_length"`: without it every batch pads to its longest row, 5.6x slower).
+TRL's fused LM head scores only the labelled positions on Triton devices but every position elsewhere; on CPU,
+with the loss on the agent's ~10% of a conversation's tokens, that made it ~25% slower than a plain loop
+(benchmarks/sft_vs_plain_loop.py): `train_sft` has it score the labelled positions only, on every device.
 """
 
 from __future__ import annotations
 
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -123,13 +127,41 @@ def train_sft(
     )
     tokens = sum(len(ids) for ids in trainer.train_dataset["input_ids"])
     start = time.perf_counter()
-    trainer.train()
+    with _score_labelled_positions_only():
+        trainer.train()
     seconds = time.perf_counter() - start
-    epochs = settings.epochs if settings.max_steps <= 0 else None
-    trained_tokens = int(tokens * epochs) if epochs else tokens
+    curves = list(trainer.state.log_history)
+    # Non-pad tokens trained on, as TRL counts them for its `num_tokens` metric (its last log may be a few steps old).
+    counted = [c["num_tokens"] for c in curves if "num_tokens" in c]
+    trained_tokens = int(getattr(trainer, "_total_train_tokens", 0) or max(counted, default=0))
+    trained_tokens = trained_tokens or int(tokens * settings.epochs)
     return SFTResult(
-        model=trainer.model, curves=list(trainer.state.log_history), train_tokens=trained_tokens, seconds=seconds
+        model=trainer.model, curves=curves, train_tokens=trained_tokens, seconds=seconds
     )
+
+
+@contextmanager
+def _score_labelled_positions_only() -> Iterator[None]:
+    """Let TRL's fused LM head project only the positions that carry a label, as it does on Triton devices.
+
+    Elsewhere TRL scores every position to keep tile shapes static (for compiled backends such as Neuron), which
+    on CPU spent a third of each step on the head. The switch is TRL's private `_use_triton` as seen by
+    `trl.trainer.utils` (the kernels keep their own, so the torch tiles still run); without it, nothing changes.
+    """
+    try:
+        from trl.trainer import utils as trl_utils
+    except ImportError:  # pragma: no cover - TRL is a dependency
+        yield
+        return
+    original = getattr(trl_utils, "_use_triton", None)
+    if original is None:
+        yield
+        return
+    trl_utils._use_triton = lambda device: True
+    try:
+        yield
+    finally:
+        trl_utils._use_triton = original
 
 
 def _cuda() -> bool:

@@ -23,7 +23,6 @@ Every goal follows ``customer_goal``'s layout, so the trained simulator plays in
 
 from __future__ import annotations
 
-import dataclasses
 import random
 import re
 from collections.abc import Mapping, Sequence
@@ -230,7 +229,6 @@ def train_simulator(
     report_to: Sequence[str] = (),
     callbacks: Sequence[Any] = (),
 ) -> SFTResult:
-    """SFT the simulator; the loss is always on its own (``assistant``) turns only: learning to predict the
-    agent's turns or the goal would spend capacity on text it never writes."""
-    settings = dataclasses.replace(settings, assistant_only_loss=True)
+    """SFT the simulator with :func:`~sparring.train.sft.train_sft` (``settings.assistant_only_loss``, the
+    default, puts the loss on the customer's own turns only: TRACER's stage 1 learns the user's turns)."""
     return train_sft(model, tokenizer, conversations, settings, output_dir, report_to=report_to, callbacks=callbacks)

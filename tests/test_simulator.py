@@ -1,0 +1,203 @@
+"""Customer simulator (TRACER stage 1): customer-view SFT data, real learning, fidelity metrics in range."""
+
+from __future__ import annotations
+
+import math
+import zlib
+
+import numpy as np
+import polars as pl
+import pytest
+import torch
+
+from sparring.agents.chat import known_intents
+from sparring.agents.models import ModelSpec, build_model
+from sparring.agents.policies import LMPolicy
+from sparring.agents.scripted import (
+    PERSONA_BEHAVIOUR,
+    CooperativeCustomer,
+    customer_goal,
+    describe_slots,
+    identity_text,
+)
+from sparring.agents.tokenizer import train_tokenizer
+from sparring.data.synthetic import OUTCOMES, generate_dialogues, generate_utterances
+from sparring.evaluate.fidelity import dtw_distance, heldout_perplexity, simulator_fidelity
+from sparring.judge.models import IntentOracle, OracleConfig, RealismDiscriminator
+from sparring.train.sft import SFTSettings
+from sparring.train.simulator import (
+    extract_identity,
+    goal_text,
+    scripted_episodes,
+    simulator_conversations,
+    train_simulator,
+)
+from sparring.world.scenarios import sample_scenarios
+from sparring.world.taxonomy import load_taxonomy
+
+torch.set_num_threads(1)
+TAX = load_taxonomy()
+SPEC = ModelSpec(hidden_size=64, num_layers=2, num_heads=2, num_kv_heads=1, intermediate_size=192)
+FIDELITY_NAMES = (
+    "sim_faithfulness",
+    "discriminator_auc",
+    "outcome_f1",
+    "group_outcome_rate_error",
+    "trajectory_distance",
+    "identity_given_rate",
+)
+
+
+def utterance_frame(per_intent: int, seed: int) -> pl.DataFrame:
+    frame = generate_utterances(per_intent, seed)
+    return frame.with_columns(
+        id=pl.format("sim-{}-{}", pl.lit(seed), pl.int_range(pl.len())),
+        tool=pl.col("intent").replace_strict({name: i.tool for name, i in TAX.intents.items()}),
+        source=pl.lit("synthetic"),
+    )
+
+
+def hashed_embedder(texts: list[str]) -> np.ndarray:
+    """Bag of hashed words: a stand-in for MiniLM that costs nothing to load."""
+    out = np.zeros((len(texts), 64))
+    for i, text in enumerate(texts):
+        for word in text.lower().split():
+            out[i, zlib.crc32(word.encode()) % 64] += 1.0
+    return out
+
+
+@pytest.fixture(scope="module")
+def data():
+    dialogues = generate_dialogues(110, 0)
+    utterances = utterance_frame(1, 0)
+    episodes = scripted_episodes(sample_scenarios(utterances, 24, seed=0), seed=0)
+    conversations = simulator_conversations(dialogues.head(90), utterances, episodes, seed=0)
+    return {
+        "train": dialogues.head(90),
+        "heldout": dialogues.tail(20),
+        "utterances": utterances,
+        "episodes": episodes,
+        "conversations": conversations,
+        "scenarios": sample_scenarios(utterance_frame(1, 1), 6, seed=1),
+    }
+
+
+@pytest.fixture(scope="module")
+def tok(data):
+    texts = [m["content"] for c in data["conversations"] for m in c]
+    return train_tokenizer(texts, 1000, sorted(known_intents()))
+
+
+@pytest.fixture(scope="module")
+def trained(data, tok, tmp_path_factory):
+    model = build_model(SPEC, tok)
+    before = heldout_perplexity(model, tok, data["heldout"])
+    settings = SFTSettings(max_steps=30, batch_size=16, learning_rate=3e-3, warmup_steps=5, logging_steps=10)
+    result = train_simulator(model, tok, data["conversations"], settings, tmp_path_factory.mktemp("sim"))
+    result.model.eval()
+    return before, result
+
+
+@pytest.fixture(scope="module")
+def judges(data):
+    utt = utterance_frame(3, 2)
+    oracle = IntentOracle.fit(utt["text"].to_list(), utt["intent"].to_list(), 0, OracleConfig(use_embeddings=False))
+    real = [t["text"] for row in data["train"]["turns"].to_list() for t in row if t["role"] == "customer"]
+    return oracle, RealismDiscriminator.fit(utt["text"].to_list() + real, 0)
+
+
+def test_conversations_are_in_the_customer_view_and_never_name_the_label(data):
+    convs = data["conversations"]
+    assert len(convs) == 90 + data["utterances"].height + len(data["episodes"])
+    labels = [name for name in known_intents() if "_" in name]
+    for conv in convs:
+        assert conv[0]["role"] == "system" and "Your problem:" in conv[0]["content"]
+        assert "Never name a category" in conv[0]["content"]
+        roles = [m["role"] for m in conv[1:]]
+        assert "assistant" in roles and set(roles) <= {"user", "assistant"}
+        assert all(a != b for a, b in zip(roles, roles[1:], strict=False))  # turns alternate
+        for m in conv:
+            assert not any(label in m["content"] for label in labels), m["content"]
+    # The customer's own turns are the dialogues' customer turns: first turn of each dialogue is the opening.
+    openings = {row[0]["text"] for row in data["train"]["turns"].to_list()}
+    assert sum(c[1]["role"] == "assistant" and c[1]["content"] in openings for c in convs) >= 85
+    # Scripted episodes keep the rollout's goal verbatim, and show the identity being given when asked.
+    goals = {customer_goal(ep.scenario) for ep in data["episodes"]}
+    assert sum(c[0]["content"] in goals for c in convs) == len(data["episodes"])
+    for ep in data["episodes"]:
+        own = [m["content"] for m in ep.customer_messages if m["role"] == "assistant"]
+        assert any(ep.scenario.identity["customer_id"] in text for text in own)
+
+
+def test_goal_layout_matches_customer_goal(data):
+    for ep in data["episodes"]:
+        sc = ep.scenario
+        if sc.persona == "social_engineering":
+            continue
+        built = goal_text(sc.intent, PERSONA_BEHAVIOUR[sc.persona], identity_text(sc), details=describe_slots(sc))
+        assert built == customer_goal(sc)
+    turns = [
+        {"role": "customer", "text": "My card from 3/4/2024 is missing."},
+        {"role": "agent", "text": "Could you confirm your full name and date of birth?"},
+        {"role": "customer", "text": "Sure, it's Tom O'Brien, born 23/2/1980."},
+    ]
+    assert extract_identity(turns) == {"full_name": "Tom O'Brien", "date_of_birth": "23/2/1980"}
+    goal = goal_text("card_arrival", outcome="abandoned")
+    assert "leave before it is solved" in goal and "card_arrival" not in goal
+
+
+def test_training_lowers_heldout_perplexity(trained, data, tok):
+    before, result = trained
+    after = heldout_perplexity(result.model, tok, data["heldout"])
+    assert math.isfinite(before) and before > 100  # near-uniform over the vocabulary
+    assert after < 0.5 * before, (before, after)
+    assert result.curves and result.final_loss < math.log(len(tok))
+
+
+@pytest.mark.parametrize("kind", ["untrained", "trained"])
+def test_fidelity_metrics_in_range(kind, trained, data, tok, judges):
+    model = build_model(SPEC, tok) if kind == "untrained" else trained[1].model
+    policy = LMPolicy(model, tok, "customer", max_new_tokens=24)
+    oracle, disc = judges
+    m = simulator_fidelity(
+        policy,
+        data["scenarios"],
+        data["heldout"].head(8),
+        oracle,
+        disc,
+        seed=0,
+        max_turns=3,
+        embedder=hashed_embedder,
+    )
+    for name in (*FIDELITY_NAMES, "strict_pass_coop", "sim_prob_real", "identity_fact_acc", "identity_attempt_rate"):
+        assert 0.0 <= m[name] <= 1.0, (name, m[name])
+    assert 0.0 <= m["trajectory_distance"] <= 2.0
+    assert m["heldout_perplexity"] > 1.0
+    assert m["n_sim_episodes"] == 6 and m["n_replayed"] == 8
+    assert sum(m[f"sim_rate_{o}"] for o in OUTCOMES) == pytest.approx(1.0)
+
+
+def test_fidelity_anchors_on_the_scripted_customer(data, judges):
+    """The scripted cooperative customer always lets the expert identify it, so every episode passes."""
+    oracle, disc = judges
+    m = simulator_fidelity(
+        CooperativeCustomer(),
+        data["scenarios"],
+        data["heldout"].head(8),
+        oracle,
+        disc,
+        seed=0,
+        embedder=hashed_embedder,
+    )
+    assert "heldout_perplexity" not in m  # no model to score
+    assert m["identity_given_rate"] == m["identity_fact_acc"] == m["identity_attempt_rate"] == 1.0
+    assert m["strict_pass_coop"] == 1.0
+    assert m["sim_rate_resolved"] == 1.0  # replays too: the expert resolves every cooperative session
+    assert 0.0 <= m["outcome_f1"] <= 1.0 and 0.0 <= m["group_outcome_rate_error"] <= 1.0
+
+
+def test_dtw_distance():
+    a = np.eye(3)
+    assert dtw_distance(a, a) == 0.0
+    assert dtw_distance(a, a[[0, 0, 1, 2]]) == 0.0  # a repeated turn aligns for free
+    assert dtw_distance(a[:1], a[1:]) == pytest.approx(1.0)  # orthogonal turns: cosine distance 1
