@@ -92,7 +92,7 @@ def tok(data):
 def trained(data, tok, tmp_path_factory):
     model = build_model(SPEC, tok)
     before = heldout_perplexity(model, tok, data["heldout"])
-    settings = SFTSettings(max_steps=30, batch_size=16, learning_rate=3e-3, warmup_steps=5, logging_steps=10)
+    settings = SFTSettings(max_steps=24, batch_size=12, learning_rate=3e-3, warmup_steps=5, logging_steps=10)
     result = train_simulator(model, tok, data["conversations"], settings, tmp_path_factory.mktemp("sim"))
     result.model.eval()
     return before, result

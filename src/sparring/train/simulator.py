@@ -191,14 +191,16 @@ def simulator_conversations(
     episodes: Sequence[Episode] | None = None,
     seed: int = 0,
     *,
-    max_utterances: int | None = None,
+    max_utterances: int | None = 1000,
     outcome_hint_p: float = 0.5,
 ) -> list[list[dict[str, str]]]:
     """SFT conversations for the simulator, in the customer's view, shuffled (deterministic in ``seed``).
 
     ``dialogues``: id, intent, persona, outcome, turns (the ingest schema); ``utterances``: text, intent and
-    optionally style; ``max_utterances`` keeps a seeded sample of the openings (77 intents x 150 would
-    otherwise outweigh the dialogues); ``outcome_hint_p``: share of dialogue goals that say how it ends."""
+    optionally style; ``max_utterances`` keeps a seeded sample of the openings (None: all). Measured with a tiny
+    model at equal steps, fewer openings and more scripted episodes lowered held-out perplexity and raised
+    identity-copy accuracy, and ~9k ingested openings would outweigh the dialogues and the CPU budget.
+    ``outcome_hint_p``: share of dialogue goals that say how the session ends."""
     if not 0.0 <= outcome_hint_p <= 1.0:
         raise ValueError("outcome_hint_p must be in [0, 1]")
     rng = random.Random(f"simulator:{seed}")
