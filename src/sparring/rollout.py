@@ -183,7 +183,8 @@ def _agent_dict(text: str, parsed: ParsedMessage) -> dict[str, Any]:
 def _compact(value: Any) -> Any:
     if isinstance(value, dict):
         kept = {k: _compact(v) for k, v in value.items()}
-        return {k: v for k, v in kept.items() if v not in (None, False, "", [], {})}
+        # `is` for None/False: `0 == False`, and a zero balance or amount must stay visible.
+        return {k: v for k, v in kept.items() if v is not None and v is not False and v not in ("", [], {})}
     if isinstance(value, list):
         return [_compact(v) for v in value]
     return value
