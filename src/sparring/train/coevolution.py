@@ -1,0 +1,364 @@
+"""RL-ADA's co-evolution cycle (../shared/SEEDS.md), one cycle per call, in the paper's order.
+
+    1. Arena: the agent (DA) plays the current adversary (CA) on held-in scenarios x ``arena_runs`` (both sample,
+       so the runs differ). The agent wins an episode on the judge's strict PASS: W_DA = mean(strict_pass).
+       The adversary wins when it misrouted an agent that identified it (``adv_misroute``), stayed faithful
+       (faithfulness >= ``faithful_min``) and never named the intent: adv_success = mean(adversary won).
+    2. Stop rule (:func:`stop_reason`): W_DA >= 0.60 and |ΔW_DA| <= 0.05 over two consecutive cycles — the
+       agent is good and no longer moving — or the cycle budget is spent. When the gates fire, nothing trains.
+    3. The weaker side (lower of W_DA and adv_success; the rewards are not zero-sum, so each side is scored by
+       its own wins) trains with GRPO (:mod:`sparring.train.grpo`) in the isolation gym against its frozen
+       opponent. Against forgetting, the agent's opponent is drawn per group from the current adversary, earlier
+       adversaries and the cooperative simulator (``agent_mix``); each new adversary starts from the simulator
+       checkpoint (``adversary_init``), so every generation stays a realistic customer.
+    4. Training data: fresh scenarios plus recent arena transcripts, mixed 70% failures / 30% successes of the
+       trained side. A replayed transcript enters GRPO as its SCENARIO: a fresh group of G episodes replays the
+       hidden goal that beat (or did not beat) the side. Replaying whole prefixes would need the world, the
+       session and the opponent's sampling state mid-episode; replaying the scenario keeps every group a
+       like-for-like baseline, and the failure-heavy mix puts the groups where rewards still spread.
+    5. Evaluation of the cycle's agent (greedy, as deployed) on the given scenarios against the cooperative
+       simulator (``_coop``), the current adversary (``_adv``, plus its reward parts) and every adversary
+       generation (``_advpool``), with METRICS.md names.
+
+State between cycles is plain files (:class:`CycleState`: JSON, JSONL transcripts, checkpoint folders), and every
+random draw is seeded from (seed, cycle), so a run resumed at cycle k equals an uninterrupted one.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from sparring.agents.policies import LMPolicy, Policy
+from sparring.atomic import write_json
+from sparring.rollout import Episode, episode_metrics, run_episodes
+from sparring.train.checkpoints import load_checkpoint, save_checkpoint
+from sparring.train.grpo import GRPOSettings, Scorer, derive_seed, train_side
+from sparring.world.scenarios import Scenario
+
+STATE_FILE, TRANSCRIPTS_FILE, METRICS_FILE = "state.json", "transcripts.jsonl", "metrics.json"
+
+
+@dataclass
+class CoevolutionSettings:
+    agent: GRPOSettings = field(default_factory=GRPOSettings)  # the agent's gym; its max_new_tokens everywhere
+    adversary: GRPOSettings = field(default_factory=GRPOSettings)  # the adversary's gym; its temperature everywhere
+    arena_scenarios: int = 24  # held-in scenarios per arena
+    arena_runs: int = 2
+    gym_scenarios: int = 32  # scenarios a gym samples its groups from
+    replay_share: float = 0.5  # of them, from recent transcripts
+    replay_failure_share: float = 0.7  # of the replayed, the trained side's failures
+    max_transcripts: int = 512  # recent transcripts kept in the state
+    agent_mix: dict[str, float] = field(default_factory=lambda: {"adversary": 0.5, "pool": 0.25, "coop": 0.25})
+    adversary_init: str = "simulator"  # or "current": continue from the last adversary
+    faithful_min: float = 0.5  # an adversary win needs at least this faithfulness
+    train: str = "weaker"  # which side trains: the weaker (RL-ADA), or always "agent" / "adversary" (ablations)
+    eval_scenarios: int = 24  # per opponent; 0 skips evaluation
+    w_da_gate: float = 0.60
+    stability: float = 0.05
+    window: int = 2  # consecutive cycles both gates must hold over
+    max_cycles: int = 8
+    seed: int = 0
+
+
+@dataclass
+class CycleState:
+    """Where co-evolution stands after ``cycle`` finished cycles; paths are stored as given."""
+
+    agent_dir: str
+    simulator_dir: str
+    adversary_dirs: list[str] = field(default_factory=list)  # generations, oldest first; the last is current
+    cycle: int = 0
+    w_da_history: list[float] = field(default_factory=list)
+    trained_history: list[str] = field(default_factory=list)
+    transcripts: list[dict[str, Any]] = field(default_factory=list)  # recent arena episodes, oldest first
+    stopped: str | None = None  # why co-evolution stopped; None while it goes on
+
+    @property
+    def adversary_dir(self) -> str:
+        """The current adversary: the last generation, or the simulator before the adversary ever trained."""
+        return self.adversary_dirs[-1] if self.adversary_dirs else self.simulator_dir
+
+    def save(self, folder: Path) -> None:
+        folder = Path(folder)
+        state = {k: v for k, v in asdict(self).items() if k != "transcripts"}
+        folder.mkdir(parents=True, exist_ok=True)
+        tmp = folder / f".{TRANSCRIPTS_FILE}.tmp"
+        tmp.write_text("".join(json.dumps(t, sort_keys=True, default=str) + "\n" for t in self.transcripts))
+        tmp.replace(folder / TRANSCRIPTS_FILE)
+        write_json(state, folder / STATE_FILE)  # last: a folder with state.json is complete
+
+    @classmethod
+    def load(cls, folder: Path) -> CycleState:
+        folder = Path(folder)
+        state = json.loads((folder / STATE_FILE).read_text())
+        lines = (folder / TRANSCRIPTS_FILE).read_text().splitlines()
+        return cls(**state, transcripts=[json.loads(x) for x in lines if x.strip()])
+
+
+def stop_reason(
+    w_da_history: Sequence[float], gate: float = 0.60, tolerance: float = 0.05, window: int = 2, max_cycles: int = 8
+) -> str | None:
+    """Why to stop after these W_DA values (one per cycle), or None to go on.
+
+    "gates": the last ``window`` values are all >= ``gate`` (competency) and each consecutive change among them is
+    within ``tolerance`` (stability); "max_cycles": ``max_cycles`` cycles ran. A tiny slack absorbs float noise
+    (0.64 -> 0.59 is a change of 0.05)."""
+    w = list(w_da_history)
+    eps = 1e-9
+    if len(w) >= max(window, 2):
+        last = w[-max(window, 2) :]
+        steady = all(abs(b - a) <= tolerance + eps for a, b in zip(last, last[1:], strict=False))
+        if steady and all(x >= gate - eps for x in last):
+            return "gates"
+    if len(w) >= max_cycles:
+        return "max_cycles"
+    return None
+
+
+def weaker_side(w_da: float, adv_success: float) -> str:
+    """The side with the lower win rate trains; a tie trains the adversary (it starts without RL)."""
+    return "agent" if w_da < adv_success else "adversary"
+
+
+def adversary_won(score: dict[str, float], faithful_min: float) -> bool:
+    return bool(score["adv_misroute"]) and score["adv_faithfulness"] >= faithful_min and not score["adv_named_intent"]
+
+
+def gym_scenarios(
+    fresh: Sequence[Scenario],
+    transcripts: Sequence[dict[str, Any]],
+    side: str,
+    n: int,
+    replay_share: float,
+    failure_share: float,
+    rng: random.Random,
+) -> list[Scenario]:
+    """``n`` scenarios: ``replay_share`` of them replayed from transcripts (``failure_share`` the side's losses,
+    the rest its wins, each topped up from the other when short), the rest fresh."""
+    won = "agent_won" if side == "agent" else "adv_won"
+    losses = [t for t in transcripts if not t[won]]
+    wins = [t for t in transcripts if t[won]]
+    n_replay = min(round(n * replay_share), len(transcripts))
+    n_loss = min(round(n_replay * failure_share), len(losses))
+    n_win = min(n_replay - n_loss, len(wins))
+    n_loss = min(n_replay - n_win, len(losses))
+    replay = rng.sample(losses, n_loss) + rng.sample(wins, n_win)
+    picked = [Scenario.from_dict(t["scenario"]) for t in replay]
+    picked += rng.sample(list(fresh), min(n - len(picked), len(fresh)))
+    return picked
+
+
+def _sample(scenarios: Sequence[Scenario], n: int, rng: random.Random) -> list[Scenario]:
+    return rng.sample(list(scenarios), min(n, len(scenarios)))
+
+
+class _Models:
+    """Checkpoints loaded once per cycle, sharing the agent's tokenizer (so views are built with one vocabulary)."""
+
+    def __init__(self, agent_dir: str) -> None:
+        self.agent, self.tokenizer = load_checkpoint(Path(agent_dir))
+        self._cache: dict[str, Any] = {}
+
+    def model(self, folder: str) -> Any:
+        if folder not in self._cache:
+            model, tok = load_checkpoint(Path(folder))
+            if tok.get_vocab() != self.tokenizer.get_vocab():
+                raise ValueError(f"{folder}: tokenizer differs from the agent's")
+            self._cache[folder] = model.eval()
+        return self._cache[folder]
+
+
+def run_cycle(
+    state: CycleState,
+    train_scenarios: Sequence[Scenario],
+    eval_scenarios: Sequence[Scenario],
+    judge: Scorer,
+    settings: CoevolutionSettings,
+    out_dir: Path,
+    *,
+    report_to: Sequence[str] = (),
+    log: Callable[[str], None] = lambda _: None,
+) -> tuple[CycleState, dict[str, Any]]:
+    """Run cycle ``state.cycle + 1``; write its checkpoints, state and metrics into ``out_dir``; return both.
+
+    ``train_scenarios`` feed the arena and the gym (held-in), ``eval_scenarios`` the cycle's evaluation (held-out).
+    """
+    if state.stopped:
+        raise ValueError(f"co-evolution already stopped ({state.stopped})")
+    s, out_dir = settings, Path(out_dir)
+    k = state.cycle + 1
+    a_cfg, c_cfg = s.agent, s.adversary
+    turns = {"max_turns": a_cfg.max_turns, "max_calls_per_turn": a_cfg.max_calls_per_turn}
+    models = _Models(state.agent_dir)
+    tok = models.tokenizer
+
+    def agent_policy(model: Any, greedy: bool) -> LMPolicy:
+        return LMPolicy(
+            model, tok, "agent", max_new_tokens=a_cfg.max_new_tokens, temperature=a_cfg.temperature, greedy=greedy
+        )
+
+    def customer(folder: str) -> LMPolicy:
+        return LMPolicy(
+            models.model(folder), tok, "customer", max_new_tokens=c_cfg.max_new_tokens, temperature=c_cfg.temperature
+        )
+
+    # 1. Arena: held-in scenarios x runs, both sides sampling.
+    t0 = time.perf_counter()
+    arena = _sample(train_scenarios, s.arena_scenarios, random.Random(derive_seed(s.seed, k, "arena"))) * s.arena_runs
+    episodes = run_episodes(
+        arena,
+        agent_policy(models.agent, False),
+        customer(state.adversary_dir),
+        seed=derive_seed(s.seed, k, "arena-play"),
+        tokenizer=tok,
+        **turns,
+    )
+    scores = judge.score(episodes)
+    agent_won = [bool(ep.outcome.strict_pass) for ep in episodes]
+    adv_won = [adversary_won(sc, s.faithful_min) for sc in scores]
+    w_da = sum(agent_won) / max(1, len(agent_won))
+    arena_adv = sum(adv_won) / max(1, len(adv_won))
+    records = [
+        {"cycle": k, "scenario": ep.scenario.to_dict(), "agent_won": a, "adv_won": b, "messages": ep.messages}
+        for ep, a, b in zip(episodes, agent_won, adv_won, strict=True)
+    ]
+    transcripts = (state.transcripts + records)[-s.max_transcripts :]
+    history = [*state.w_da_history, w_da]
+    metrics: dict[str, Any] = {
+        "cycle": k,
+        "w_da": w_da,
+        "arena_adv_success": arena_adv,
+        "arena_seconds": time.perf_counter() - t0,
+    }
+    log(f"cycle {k}: arena W_DA={w_da:.3f} adversary wins={arena_adv:.3f} ({len(episodes)} episodes)")
+
+    # 2. Stop rule on the agent as it enters this cycle; 3. the weaker side trains.
+    reason = stop_reason(history, s.w_da_gate, s.stability, s.window, s.max_cycles)
+    new = replace(state, cycle=k, w_da_history=history, transcripts=transcripts, stopped=None)
+    if s.train not in ("weaker", "agent", "adversary"):
+        raise ValueError(f"train must be weaker, agent or adversary, got {s.train!r}")
+    side = s.train if s.train != "weaker" else weaker_side(w_da, arena_adv)
+    side = "none" if reason == "gates" else side
+    if side != "none":
+        rng = random.Random(derive_seed(s.seed, k, "gym"))
+        trained = "agent" if side == "agent" else "customer"
+        gym = gym_scenarios(
+            train_scenarios, transcripts, trained, s.gym_scenarios, s.replay_share, s.replay_failure_share, rng
+        )
+        if side == "agent":
+            opponent = _agent_opponents(state, s.agent_mix, customer)
+            result = train_side(
+                models.agent,
+                tok,
+                "agent",
+                opponent,
+                gym,
+                judge,
+                replace(a_cfg, seed=derive_seed(s.seed, k, "grpo")),
+                report_to=report_to,
+            )
+            save_checkpoint(result.model, tok, out_dir / "agent")
+            new.agent_dir = str(out_dir / "agent")
+            models.agent = result.model
+        else:
+            start = state.simulator_dir if s.adversary_init == "simulator" else state.adversary_dir
+            adversary, _ = load_checkpoint(Path(start))
+            result = train_side(
+                adversary,
+                tok,
+                "customer",
+                agent_policy(models.agent, True),
+                gym,
+                judge,
+                replace(c_cfg, seed=derive_seed(s.seed, k, "grpo")),
+                report_to=report_to,
+            )
+            save_checkpoint(result.model, tok, out_dir / "adversary")
+            new.adversary_dirs = [*state.adversary_dirs, str(out_dir / "adversary")]
+            models._cache[new.adversary_dirs[-1]] = result.model
+        stats = result.reward_stats()
+        metrics.update(
+            grpo_tokens_per_s=result.update_tokens_per_s,
+            grpo_seconds=result.seconds,
+            grpo_rollout_seconds=result.rollout_seconds,
+            grpo_trained_tokens=result.trained_tokens,
+            **{f"grpo_{name}": v for name, v in stats.items()},
+        )
+        log(f"cycle {k}: trained the {side}: reward {stats['reward_first']:.3f} -> {stats['reward_last']:.3f}")
+    new.trained_history = [*state.trained_history, side]
+    new.stopped = reason  # "gates": nothing trained; "max_cycles": this was the last cycle
+    metrics.update(trained=side, stop_reason=new.stopped)
+
+    # 5. Evaluation of this cycle's agent, greedy, against each opponent on the same scenarios and seed.
+    if s.eval_scenarios > 0:
+        t0 = time.perf_counter()
+        metrics.update(
+            _evaluate(
+                agent_policy(models.agent, True), new, customer, eval_scenarios[: s.eval_scenarios], judge, s, turns
+            )
+        )
+        metrics["eval_seconds"] = time.perf_counter() - t0
+    new.save(out_dir)
+    write_json(metrics, out_dir / METRICS_FILE)
+    return new, metrics
+
+
+def _agent_opponents(
+    state: CycleState, mix: dict[str, float], customer: Callable[[str], LMPolicy]
+) -> Callable[[Scenario, int], Policy]:
+    """Per group: the current adversary, an earlier generation ("pool") or the cooperative simulator ("coop")."""
+    policies = {d: customer(d) for d in {state.simulator_dir, *state.adversary_dirs}}
+    earlier = state.adversary_dirs[:-1]
+    names = sorted(n for n, w in mix.items() if w > 0)
+    unknown = set(names) - {"adversary", "pool", "coop"}
+    if unknown or not names:
+        raise ValueError(f"agent_mix: keys must be adversary/pool/coop with a positive weight, got {mix}")
+
+    def choose(scenario: Scenario, seed: int) -> Policy:
+        rng = random.Random(seed)
+        name = rng.choices(names, [mix[n] for n in names])[0]
+        if name == "coop":
+            return policies[state.simulator_dir]
+        if name == "pool" and earlier:
+            return policies[rng.choice(earlier)]
+        return policies[state.adversary_dir]
+
+    return choose
+
+
+def _evaluate(
+    agent: Policy,
+    state: CycleState,
+    customer: Callable[[str], LMPolicy],
+    scenarios: Sequence[Scenario],
+    judge: Scorer,
+    s: CoevolutionSettings,
+    turns: dict[str, int],
+) -> dict[str, float]:
+    seed = derive_seed(s.seed, "eval")  # the same draws every cycle: cycles differ by their models only
+
+    def play(folder: str, part: Sequence[Scenario]) -> list[Episode]:
+        return run_episodes(part, agent, customer(folder), seed=seed, **turns) if part else []
+
+    metrics = episode_metrics(play(state.simulator_dir, scenarios), "_coop")
+    adv = play(state.adversary_dir, scenarios)
+    metrics.update(episode_metrics(adv, "_adv"))
+    scores = judge.score(adv)
+    n = max(1, len(scores))
+    metrics.update(
+        adv_success=sum(adversary_won(x, s.faithful_min) for x in scores) / n,
+        adv_misroute=sum(x["adv_misroute"] for x in scores) / n,
+        adv_faithfulness=sum(x["adv_faithfulness"] for x in scores) / n,
+        adv_realism=sum(x["adv_realism"] for x in scores) / n,
+        adv_reward=sum(x["adv_reward"] for x in scores) / n,
+    )
+    pool = state.adversary_dirs or [state.simulator_dir]  # scenarios dealt round-robin to the generations
+    pooled = [ep for i, d in enumerate(pool) for ep in play(d, list(scenarios)[i :: len(pool)])]
+    metrics.update(episode_metrics(pooled, "_advpool"))
+    return metrics

@@ -1,0 +1,409 @@
+"""Multi-turn GRPO on TRL's ``GRPOTrainer``: one side trained against a frozen opponent in whole episodes.
+
+TRL samples prompts (here: scenario keys) already repeated ``num_generations`` times, consecutively. Our
+``rollout_func`` plays every copy as a real episode with :func:`sparring.rollout.run_episodes` (the trained side
+is an :class:`~sparring.agents.policies.LMPolicy` over the trainer's current weights, sampling; the opponent is
+frozen), so a group is ONE scenario played G times with different sampling seeds: the group baseline compares like
+with like. Each episode becomes ONE completion in the trained side's own view:
+
+    prompt_ids     = the view up to the side's first generated token (system prompt, opening turns)
+    completion_ids = the rest of the episode in that view (own turns, the opponent's turns, tool results)
+    env_mask       = 1 exactly on the tokens the side generated, 0 on everything the opponent or a tool wrote
+    logprobs       = the sampler's log-softmax(logits / T) at each token (0 off the side's tokens)
+
+Rewards come from the judge (``sparring.judge.rewards``, RL-ADA in ../shared/SEEDS.md): the agent's
+r_DA = Σ w·outcome parts, the adversary's r_CA = misroute × faithfulness × realism − w_name·named_outright.
+TRL then applies GRPO unchanged (SEEDS.md, "GRPO: one group-normalized advantage for every token"):
+
+    Â_g = (R_g − mean(R_group)) / (std(R_group) + ε)      for every token of completion g with env_mask = 1
+    L   = − Σ_tokens min(ρ·Â, clip(ρ, 1 − ε_clip, 1 + ε_clip)·Â) / (normaliser of ``loss_type``) + β·KL(π‖π_ref)
+
+with ρ = π_θ/π_old per token; the loss, clipping, KL and normalisation are TRL's (``loss_type``, ``epsilon``,
+``beta``, ``scale_rewards``); env_mask is TRL's ``tool_mask``: masked tokens carry no loss and no KL.
+CPU settings as DESIGN.md measured: ``use_cpu=True, bf16=False, activation_checkpointing=False, report_to=[]``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import random
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from sparring.agents.policies import LMPolicy, Policy, TurnOutput, TurnRequest
+from sparring.rollout import Episode, run_episodes
+from sparring.world.scenarios import Scenario
+
+SIDES = ("agent", "customer")
+REWARD_KEYS = {"agent": "agent_reward", "customer": "adv_reward"}  # the judge's reward of each side
+OpponentChooser = Callable[[Scenario, int], Policy]  # (scenario, draw seed) -> the frozen opponent of one group
+
+
+class Scorer(Protocol):
+    """What GRPO needs of a judge: one reward dict per finished episode (``Judge.score``)."""
+
+    def score(self, episodes: Sequence[Episode]) -> list[dict[str, float]]: ...
+
+
+@dataclass
+class GRPOSettings:
+    num_generations: int = 8  # group size G: episodes per scenario per step
+    scenarios_per_step: int = 4  # groups per optimizer step
+    epsilon: float = 0.2  # PPO-style clip of the ratio
+    beta: float = 0.0  # KL to the starting weights (0: no reference model)
+    loss_type: str = "dapo"  # TRL's: grpo | dapo | dr_grpo | bnpo | ...
+    scale_rewards: str = "group"  # divide by the group's std (GRPO), "batch", or "none" (Dr. GRPO)
+    learning_rate: float = 1e-4
+    max_steps: int = 20
+    max_new_tokens: int = 64  # per message of the trained side
+    temperature: float = 1.0  # sampling temperature; TRL recomputes logprobs at the same temperature
+    max_turns: int = 6
+    max_calls_per_turn: int = 3
+    gradient_accumulation_steps: int = 1  # micro-batches per step (same episodes, less memory)
+    warmup_steps: int = 0
+    max_grad_norm: float = 1.0
+    adam_beta2: float = 0.999
+    logging_steps: int = 1
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        batch = self.num_generations * self.scenarios_per_step
+        if self.num_generations < 2:
+            raise ValueError("num_generations must be >= 2: a group of one has no baseline")
+        if self.scenarios_per_step < 1 or self.max_steps < 1 or self.gradient_accumulation_steps < 1:
+            raise ValueError("scenarios_per_step, max_steps and gradient_accumulation_steps must be >= 1")
+        if batch % self.gradient_accumulation_steps:
+            raise ValueError(
+                f"num_generations x scenarios_per_step ({batch}) must divide by gradient_accumulation_steps"
+            )
+
+
+@dataclass
+class GRPOResult:
+    model: Any
+    curves: list[dict[str, Any]] = field(default_factory=list)  # TRL's log history: loss, reward, grad_norm, ...
+    steps: list[dict[str, float]] = field(default_factory=list)  # per rollout: reward mean/std, spread, outcomes
+    seconds: float = 0.0  # whole train()
+    rollout_seconds: float = 0.0  # episodes + judge, inside rollout_func
+    update_tokens: int = 0  # non-pad prompt+completion tokens the updates ran forward/backward over
+    trained_tokens: int = 0  # tokens with env_mask 1 (the side's own)
+
+    @property
+    def update_seconds(self) -> float:
+        return max(self.seconds - self.rollout_seconds, 1e-9)
+
+    @property
+    def update_tokens_per_s(self) -> float:
+        return self.update_tokens / self.update_seconds if self.update_tokens else 0.0
+
+    def reward_stats(self) -> dict[str, float]:
+        """Mean reward of the first and last rollout and over all of them; share of groups with no spread."""
+        if not self.steps:
+            return {}
+        means = [s["reward_mean"] for s in self.steps]
+        return {
+            "reward_first": means[0],
+            "reward_last": means[-1],
+            "reward_mean": sum(means) / len(means),
+            "frac_zero_std_groups": sum(s["frac_zero_std_groups"] for s in self.steps) / len(self.steps),
+        }
+
+
+def derive_seed(*parts: Any) -> int:
+    """A 31-bit seed from any parts (seed, cycle, tag, ...): stable across processes, unlike ``hash``."""
+    return int(hashlib.sha1(":".join(map(str, parts)).encode()).hexdigest()[:8], 16) & 0x7FFFFFFF
+
+
+def side_sample(episode: Episode, side: str) -> dict[str, list]:
+    """One completion in ``side``'s view: prompt up to its first generated token, the rest as completion."""
+    if side == "agent":
+        ids, own, logp = episode.token_ids, episode.agent_mask, episode.agent_logprobs
+    elif side == "customer":
+        ids, own, logp = episode.customer_token_ids, episode.customer_self_mask, episode.customer_logprobs
+    else:
+        raise ValueError(f"side must be one of {SIDES}, got {side!r}")
+    if 1 not in own:
+        raise ValueError(f"the {side} generated no token in episode {episode.scenario.scenario_id}")
+    start = own.index(1)
+    return {
+        "prompt_ids": list(ids[:start]),
+        "completion_ids": list(ids[start:]),
+        "env_mask": list(own[start:]),
+        "logprobs": [float(x) for x in logp[start:]],
+    }
+
+
+class PerEpisodeOpponent:
+    """Several frozen opponents in ONE batched rollout: episode i's turns go to ``chosen[i]``.
+
+    Each ``act`` is split by opponent, so each LM opponent still generates its episodes in one batch. Relies on
+    the engine's request key ``(run, episode index, role)``. LM members must share ``tokenizer`` (the views are
+    built with it); scripted members ignore the prompt ids.
+    """
+
+    def __init__(self, chosen: Sequence[Policy], tokenizer: Any) -> None:
+        self.chosen, self.tokenizer = list(chosen), tokenizer
+        for p in self.unique():
+            tok = getattr(p, "tokenizer", None)
+            if tok is not None and tok is not tokenizer and tok.get_vocab() != tokenizer.get_vocab():
+                raise ValueError("LM opponents of one rollout must share the trained side's vocabulary")
+
+    def unique(self) -> list[Policy]:
+        return list({id(p): p for p in self.chosen}.values())
+
+    def act(self, requests: list[TurnRequest]) -> list[TurnOutput]:
+        out: list[TurnOutput | None] = [None] * len(requests)
+        by_policy: dict[int, list[int]] = {}
+        for i, r in enumerate(requests):
+            by_policy.setdefault(id(self.chosen[r.key[1]]), []).append(i)  # type: ignore[index]
+        for rows in by_policy.values():
+            policy = self.chosen[requests[rows[0]].key[1]]  # type: ignore[index]
+            for i, o in zip(rows, policy.act([requests[i] for i in rows]), strict=True):
+                out[i] = o
+        return out  # type: ignore[return-value]
+
+    def release(self, keys: Any = None) -> None:
+        for p in self.unique():
+            if hasattr(p, "release"):
+                p.release(keys)
+
+
+def make_rollout_func(
+    side: str,
+    tokenizer: Any,
+    opponent: Policy | OpponentChooser,
+    scenarios: Sequence[Scenario],
+    judge: Scorer,
+    settings: GRPOSettings,
+    *,
+    reward_key: str | None = None,
+    record: list[dict[str, float]] | None = None,
+    wrap: Callable[[LMPolicy], Policy] | None = None,
+) -> Callable[[list[Any], Any], dict[str, list]]:
+    """TRL's ``rollout_func(prompts, trainer)`` for ``side``. Prompts are ``"<index>|<scenario_id>"`` keys into
+    ``scenarios``, in groups of ``num_generations`` equal keys. ``record`` collects one stats row per call;
+    ``wrap`` wraps the trained policy (tests script some of its turns)."""
+    if side not in SIDES:
+        raise ValueError(f"side must be one of {SIDES}, got {side!r}")
+    key = reward_key or REWARD_KEYS[side]
+    g = settings.num_generations
+    calls = [0]
+
+    def rollout(prompts: list[Any], trainer: Any) -> dict[str, list]:
+        t0 = time.perf_counter()
+        picked = [scenarios[int(str(p).split("|", 1)[0])] for p in prompts]
+        if len(picked) % g:
+            raise ValueError(f"{len(picked)} prompts do not form groups of {g}")
+        seed = derive_seed(settings.seed, side, calls[0])
+        calls[0] += 1
+        model = trainer.accelerator.unwrap_model(trainer.model) if hasattr(trainer, "accelerator") else trainer.model
+        policy: Policy = LMPolicy(
+            model, tokenizer, side, max_new_tokens=settings.max_new_tokens, temperature=settings.temperature
+        )
+        if wrap is not None:
+            policy = wrap(policy)
+        if hasattr(opponent, "act"):
+            other: Policy = opponent  # type: ignore[assignment]
+        else:  # one opponent per group, drawn from the group's scenario and seed
+            chosen = [opponent(picked[i], derive_seed(seed, i // g)) for i in range(len(picked))]
+            other = PerEpisodeOpponent(chosen, tokenizer)
+        agent, customer = (policy, other) if side == "agent" else (other, policy)
+        was_training = model.training
+        model.eval()
+        try:
+            episodes = run_episodes(
+                picked,
+                agent,
+                customer,
+                max_turns=settings.max_turns,
+                max_calls_per_turn=settings.max_calls_per_turn,
+                seed=seed,
+                tokenizer=tokenizer,
+            )
+        finally:
+            model.train(was_training)
+        scores = judge.score(episodes)
+        for ep, s in zip(episodes, scores, strict=True):
+            ep.rewards = s
+        samples = [side_sample(ep, side) for ep in episodes]
+        rewards = [float(s[key]) for s in scores]
+        if record is not None:
+            record.append(_stats(episodes, scores, rewards, samples, g, time.perf_counter() - t0))
+        return {
+            "prompt_ids": [s["prompt_ids"] for s in samples],
+            "completion_ids": [s["completion_ids"] for s in samples],
+            "logprobs": [s["logprobs"] for s in samples],
+            "env_mask": [s["env_mask"] for s in samples],
+            "side_reward": rewards,
+        }
+
+    return rollout
+
+
+def _stats(
+    episodes: list[Episode], scores: list[dict], rewards: list[float], samples: list[dict], g: int, seconds: float
+) -> dict[str, float]:
+    groups = [rewards[i : i + g] for i in range(0, len(rewards), g)]
+    n = len(episodes)
+    mean = sum(rewards) / n
+    return {
+        "episodes": n,
+        "reward_mean": mean,
+        "reward_std": (sum((r - mean) ** 2 for r in rewards) / n) ** 0.5,
+        "frac_zero_std_groups": sum(max(gr) - min(gr) < 1e-9 for gr in groups) / len(groups),
+        "strict_pass": sum(ep.outcome.strict_pass for ep in episodes) / n,
+        "adv_misroute": sum(s.get("adv_misroute", 0.0) for s in scores) / n,
+        "update_tokens": sum(len(s["prompt_ids"]) + len(s["completion_ids"]) for s in samples),
+        "trained_tokens": sum(sum(s["env_mask"]) for s in samples),
+        "rollout_s": seconds,
+    }
+
+
+def _reward_func(name: str) -> Callable[..., list[float]]:
+    def reward(prompts: list[Any], completions: list[Any], side_reward: list[float], **_: Any) -> list[float]:
+        return [float(r) for r in side_reward]
+
+    reward.__name__ = name  # TRL logs rewards/<name>/mean
+    return reward
+
+
+def grpo_config(settings: GRPOSettings, output_dir: Path, report_to: Sequence[str] = ()) -> Any:
+    """The ``GRPOConfig`` of ``settings``: one generation batch (= G x scenarios_per_step episodes) per step."""
+    import torch
+    from trl import GRPOConfig
+
+    cuda = torch.cuda.is_available()
+    batch = settings.num_generations * settings.scenarios_per_step
+    return GRPOConfig(
+        output_dir=str(output_dir),
+        per_device_train_batch_size=batch // settings.gradient_accumulation_steps,
+        gradient_accumulation_steps=settings.gradient_accumulation_steps,
+        num_generations=settings.num_generations,
+        max_steps=settings.max_steps,
+        learning_rate=settings.learning_rate,
+        warmup_steps=settings.warmup_steps,
+        max_grad_norm=settings.max_grad_norm,
+        adam_beta2=settings.adam_beta2,
+        beta=settings.beta,
+        epsilon=settings.epsilon,
+        loss_type=settings.loss_type,
+        scale_rewards=settings.scale_rewards,
+        temperature=settings.temperature,
+        # dr_grpo's normaliser: the most tokens a side can generate in one episode.
+        max_completion_length=settings.max_turns * settings.max_calls_per_turn * settings.max_new_tokens,
+        logging_steps=settings.logging_steps,
+        seed=settings.seed,
+        data_seed=settings.seed,
+        use_cpu=not cuda,
+        bf16=cuda,
+        activation_checkpointing=False,
+        save_strategy="no",
+        report_to=list(report_to),
+        dataloader_num_workers=0,
+        disable_tqdm=True,
+        log_completions=False,
+    )
+
+
+def build_trainer(
+    model: Any,
+    tokenizer: Any,
+    rollout_func: Callable[[list[Any], Any], dict[str, list]],
+    n_prompts: int,
+    settings: GRPOSettings,
+    output_dir: Path,
+    *,
+    reward_name: str = "reward",
+    report_to: Sequence[str] = (),
+    callbacks: Sequence[Any] = (),
+) -> Any:
+    """A ``GRPOTrainer`` over ``n_prompts`` prompt keys ``"<i>|"``-prefixed; rewards reach it as ``side_reward``."""
+    from datasets import Dataset
+    from trl import GRPOTrainer
+
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is "experimental" in TRL 1.16
+    if settings.beta and not _loadable(model):
+        # TRL builds the KL reference from the model's folder: give a from-config model one (its start weights).
+        ref = Path(output_dir) / "reference"
+        model.save_pretrained(ref, safe_serialization=True)
+        model.config._name_or_path = str(ref)
+    dataset = Dataset.from_list([{"prompt": f"{i}|"} for i in range(n_prompts)])
+    return GRPOTrainer(
+        model=model,
+        reward_funcs=[_reward_func(reward_name)],
+        args=grpo_config(settings, output_dir, report_to),
+        train_dataset=dataset,
+        processing_class=tokenizer,
+        rollout_func=rollout_func,
+        callbacks=list(callbacks),
+    )
+
+
+def _loadable(model: Any) -> bool:
+    name = getattr(model.config, "_name_or_path", "") or ""
+    return bool(name) and Path(name).is_dir()
+
+
+def train_side(
+    model: Any,
+    tokenizer: Any,
+    side: str,
+    opponent: Policy | OpponentChooser,
+    scenarios: Sequence[Scenario],
+    judge: Scorer,
+    settings: GRPOSettings,
+    output_dir: Path | None = None,
+    *,
+    reward_key: str | None = None,
+    report_to: Sequence[str] = (),
+    callbacks: Sequence[Any] = (),
+) -> GRPOResult:
+    """Train ``side`` ("agent" or "customer") of ``model`` with GRPO against a frozen ``opponent``.
+
+    ``opponent`` is a policy, or a function ``(scenario, seed) -> policy`` drawn once per group (mixing opponents).
+    Each step plays ``scenarios_per_step`` scenarios x ``num_generations`` episodes; TRL samples the scenarios from
+    ``scenarios`` (shuffled with ``settings.seed``). The reward is the judge's ``reward_key`` (default: the side's
+    reward). ``output_dir`` holds the trainer's scratch (a temporary folder when None); nothing is saved there:
+    the caller saves the returned model. Deterministic in ``settings.seed`` on CPU.
+    """
+    if not scenarios:
+        raise ValueError("no scenarios to train on")
+    # TRL drops an incomplete last batch of prompts: tile the list up to one step's worth.
+    pool = list(scenarios) * -(-settings.scenarios_per_step // len(scenarios))
+    random.Random(settings.seed).shuffle(pool)
+    record: list[dict[str, float]] = []
+    rollout = make_rollout_func(side, tokenizer, opponent, pool, judge, settings, reward_key=reward_key, record=record)
+    with tempfile.TemporaryDirectory(prefix="sparring-grpo-") as scratch:
+        out = Path(output_dir) if output_dir is not None else Path(scratch)
+        trainer = build_trainer(
+            model,
+            tokenizer,
+            rollout,
+            len(pool),
+            settings,
+            out,
+            reward_name=reward_key or REWARD_KEYS[side],
+            report_to=report_to,
+            callbacks=callbacks,
+        )
+        start = time.perf_counter()
+        trainer.train()
+        seconds = time.perf_counter() - start
+    trained = trainer.accelerator.unwrap_model(trainer.model)
+    trained.eval()
+    for i, row in enumerate(record):
+        row["step"] = i + 1
+    return GRPOResult(
+        model=trained,
+        curves=list(trainer.state.log_history),
+        steps=record,
+        seconds=seconds,
+        rollout_seconds=sum(r["rollout_s"] for r in record),
+        update_tokens=int(sum(r["update_tokens"] for r in record)),
+        trained_tokens=int(sum(r["trained_tokens"] for r in record)),
+    )

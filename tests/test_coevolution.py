@@ -1,0 +1,160 @@
+"""RL-ADA cycles: the stop rule, the replay mix, state files, and tiny real cycles (deterministic, resumable)."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import replace
+
+import numpy as np
+import polars as pl
+import pytest
+import torch
+
+from sparring.agents.chat import known_intents
+from sparring.agents.models import ModelSpec, build_model
+from sparring.agents.tokenizer import train_tokenizer
+from sparring.data.synthetic import generate_utterances
+from sparring.judge.rewards import Judge
+from sparring.train.checkpoints import load_checkpoint, save_checkpoint
+from sparring.train.coevolution import (
+    CoevolutionSettings,
+    CycleState,
+    gym_scenarios,
+    run_cycle,
+    stop_reason,
+    weaker_side,
+)
+from sparring.train.grpo import GRPOSettings
+from sparring.world.scenarios import sample_scenarios
+from sparring.world.taxonomy import load_taxonomy
+
+torch.set_num_threads(1)
+SPEC = ModelSpec(hidden_size=48, num_layers=2, num_heads=2, num_kv_heads=1, intermediate_size=96)
+
+
+class FixedBackend:
+    """Fixed faithfulness/realism; "naming the intent" on odd-length texts, so the adversary's reward (0 or -1
+    against an agent that never identifies anyone) still spreads within groups and GRPO has something to do."""
+
+    def faithfulness(self, turns: Sequence[Sequence[str]], intents: Sequence[str]) -> np.ndarray:
+        return np.full(len(turns), 0.9)
+
+    def realism(self, turns: Sequence[Sequence[str]]) -> np.ndarray:
+        return np.full(len(turns), 0.8)
+
+    def named_outright(self, text: str, intent: str) -> bool:
+        return len(text) % 2 == 1
+
+
+@pytest.mark.parametrize(
+    ("history", "expected"),
+    [
+        ([0.56, 0.64, 0.62], "gates"),  # RL-ADA's trajectory: both gates hold over the last two cycles
+        ([0.56, 0.64], None),  # 0.56 is under the competency gate
+        ([0.61, 0.70], None),  # competent but still moving (Δ = 0.09)
+        ([0.70, 0.65], "gates"),  # Δ = 0.05 exactly is stable
+        ([0.64, 0.59], None),
+        ([0.62], None),  # one cycle cannot show stability
+        ([0.3] * 7, None),
+        ([0.3] * 8, "max_cycles"),
+        ([0.3, 0.9, 0.3, 0.9, 0.3, 0.9, 0.3, 0.9], "max_cycles"),
+    ],
+)
+def test_stop_rule(history, expected):
+    assert stop_reason(history) == expected
+
+
+def test_stop_rule_window_and_budget():
+    assert stop_reason([0.6, 0.62, 0.7], window=3) is None
+    assert stop_reason([0.5, 0.6, 0.62, 0.65], window=3) == "gates"
+    assert stop_reason([0.1, 0.2], max_cycles=2) == "max_cycles"
+    assert weaker_side(0.3, 0.5) == "agent" and weaker_side(0.6, 0.2) == "adversary"
+    assert weaker_side(0.0, 0.0) == "adversary"
+
+
+@pytest.fixture(scope="module")
+def scenarios():
+    tools = {name: i.tool for name, i in load_taxonomy().intents.items()}
+    frame = generate_utterances(1, 9).with_columns(
+        id=pl.format("c-{}", pl.int_range(pl.len())),
+        tool=pl.col("intent").replace_strict(tools),
+        source=pl.lit("synthetic"),
+    )
+    return sample_scenarios(frame, 12, seed=4)
+
+
+def test_gym_mix_is_failure_heavy_and_tops_up(scenarios):
+    fresh, old = scenarios[:6], scenarios[6:]
+    transcripts = [
+        {"scenario": sc.to_dict(), "agent_won": i % 2 == 0, "adv_won": i % 2 == 1} for i, sc in enumerate(old * 4)
+    ]
+    picked = gym_scenarios(fresh, transcripts, "agent", 20, 0.5, 0.7, random.Random(0))
+    lost = {t["scenario"]["scenario_id"] for t in transcripts if not t["agent_won"]}
+    won = {t["scenario"]["scenario_id"] for t in transcripts if t["agent_won"]}
+    replayed = [sc for sc in picked if sc.scenario_id not in {f.scenario_id for f in fresh}]
+    assert len(picked) == 16 and len(replayed) == 10  # 10 replayed + all 6 fresh (fewer than asked)
+    assert sum(sc.scenario_id in lost for sc in replayed) == 7 and sum(sc.scenario_id in won for sc in replayed) == 3
+    only_wins = [t for t in transcripts if t["agent_won"]]
+    picked = gym_scenarios(fresh, only_wins, "agent", 8, 0.5, 0.7, random.Random(0))
+    assert sum(sc.scenario_id in won for sc in picked) == 4  # no losses to replay: wins fill the replay share
+
+
+@pytest.fixture(scope="module")
+def start(tmp_path_factory, scenarios):
+    """A DA0 and a simulator checkpoint: tiny random-init models sharing one tokenizer."""
+    root = tmp_path_factory.mktemp("coev")
+    tok = train_tokenizer(generate_utterances(3, 0)["text"].to_list(), 700, sorted(known_intents()))
+    save_checkpoint(build_model(SPEC, tok), tok, root / "da0")
+    save_checkpoint(build_model(replace(SPEC, seed=1), tok), tok, root / "sim")
+    return CycleState(agent_dir=str(root / "da0"), simulator_dir=str(root / "sim"))
+
+
+def tiny(train: str = "weaker") -> CoevolutionSettings:
+    grpo = GRPOSettings(
+        num_generations=2, scenarios_per_step=2, max_steps=2, max_new_tokens=6, max_turns=2, learning_rate=1e-2
+    )
+    return CoevolutionSettings(
+        agent=grpo, adversary=grpo, arena_scenarios=3, gym_scenarios=4, eval_scenarios=3, train=train, seed=5
+    )
+
+
+def comparable(metrics: dict) -> dict:
+    return {k: v for k, v in metrics.items() if not k.endswith(("_seconds", "tokens_per_s"))}
+
+
+def test_cycles_are_deterministic_and_resume_from_files(tmp_path, start, scenarios):
+    judge = Judge(FixedBackend())
+    train, heldout = scenarios[:8], scenarios[8:]
+    first, m1 = run_cycle(start, train, heldout, judge, tiny(), tmp_path / "a1")
+    assert m1["trained"] == "adversary" and m1["w_da"] == 0.0  # random DA0 never passes; a tie trains the CA
+    assert first.adversary_dirs == [str(tmp_path / "a1" / "adversary")] and first.agent_dir == start.agent_dir
+    assert len(first.transcripts) == 6 and first.cycle == 1 and first.stopped is None
+    for name in ("w_da", "strict_pass_coop", "routing_acc_coop", "strict_pass_adv", "strict_pass_advpool"):
+        assert 0.0 <= m1[name] <= 1.0
+    assert m1["adv_faithfulness"] == pytest.approx(0.9) and m1["grpo_tokens_per_s"] > 0
+    sim, _ = load_checkpoint(tmp_path / "a1" / "adversary")
+    base, _ = load_checkpoint(start.simulator_dir)  # the adversary started from the simulator and moved
+    assert not torch.equal(sim.lm_head.weight, base.lm_head.weight)
+
+    second, m2 = run_cycle(first, train, heldout, judge, tiny("agent"), tmp_path / "a2")
+    assert m2["trained"] == "agent" and second.agent_dir == str(tmp_path / "a2" / "agent")
+    assert second.w_da_history == [m1["w_da"], m2["w_da"]] and second.trained_history == ["adversary", "agent"]
+
+    # Same seed again, cycle 2 resumed from the files cycle 1 left: the same metrics and weights.
+    again, r1 = run_cycle(start, train, heldout, judge, tiny(), tmp_path / "b1")
+    loaded = CycleState.load(tmp_path / "b1")
+    assert loaded == again
+    _, r2 = run_cycle(loaded, train, heldout, judge, tiny("agent"), tmp_path / "b2")
+    assert comparable(r1) == comparable(m1) and comparable(r2) == comparable(m2)
+    a, _ = load_checkpoint(tmp_path / "a2" / "agent")
+    b, _ = load_checkpoint(tmp_path / "b2" / "agent")
+    assert all(torch.equal(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values(), strict=True))
+
+
+def test_stopped_state_refuses_another_cycle(tmp_path, start, scenarios):
+    done = replace(start, w_da_history=[0.7, 0.68], cycle=2, stopped="gates")
+    done.save(tmp_path)
+    assert CycleState.load(tmp_path) == done
+    with pytest.raises(ValueError, match="stopped"):
+        run_cycle(done, scenarios, scenarios, Judge(FixedBackend()), tiny(), tmp_path / "c3")

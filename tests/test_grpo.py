@@ -1,0 +1,232 @@
+"""Multi-turn GRPO through TRL's rollout_func: masks, logprobs, groups, and a few real training steps."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from types import SimpleNamespace
+
+import numpy as np
+import polars as pl
+import pytest
+import torch
+
+from sparring.agents.chat import (
+    ASSISTANT,
+    END_OF_TURN,
+    SYSTEM,
+    TOOL,
+    USER,
+    ParsedCall,
+    known_intents,
+    render_agent_message,
+)
+from sparring.agents.models import ModelSpec, build_model
+from sparring.agents.policies import LMPolicy, TurnOutput, TurnRequest
+from sparring.agents.scripted import CamouflagingCustomer, CooperativeCustomer, ExpertAgent
+from sparring.agents.tokenizer import train_tokenizer
+from sparring.data.synthetic import generate_utterances
+from sparring.judge.rewards import Judge
+from sparring.train.grpo import GRPOSettings, derive_seed, make_rollout_func, side_sample, train_side
+from sparring.world.scenarios import sample_scenarios
+from sparring.world.taxonomy import load_taxonomy
+
+torch.set_num_threads(1)
+SPEC = ModelSpec(hidden_size=48, num_layers=2, num_heads=2, num_kv_heads=1, intermediate_size=96)
+G = 4
+
+
+class FixedBackend:
+    """Judge backend with fixed faithfulness/realism: the plumbing, not the judge models, is under test here."""
+
+    def faithfulness(self, turns: Sequence[Sequence[str]], intents: Sequence[str]) -> np.ndarray:
+        return np.full(len(turns), 0.9)
+
+    def realism(self, turns: Sequence[Sequence[str]]) -> np.ndarray:
+        return np.full(len(turns), 0.8)
+
+    def named_outright(self, text: str, intent: str) -> bool:
+        return False
+
+
+@pytest.fixture(scope="module")
+def tok():
+    return train_tokenizer(generate_utterances(3, 0)["text"].to_list(), 700, sorted(known_intents()))
+
+
+@pytest.fixture(scope="module")
+def scenarios():
+    tools = {name: i.tool for name, i in load_taxonomy().intents.items()}
+    frame = generate_utterances(1, 7).with_columns(
+        id=pl.format("g-{}", pl.int_range(pl.len())),
+        tool=pl.col("intent").replace_strict(tools),
+        source=pl.lit("synthetic"),
+    )
+    return sample_scenarios(frame, 6, seed=2)
+
+
+def settings(**kw) -> GRPOSettings:
+    base = dict(num_generations=G, scenarios_per_step=2, max_new_tokens=8, max_turns=2, max_calls_per_turn=2)
+    return GRPOSettings(**{**base, **kw})
+
+
+class LookupFirst:
+    """The agent's first message is a scripted lookup_account call (so tool results enter its view); the rest
+    is the LM's. Scripted ids count as the agent's own, as a rollout records them."""
+
+    def __init__(self, inner: LMPolicy) -> None:
+        self.inner, self.tokenizer = inner, inner.tokenizer
+
+    def release(self, keys=None) -> None:
+        self.inner.release(keys)
+
+    def act(self, requests: list[TurnRequest]) -> list[TurnOutput]:
+        lm = iter(self.inner.act([r for r in requests if r.turn != 1]) or [])
+        out = []
+        for r in requests:
+            if r.turn == 1:
+                call = ParsedCall("lookup_account", {"customer_id": r.scenario.identity["customer_id"]})
+                out.append(TurnOutput(render_agent_message("Let me check.", call)))
+            else:
+                out.append(next(lm))
+        return out
+
+
+def turns(ids: list[int], tok) -> list[tuple[str, range, int]]:
+    """(role, content positions, end position) of every turn; generated content never holds <|end|>."""
+    marks = {tok.convert_tokens_to_ids(m): r for m, r in ((SYSTEM, "system"), (USER, "user"), (ASSISTANT, "assistant"))}
+    marks[tok.convert_tokens_to_ids(TOOL)] = "tool"
+    end = tok.convert_tokens_to_ids(END_OF_TURN)
+    out, i = [], 0
+    while i < len(ids):
+        stop = ids.index(end, i + 1)
+        out.append((marks[ids[i]], range(i + 1, stop), stop))
+        i = stop + 1
+    return out
+
+
+def check_masks(sample: dict, tok, own_role: str = "assistant") -> dict[str, int]:
+    """env_mask is 0 on every token outside the side's own turns and 1 on their content; returns role counts."""
+    ids = sample["prompt_ids"] + sample["completion_ids"]
+    mask = [0] * len(sample["prompt_ids"]) + sample["env_mask"]
+    assert len(sample["completion_ids"]) == len(sample["env_mask"]) == len(sample["logprobs"])
+    assert mask[len(sample["prompt_ids"])] == 1  # the completion starts at the side's first generated token
+    counts: dict[str, int] = {}
+    for role, content, end in turns(ids, tok):
+        counts[role] = counts.get(role, 0) + 1
+        assert mask[content.start - 1] == 0  # role markers are never the side's
+        if role == own_role:
+            assert all(mask[p] == 1 for p in content)
+        else:
+            assert not any(mask[p] for p in content) and mask[end] == 0, role
+    return counts
+
+
+def test_agent_completion_masks_out_customer_and_tool_tokens(tok, scenarios):
+    model = build_model(SPEC, tok)
+    rollout = make_rollout_func(
+        "agent", tok, CooperativeCustomer(), scenarios, Judge(FixedBackend()), settings(), wrap=LookupFirst
+    )
+    out = rollout([f"{i}|" for i in (0, 1) for _ in range(G)], SimpleNamespace(model=model))
+    assert len(out["prompt_ids"]) == 2 * G and len(out["side_reward"]) == 2 * G
+    seen: dict[str, int] = {}
+    for k in range(2 * G):
+        sample = {f: out[f][k] for f in ("prompt_ids", "completion_ids", "env_mask", "logprobs")}
+        for role, n in check_masks(sample, tok).items():
+            seen[role] = seen.get(role, 0) + n
+    assert seen.get("tool", 0) >= 2 * G and seen.get("user", 0) >= 2 * G  # the masks were put to the test
+
+
+def test_customer_completion_masks_out_agent_tokens(tok, scenarios):
+    model = build_model(SPEC, tok)
+    rollout = make_rollout_func("customer", tok, ExpertAgent(), scenarios, Judge(FixedBackend()), settings())
+    out = rollout([f"{i}|" for i in (2, 3) for _ in range(G)], SimpleNamespace(model=model))
+    for k in range(2 * G):
+        sample = {f: out[f][k] for f in ("prompt_ids", "completion_ids", "env_mask", "logprobs")}
+        counts = check_masks(sample, tok)
+        assert counts.get("user", 0) >= 1 and "tool" not in counts  # the agent's words; tools stay in its view
+
+
+def test_logprobs_align_with_the_model_and_groups_share_a_scenario(tok, scenarios):
+    model = build_model(SPEC, tok)
+    s = settings(temperature=0.7)
+    rollout = make_rollout_func("agent", tok, CooperativeCustomer(), scenarios, Judge(FixedBackend()), s)
+    out = rollout([f"{i}|" for i in (4, 5) for _ in range(G)], SimpleNamespace(model=model))
+    for k in range(2 * G):
+        prompt, completion = out["prompt_ids"][k], out["completion_ids"][k]
+        mask, logp = torch.tensor(out["env_mask"][k]), torch.tensor(out["logprobs"][k])
+        with torch.no_grad():
+            logits = model(torch.tensor([prompt + completion])).logits[0, len(prompt) - 1 : -1] / s.temperature
+        expected = torch.log_softmax(logits.float(), -1).gather(-1, torch.tensor(completion)[:, None])[:, 0]
+        own = mask.bool()
+        assert torch.allclose(logp[own], expected[own], atol=2e-3)
+        assert (logp[~own] == 0).all()
+    for grp in (range(0, G), range(G, 2 * G)):  # one scenario per group: same opening, different samples
+        assert len({tuple(out["prompt_ids"][k]) for k in grp}) == 1
+        assert len({tuple(out["completion_ids"][k]) for k in grp}) > 1
+    assert out["prompt_ids"][0] != out["prompt_ids"][G]
+
+
+def test_opponent_chooser_gives_each_group_one_opponent(tok, scenarios):
+    seen: dict[str, set[int]] = {"coop": set(), "camo": set()}
+
+    class Tagged(CooperativeCustomer):
+        def __init__(self, name: str, inner) -> None:
+            self.name, self.inner = name, inner
+
+        def act(self, requests):
+            seen[self.name].update(r.key[1] for r in requests)
+            return self.inner.act(requests)
+
+    opponents = [Tagged("coop", CooperativeCustomer()), Tagged("camo", CamouflagingCustomer())]
+    model = build_model(SPEC, tok)
+    rollout = make_rollout_func(
+        "agent", tok, lambda sc, seed: opponents[seed % 2], scenarios, Judge(FixedBackend()), settings()
+    )
+    rollout([f"{i}|" for i in range(4) for _ in range(G)], SimpleNamespace(model=model))
+    assert seen["coop"] and seen["camo"] and not seen["coop"] & seen["camo"]
+    for g0 in range(0, 4 * G, G):
+        group = set(range(g0, g0 + G))
+        assert group <= seen["coop"] or group <= seen["camo"]
+
+
+class EvenTokens:
+    """A reward a tiny model can learn in a few steps: the share of the agent's own tokens with even ids."""
+
+    def score(self, episodes):
+        out = []
+        for ep in episodes:
+            own = [t for t, m in zip(ep.token_ids, ep.agent_mask, strict=True) if m]
+            out.append({"agent_reward": sum(t % 2 == 0 for t in own) / max(1, len(own))})
+        return out
+
+
+def even_mass(model, prompts: list[list[int]]) -> float:
+    with torch.no_grad():
+        p = [torch.softmax(model(torch.tensor([q])).logits[0, -1], -1) for q in prompts]
+    return float(torch.stack([x[0::2].sum() for x in p]).mean())
+
+
+def test_grpo_steps_change_weights_and_raise_a_learnable_reward(tok, scenarios):
+    model = build_model(SPEC, tok)
+    start = {k: v.clone() for k, v in model.state_dict().items()}
+    probe = [side_sample(ep, "agent")["prompt_ids"] for ep in _episodes(model, tok, scenarios)]
+    before = even_mass(model, probe)
+    s = settings(max_steps=16, learning_rate=3e-2, loss_type="grpo", seed=3)
+    result = train_side(model, tok, "agent", CooperativeCustomer(), scenarios, EvenTokens(), s)
+    assert len(result.steps) == 16 and result.update_tokens > 0 and result.trained_tokens > 0
+    losses = [c["loss"] for c in result.curves if "loss" in c]
+    assert losses and all(np.isfinite(losses))
+    grads = [c["grad_norm"] for c in result.curves if "grad_norm" in c]
+    assert grads and all(np.isfinite(g) and g > 0 for g in grads)
+    changed = [k for k, v in result.model.state_dict().items() if not torch.equal(v, start[k])]
+    assert "lm_head.weight" in changed
+    after = even_mass(result.model, probe)
+    assert after > before + 0.1, (before, after)  # 0.50 -> 0.89 when written
+    assert result.update_tokens_per_s > 0 and result.reward_stats()["reward_last"] >= 0
+
+
+def _episodes(model, tok, scenarios):
+    from sparring.rollout import run_episodes
+
+    agent = LMPolicy(model, tok, "agent", max_new_tokens=4)
+    return run_episodes(scenarios, agent, CooperativeCustomer(), max_turns=1, seed=derive_seed(0, "probe"))
