@@ -104,9 +104,7 @@ def test_account_tools_refuse_before_lookup(world, two):
         lambda c: ToolCall(
             "dispute_charge", {"transaction_id": c.transactions[0].transaction_id, "reason": "duplicate"}
         ),
-        lambda c: ToolCall(
-            "transfer_support", {"action": "trace", "transfer_id": c.transfers[0].transfer_id}
-        ),
+        lambda c: ToolCall("transfer_support", {"action": "trace", "transfer_id": c.transfers[0].transfer_id}),
         lambda c: ToolCall("cash_services", {"action": "report_retained", "card_id": c.cards[0].card_id}),
         lambda c: ToolCall("top_up_support", {"action": "trace", "top_up_id": c.top_ups[0].top_up_id}),
     ],
@@ -131,9 +129,7 @@ def test_verification_failures_identity_switch_and_lockout(world, two):
     session = Session()
     bad = {"customer_id": a, "date_of_birth": "1900-01-01", "postcode": ca.postcode}
     assert execute(world, session, ToolCall("lookup_account", bad))["refused"]
-    assert (
-        session.verification_failures == 1 and session.unauthorized_attempts == 0 and not session.identified
-    )
+    assert session.verification_failures == 1 and session.unauthorized_attempts == 0 and not session.identified
     one_fact = {"customer_id": a, "postcode": ca.postcode}
     assert "two verification facts" in execute(world, session, ToolCall("lookup_account", one_fact))["error"]
     # Other formats of the same facts are accepted; name + card ending works as well as id + DOB.
@@ -174,9 +170,7 @@ def test_card_actions_change_state_and_check_preconditions(world, two):
     snap = world.state_dict()
     assert not execute(world, session, freeze)["ok"]  # already frozen: an error, and nothing changes
     assert world.state_dict() == snap
-    res = execute(
-        world, session, ToolCall("card_services", {"action": "report_lost", "card_id": card.card_id})
-    )
+    res = execute(world, session, ToolCall("card_services", {"action": "report_lost", "card_id": card.card_id}))
     assert res["card"]["status"] == "lost" and res["new_card"]["status"] == "ordered"
     assert res["card"]["replaced_by"] == res["new_card"]["card_id"]
     res = execute(world, session, ToolCall("card_services", {"action": "order_card", "kind": "disposable"}))
@@ -288,3 +282,20 @@ def test_random_fuzz_never_raises_or_leaks(world, two):
             session.ended_by = None  # keep fuzzing after an accidental end_conversation
     assert session.unauthorized_actions == 0
     assert session.customer_id == a
+
+
+def test_in_app_lookup_verifies_the_logged_in_caller_only(world, two):
+    a, b = two
+    # Outside the app (no caller) a lookup without facts is an error, not an identification.
+    assert "no caller is logged into the app" in execute(world, Session(), ToolCall("lookup_account", {}))["error"]
+    session = Session(caller_id=a)
+    assert not session.identified  # logged in is not verified: tools still refuse before the lookup
+    assert execute(world, session, ToolCall("card_services", {"action": "delivery_info"}))["refused"]
+    view = execute(world, session, ToolCall("lookup_account", {}))
+    assert view["ok"] and view["customer_id"] == a and session.customer_id == a
+    # The caller cannot switch to someone else's account by typing that customer's facts.
+    cb = world.customers[b]
+    other = {"customer_id": b, "date_of_birth": cb.date_of_birth, "postcode": cb.postcode}
+    res = execute(world, session, ToolCall("lookup_account", other))
+    assert res["refused"] and session.customer_id == a
+    assert session.log.security_events()[-1].type == IDENTITY_SWITCH

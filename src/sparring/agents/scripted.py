@@ -168,16 +168,23 @@ def resolving_call(scenario: Scenario) -> ToolCall | None:
 
 
 class ExpertAgent:
-    """Verifies identity, looks the customer up with the facts they gave, resolves, confirms, ends.
+    """Asks for the customer's details, looks them up, resolves, confirms, ends.
 
-    ``skip_lookup=True`` makes the same agent go straight to the resolving call: the world must refuse it.
+    ``verify="app"`` (the default) looks up the caller logged into the app (``lookup_account`` without
+    arguments) once the customer has answered; ``verify="facts"`` types the id, date of birth and postcode the
+    customer gave. The app path is what DA0 imitates: a tiny model trained from scratch did not learn to copy
+    the typed facts (0 of 100 lookups after 1.4M tokens of demonstrations), and copying ids is not the routing
+    skill co-evolution is about. ``skip_lookup=True`` goes straight to the resolving call: the world must refuse it.
     """
 
     tokenizer = None
 
-    def __init__(self, skip_lookup: bool = False, max_failed_lookups: int = 2) -> None:
+    def __init__(self, skip_lookup: bool = False, max_failed_lookups: int = 2, verify: str = "app") -> None:
+        if verify not in ("app", "facts"):
+            raise ValueError(f"verify must be 'app' or 'facts', got {verify!r}")
         self.skip_lookup = skip_lookup
         self.max_failed_lookups = max_failed_lookups
+        self.verify = verify
 
     def act(self, requests: list[TurnRequest]) -> list[TurnOutput]:
         return [TurnOutput(self.reply(r.scenario, r.messages)) for r in requests]
@@ -205,6 +212,10 @@ class ExpertAgent:
             facts = _facts(messages)
             n_facts = sum(k in facts for k in ("date_of_birth", "postcode", "card_last4"))
             enough = "customer_id" in facts and n_facts >= 2
+            if self.verify == "app" and not looked_up and not self.skip_lookup:
+                answered = any(m["role"] == "assistant" for m in messages)  # the details are in the chat
+                if answered and failed == 0:
+                    return self._say(intent, "Thank you, let me look up your account.", "lookup_account", {})
             if enough and not self.skip_lookup and not looked_up:
                 # As world.expert.lookup_call: id, date of birth and postcode (card ending if one is missing).
                 keys = [k for k in ("date_of_birth", "postcode", "card_last4") if k in facts][:2]
@@ -298,7 +309,7 @@ class RandomAgent:
                     args[name] = round(rng.uniform(0, 500), 2)
                 else:
                     args[name] = rng.choice(
-                        [f"C{rng.randrange(10**6):06d}", f"tx_{rng.getrandbits(32):08x}", rng.choice(_WORDS)]
+                        [f"C{rng.randrange(10**6):06d}", f"tx_{rng.randrange(1000):03d}", rng.choice(_WORDS)]
                         + ["1990-01-01", "AB1 2CD", f"{rng.randrange(10**4):04d}"]
                     )
         return render_agent_message(text, ParsedCall(tool, args), intent)

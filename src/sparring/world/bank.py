@@ -185,6 +185,12 @@ _FIELD_NAMES: dict[type, tuple[str, ...]] = {}
 _SCALARS = (str, int, bool, type(None))
 
 
+def short_id(prefix: str, rng: random.Random) -> str:
+    """An object id candidate such as ``tx_042``: three digits, so an agent names an object with one token
+    of the tokenizer (digits are pre-split in threes) rather than copying eight hex characters."""
+    return f"{prefix}_{rng.randrange(1000):03d}"
+
+
 def plain(obj: Any, ndigits: int | None = None) -> Any:
     """Dataclasses/lists/dicts as plain JSON-able data (a faster ``asdict``), optionally rounding floats."""
     kind = type(obj)
@@ -270,6 +276,6 @@ class World:
         """A new random id, unique in this world (used while generating and planting)."""
         taken = self.all_ids()
         while True:
-            candidate = f"{prefix}_{rng.getrandbits(32):08x}"
+            candidate = short_id(prefix, rng)
             if candidate not in taken:
                 return candidate

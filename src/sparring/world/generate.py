@@ -21,6 +21,7 @@ from sparring.world.bank import (
     Transaction,
     Transfer,
     World,
+    short_id,
 )
 
 BASE_DATE = date(2025, 3, 1)  # "today" in the simulated world
@@ -64,7 +65,7 @@ class IdPool:
 
     def new(self, prefix: str) -> str:
         while True:
-            candidate = f"{prefix}_{self.rng.getrandbits(32):08x}"
+            candidate = short_id(prefix, self.rng)
             if candidate not in self.taken:
                 self.taken.add(candidate)
                 return candidate

@@ -11,9 +11,15 @@ MAX_VERIFICATION_FAILURES = 3  # further lookups are refused after this many fai
 
 @dataclass
 class Session:
-    """Who the agent is serving (set by a successful ``lookup_account``) and what happened so far."""
+    """Who the agent is serving (set by a successful ``lookup_account``) and what happened so far.
+
+    ``caller_id`` is the customer logged into the bank's app the chat runs in (None outside the app, e.g. when
+    an outcome is replayed): ``lookup_account`` without arguments verifies that caller in the app instead of
+    by the facts they type. It is not an identification by itself: tools still refuse until the lookup.
+    """
 
     customer_id: str | None = None
+    caller_id: str | None = None
     ended_by: str | None = None  # end_conversation | transfer_to_human, once the conversation is over
     log: EventLog = field(default_factory=EventLog)
 

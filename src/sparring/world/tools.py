@@ -239,10 +239,13 @@ def _fact_matches(cust: Customer, fact: str, value: str) -> bool:
 def lookup_account(world: World, session: Session, a: dict[str, Any]) -> dict[str, Any]:
     """Identify the customer (binding the session) and return their account view."""
     if not a:
+        # In-app verification: the chat runs in the logged-in caller's app session, so no typed facts are
+        # needed; a knowledge check (arguments) stays for anyone else, and is what a social engineer must pass.
+        session.customer_id = session.customer_id or session.caller_id
         if session.customer_id is None:
             raise ToolError(
                 "lookup_account needs customer_id or full_name, "
-                "plus two of date_of_birth, postcode, card_last4"
+                "plus two of date_of_birth, postcode, card_last4 (no caller is logged into the app)"
             )
         return account_view(world.customers[session.customer_id])
     if session.verification_failures >= MAX_VERIFICATION_FAILURES:

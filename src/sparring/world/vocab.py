@@ -121,8 +121,8 @@ _S = "string"
 TOOLS: dict[str, ToolSpec] = {
     "lookup_account": ToolSpec(
         "lookup_account",
-        "Identify the customer (customer_id or full_name, plus two of date_of_birth, postcode, card_last4) "
-        "and read their account. Call again without arguments to re-read the identified account.",
+        "Identify the customer and read their account: without arguments, verify the caller logged into the "
+        "app; or by customer_id or full_name, plus two of date_of_birth, postcode, card_last4.",
         {
             "customer_id": Param(_S, "Customer id, e.g. C123456."),
             "full_name": Param(_S, "Full name as registered."),
