@@ -88,9 +88,7 @@ def corpus() -> list[str]:
         amount, day = rng.randint(1, 99), rng.randint(1, 28)
         texts.append(f"{rng.choice(openers)} my {s} {p}. It was {amount} pounds on day {day}.")
         tool = rng.choice(TOOLS)
-        texts.append(
-            render_agent_message(f"I can help with your {s}.", sample_call(tool), rng.choice(INTENTS))
-        )
+        texts.append(render_agent_message(f"I can help with your {s}.", sample_call(tool), rng.choice(INTENTS)))
         texts.append(json.dumps({"ok": True, "id": f"tx-{rng.randint(0, 9999):04d}", "status": p}))
     return texts
 
@@ -275,10 +273,7 @@ def test_template_assistant_turn_matches_render_agent_message(tok):
         "content": " Hi ",
         "tool_calls": [{"type": "function", "function": {"name": "x", "arguments": '{"a": 1}'}}],
     }
-    assert (
-        tok.apply_chat_template([as_string], tokenize=False)
-        == ASSISTANT + 'Hi<call>x {"a": 1}</call>' + END_OF_TURN
-    )
+    assert tok.apply_chat_template([as_string], tokenize=False) == ASSISTANT + 'Hi<call>x {"a": 1}</call>' + END_OF_TURN
     tool_dict = {"role": "tool", "content": {"ok": True}}
     assert tok.apply_chat_template([tool_dict], tokenize=False) == TOOL + '{"ok": true}' + END_OF_TURN
     with pytest.raises(Exception, match="unknown chat role"):
@@ -286,9 +281,7 @@ def test_template_assistant_turn_matches_render_agent_message(tok):
 
 
 def test_decoding_completions_keeps_call_and_intent(tok):
-    completion = render_agent_message(
-        "Let me check.", sample_call("dispute_charge"), "transaction_charged_twice"
-    )
+    completion = render_agent_message("Let me check.", sample_call("dispute_charge"), "transaction_charged_twice")
     ids = tok(completion + END_OF_TURN, add_special_tokens=False)["input_ids"]
     decoded = tok.decode(ids, skip_special_tokens=True)  # what TRL hands the reward functions
     assert decoded == completion
@@ -298,9 +291,7 @@ def test_decoding_completions_keeps_call_and_intent(tok):
 
 def test_assistant_mask_covers_exactly_assistant_turns(tok):
     messages = conversation()
-    out = tok.apply_chat_template(
-        messages, tokenize=True, return_dict=True, return_assistant_tokens_mask=True
-    )
+    out = tok.apply_chat_template(messages, tokenize=True, return_dict=True, return_assistant_tokens_mask=True)
     # Turns meet at special tokens, so each turn tokenizes alone exactly as in context.
     want_ids: list[int] = []
     want_mask: list[int] = []
@@ -321,9 +312,7 @@ def test_generation_prompt_is_a_token_prefix(tok):
     messages = conversation()
     for k, m in enumerate(messages):
         if m["role"] == "assistant":
-            prompt = tok.apply_chat_template(messages[:k], add_generation_prompt=True, return_dict=True)[
-                "input_ids"
-            ]
+            prompt = tok.apply_chat_template(messages[:k], add_generation_prompt=True, return_dict=True)["input_ids"]
             full = tok.apply_chat_template(messages[: k + 1], return_dict=True)["input_ids"]
             assert full[: len(prompt)] == prompt
 
@@ -353,6 +342,15 @@ def test_batched_encoding_pads_left(tok, reloaded):
         assert t.decode(short_ids, skip_special_tokens=True) == "Hi"
         chats = [conversation()[:2], conversation()[:4]]
         enc = t.apply_chat_template(chats, add_generation_prompt=True, padding=True, return_dict=True)
-        assert enc["attention_mask"][0][0] == 0 and enc["input_ids"][0][-1] == t.convert_tokens_to_ids(
-            ASSISTANT
-        )
+        assert enc["attention_mask"][0][0] == 0 and enc["input_ids"][0][-1] == t.convert_tokens_to_ids(ASSISTANT)
+
+
+
+def test_object_ids_tokenize_alike_in_results_and_calls(tok):
+    """An id the agent copies from a tool result into its call is the same short token run in both places."""
+    for value in ("tx_042", "card_653", "ben_907"):
+        alone = tok(value, add_special_tokens=False)["input_ids"]
+        result = tok(f'[["{value}","card_payment",55.03]]', add_special_tokens=False)["input_ids"]
+        call = tok(f'{{"transaction_id":"{value}"}}', add_special_tokens=False)["input_ids"]
+        assert any(result[i : i + len(alone)] == alone for i in range(len(result))), value
+        assert any(call[i : i + len(alone)] == alone for i in range(len(call))), value

@@ -151,7 +151,8 @@ class _Live:
     def __init__(self, index: int, scenario: Scenario, seed: int, a: _View, c: _View) -> None:
         self.index, self.scenario, self.seed, self.a, self.c = index, scenario, seed, a, c
         self.start_world = build_world(scenario)
-        self.world, self.session = self.start_world.copy(), Session()
+        # The chat runs in the customer's app: the scenario's customer is the logged-in caller.
+        self.world, self.session = self.start_world.copy(), Session(caller_id=scenario.customer_id)
         self.messages: list[dict[str, Any]] = []  # the agent's view
         self.cmessages: list[dict[str, Any]] = []  # the customer's view
         self.heard: list[str] = []  # agent replies the customer has not seen yet
@@ -191,11 +192,26 @@ def _compact(value: Any) -> Any:
 
 
 def render_tool_result(result: dict[str, Any]) -> str:
-    """A tool result as the agent reads it: JSON without null/false/empty fields or spaces.
+    """A tool result as the agent reads it: JSON without null/false/empty fields or spaces, and each list of
+    two or more objects as a table: a header row of field names, then one row of values per object (null
+    where an object lacks the field).
 
     The world's account view spells out every flag of every object; a tiny model reading thousands of tokens
-    of `"disputed": false` learns slower and attends worse, and nothing is lost (absent means false/none)."""
-    return json.dumps(_compact(result), ensure_ascii=False, separators=(",", ":"))
+    of `"disputed": false` learns slower and attends worse, and nothing is lost (absent means false/none).
+    Tables name each field once instead of once per object: the account view shrinks ~40%, and a row keeps
+    the object's id beside the facts a customer describes it by."""
+    return json.dumps(_tabulate(_compact(result)), ensure_ascii=False, separators=(",", ":"))
+
+
+def _tabulate(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _tabulate(v) for k, v in value.items()}
+    if isinstance(value, list) and len(value) > 1 and all(isinstance(v, dict) for v in value):
+        header = list(dict.fromkeys(k for row in value for k in row))
+        return [header, *([_tabulate(row.get(k)) for k in header] for row in value)]
+    if isinstance(value, list):
+        return [_tabulate(v) for v in value]
+    return value
 
 
 def run_episodes(

@@ -8,8 +8,11 @@ The price of ``lstrip``: a name written after whitespace in free text ("use look
 whitespace and decodes as "uselookup_account". The chat format never puts a name after whitespace (it
 follows ``<intent>``, ``<call>`` or a JSON quote), so rendered conversations decode back exactly.
 
-Pre-tokenization is GPT-2's regex with single digits, so ids like ``tx-0042`` are copied digit by digit
-instead of through a zoo of rare multi-digit tokens.
+Pre-tokenization is GPT-2's regex with digits in runs of at most three, so an object id such as ``tx_042``
+ends in one token that the agent copies from a tool result into its call (both JSON, so the id tokenizes
+alike in both), and numbers never become a zoo of rare long-digit tokens. Giving whitespace tokens of its
+own would make prose values tokenize as they do in JSON too, but it was measured to wreck generation: with
+~40% of tokens a space, a 1.3M-parameter model's effective context halved and it looped ("your your ...").
 
 The tokenizer's ``eos_token`` is the end-of-turn token ``<|end|>`` (``bos_token`` is ``<|endoftext|>``):
 TRL stops generation and cuts completions at ``eos_token_id``, and every turn, the agent's and the
@@ -39,8 +42,8 @@ from sparring.agents.chat import (
     known_tools,
 )
 
-# GPT-2's split, except \p{N} instead of \p{N}+ so that every digit is its own pre-token.
-_SPLIT = r"""'(?i:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
+# GPT-2's split, except \p{N}{1,3} instead of \p{N}+: digits in runs of at most three.
+_SPLIT = r"""'(?i:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}{1,3}| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
 _NAME = re.compile(NAME_PATTERN)  # what chat.parse_agent_message reads back as an intent or tool name
 
 
