@@ -12,7 +12,7 @@ from sparring.agents.scripted import CamouflagingCustomer, CooperativeCustomer
 from sparring.evaluate.agent import evaluate_agent, intent_accuracy
 from sparring.evaluate.baselines import tfidf_intent_accuracy
 from sparring.train.checkpoints import load_checkpoint, model_spec, save_checkpoint, sft_settings
-from sparring.train.demos import expert_demonstrations
+from sparring.train.demos import expert_demonstrations, intent_examples
 from sparring.train.sft import train_sft
 from sparring.world.scenarios import load_scenarios
 
@@ -34,8 +34,14 @@ def agent_sft(ctx: StageContext) -> StageOutput:
     tokenizer = AutoTokenizer.from_pretrained(models / "tokenizer")
     # Cooperative customers only: concealment styles are for co-evolution to discover.
     demos = expert_demonstrations(load_scenarios(data / "scenarios" / "train.jsonl")[: cfg.demos], p.seed)
+    train, test = (pl.read_parquet(data / "ingest" / f"{s}.parquet") for s in ("train", "test"))
+    examples = []
+    if cfg.intent_examples:
+        examples = intent_examples(train["text"].to_list(), train["intent"].to_list(), cfg.intent_examples, p.seed)
     model = build_model(model_spec(p.model, p.seed), tokenizer)
-    result = train_sft(model, tokenizer, demos, sft_settings(cfg, p.seed), ctx.root / "scratch" / "agent_sft")
+    result = train_sft(
+        model, tokenizer, demos + examples, sft_settings(cfg, p.seed), ctx.root / "scratch" / "agent_sft"
+    )
     ctx.log.curves(result.curves)
     save_checkpoint(result.model, tokenizer, models / "agent_sft")
     ctx.log.artifacts(models / "agent_sft", "checkpoint")
@@ -49,7 +55,6 @@ def agent_sft(ctx: StageContext) -> StageOutput:
     }
     heldout = load_scenarios(data / "scenarios" / "heldout.jsonl")[: cfg.eval_scenarios]
     metrics = evaluate_agent(agent, heldout, customers, seed=p.seed)
-    train, test = (pl.read_parquet(data / "ingest" / f"{s}.parquet") for s in ("train", "test"))
     metrics["intent_acc_heldout_split"] = intent_accuracy(agent, test["text"].to_list(), test["intent"].to_list())
     metrics["tfidf_intent_acc_heldout_split"] = tfidf_intent_accuracy(
         train["text"].to_list(), train["intent"].to_list(), test["text"].to_list(), test["intent"].to_list()
@@ -57,6 +62,7 @@ def agent_sft(ctx: StageContext) -> StageOutput:
     metrics.update(
         parameters=count_parameters(result.model),
         demos=len(demos),
+        intent_examples=sum(len(c) // 2 for c in examples),
         n_heldout=len(heldout),
         train_seconds=round(result.seconds, 2),
         train_tokens_per_s=round(result.tokens_per_s, 1),

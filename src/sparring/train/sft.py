@@ -56,8 +56,10 @@ class SFTResult:
 
     @property
     def final_loss(self) -> float:
+        # The last logged step's loss; a run shorter than `logging_steps` logs only its mean `train_loss`.
         losses = [c["loss"] for c in self.curves if "loss" in c]
-        return losses[-1] if losses else math.nan
+        losses = losses or [c["train_loss"] for c in self.curves if "train_loss" in c]
+        return float(losses[-1]) if losses else math.nan
 
 
 def flatten(conversation: Sequence[dict[str, Any]]) -> list[dict[str, str]]:
