@@ -38,6 +38,15 @@ def _prepare(profile: str | None) -> Path:
     return root
 
 
+def _stages() -> list:
+    """The declared stages; the cycle count comes from params.yaml, so a bad file fails here, by key."""
+    try:
+        from pipelines.definitions import STAGES
+    except ParamsError as exc:
+        fail(str(exc))
+    return STAGES
+
+
 def _execute(stages: list[str] | None) -> None:
     """Materialize stages (all if None) in-process against the project's Dagster instance."""
     from dagster import AssetKey, DagsterInstance
@@ -63,37 +72,77 @@ def _execute(stages: list[str] | None) -> None:
         fail("\n".join(messages) or "the run failed", code=1)
 
 
-def _summary(root: Path, stages: list[str]) -> None:
+def _summary(root: Path, stages: list[str], brief: tuple[str, ...] = ()) -> None:
+    """Each stage's wall time and metrics; for `brief` stages only the wall time (their own tables follow)."""
     table = Table(title="sparring — stage summary", show_lines=False)
     for column in ("stage", "metric", "value"):
         table.add_column(column)
     for stage in stages:
         report = json.loads((root / "reports" / f"{stage}.json").read_text())
         table.add_row(stage, "wall_seconds", f"{report['wall_seconds']:.2f}")
+        if stage in brief:
+            continue
         for key, value in report["metrics"].items():
             table.add_row("", key, f"{value:g}" if isinstance(value, float) else str(value))
     Console().print(table)
 
 
+def _agents_summary(root: Path) -> None:
+    """reports/metrics.json as two short tables: cycles (who trained, W_DA) and agents x key held-out metrics."""
+    from assets.evaluate import KEY_METRICS, METRICS_FILE
+
+    path = root / METRICS_FILE
+    if not path.is_file():
+        return
+    doc = json.loads(path.read_text())
+    console = Console()
+    cycles = Table(title=f"co-evolution (stop: {doc.get('stop_reason')})")
+    for column in ("cycle", "trained", "w_da", "arena_adv_success", "grpo_tokens_per_s"):
+        cycles.add_column(column, justify="left" if column == "trained" else "right")
+    for c in doc["cycles"]:
+        tps = c.get("grpo_tokens_per_s")
+        cycles.add_row(
+            str(c["cycle"]),
+            str(c["trained"]),
+            f"{c['w_da']:.3f}",
+            f"{c['arena_adv_success']:.3f}",
+            f"{tps:.0f}" if tps is not None else "-",
+        )
+    console.print(cycles)
+
+    def order(name: str) -> tuple:  # da0, cycle_1 … cycle_N, others, final
+        cycle = int(name.rsplit("_", 1)[1]) if name.startswith("cycle_") else 0
+        return (name != "da0", name == "final", not name.startswith("cycle_"), cycle, name)
+
+    names = sorted(doc["agents"], key=order)
+    agents = Table(title=f"held-out agents ({doc['n_heldout']} scenarios per opponent, profile {doc['profile']})")
+    agents.add_column("metric")
+    for name in names:
+        agents.add_column(name, justify="right")
+    for m in KEY_METRICS:
+        agents.add_row(m, *(f"{doc['agents'][n][m]:.3f}" if m in doc["agents"][n] else "-" for n in names))
+    console.print(agents)
+
+
 @app.command()
 def run(profile: str = typer.Option(None, help="quick | default | scale")) -> None:
     """Run the whole pipeline (the Dagster job `main`) and print a summary."""
-    from pipelines.definitions import STAGES
-
     root = _prepare(profile)
+    stages = _stages()
+    from assets import coevolution, evaluate
+
     _execute(None)
-    _summary(root, [s.name for s in STAGES])
+    _summary(root, [s.name for s in stages], brief=(*(s.name for s in coevolution.STAGES), evaluate.STAGE.name))
+    _agents_summary(root)
 
 
 @app.command()
 def stage(name: str, profile: str = typer.Option(None, help="quick | default | scale")) -> None:
     """Run one stage (what `dvc repro` calls); it reads its upstream stages' files from disk."""
-    from pipelines.definitions import STAGES
-
-    known = [s.name for s in STAGES]
+    root = _prepare(profile)
+    known = [s.name for s in _stages()]
     if name not in known:
         fail(f"unknown stage {name!r} (stages: {', '.join(known)})")
-    root = _prepare(profile)
     _execute([name])
     _summary(root, [name])
 
@@ -111,11 +160,10 @@ def dvc_yaml(
     write: bool = typer.Option(False, "--write", help="rewrite dvc.yaml from the Stage declarations"),
 ) -> None:
     """Check (or --write) that dvc.yaml matches the stages declared in assets/."""
-    from pipelines.definitions import STAGES
     from pipelines.stages import render_dvc_yaml
 
     path = _root() / "dvc.yaml"
-    wanted = render_dvc_yaml(STAGES)
+    wanted = render_dvc_yaml(_stages())
     if write:
         path.write_text(wanted, encoding="utf-8")
         typer.echo(f"wrote {path}")

@@ -147,6 +147,12 @@ class StageLog:
         self.client.log_batch(self.run_id, metrics=own)
         self.client.log_batch(self.parent_id, metrics=on_parent)
 
+    def trajectory(self, name: str, value: float, step: int) -> None:
+        """One point of a pipeline-level curve on the parent run (e.g. `coevolution.w_da` at step = cycle)."""
+        from mlflow.entities import Metric
+
+        self.client.log_batch(self.parent_id, metrics=[Metric(name, float(value), int(time.time() * 1000), step)])
+
     def curves(self, history: list[dict[str, float]]) -> None:
         """A trainer's log history as step-indexed curves (train_loss, learning_rate, …)."""
         from mlflow.entities import Metric

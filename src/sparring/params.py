@@ -158,6 +158,9 @@ class SFT(_Strict):
 
 class AgentSFT(SFT):
     demos: int = Field(1000, ge=1)  # expert episodes vs cooperative customers, from train scenarios
+    # Also train on each ingested train utterance -> its intent (~30 tokens each), this many exchanges chained
+    # per conversation (0: none): the routing decision at a fraction of a whole episode's cost.
+    intent_examples: int = Field(16, ge=0)
     eval_scenarios: int = Field(240, ge=1)  # held-out scenarios DA0 is measured on (≤ scenarios.n_heldout)
     max_new_tokens: int = Field(96, ge=8)
 
@@ -166,6 +169,57 @@ class SimulatorSFT(SFT):
     scripted_episodes: int = Field(500, ge=0)  # cooperative episodes: teach giving the identity facts when asked
     eval_scenarios: int = Field(120, ge=1)
     max_new_tokens: int = Field(64, ge=8)
+
+
+class GRPO(_Strict):
+    """One side's GRPO gym (sparring.train.grpo.GRPOSettings): group size, clip, KL, loss, budget, episode shape."""
+
+    num_generations: int = Field(8, ge=2)  # group size G: episodes per scenario per step
+    scenarios_per_step: int = Field(4, ge=1)
+    epsilon: float = Field(0.2, gt=0, lt=1)  # PPO-style clip of the ratio
+    beta: float = Field(0.0, ge=0)  # KL to the starting weights (0: no reference model)
+    loss_type: Literal["grpo", "dapo", "dr_grpo", "bnpo", "cispo", "sapo", "luspo", "vespo"] = "dapo"
+    scale_rewards: Literal["group", "batch", "none"] = "group"
+    learning_rate: float = Field(1e-4, gt=0, le=1)
+    max_steps: int = Field(15, ge=1)
+    max_new_tokens: int = Field(96, ge=1)  # per message of the trained side
+    temperature: float = Field(1.0, gt=0)
+    max_turns: int = Field(6, ge=1)
+    max_calls_per_turn: int = Field(3, ge=1)
+
+
+class Coevolution(_Strict):
+    """RL-ADA cycles (sparring.train.coevolution.CoevolutionSettings); one pipeline stage per cycle."""
+
+    agent_grpo: GRPO = GRPO()
+    adversary_grpo: GRPO = GRPO(max_new_tokens=64)
+    arena_scenarios: int = Field(24, ge=1)  # held-in scenarios per arena
+    arena_runs: int = Field(2, ge=1)
+    gym_scenarios: int = Field(32, ge=1)
+    replay_share: float = Field(0.5, ge=0, le=1)
+    replay_failure_share: float = Field(0.7, ge=0, le=1)
+    max_transcripts: int = Field(512, ge=0)
+    agent_mix: dict[Literal["adversary", "pool", "coop"], float] = Field(
+        default_factory=lambda: {"adversary": 0.5, "pool": 0.25, "coop": 0.25}
+    )
+    adversary_init: Literal["simulator", "current"] = "simulator"
+    faithful_min: float = Field(0.5, ge=0, le=1)
+    train: Literal["weaker", "agent", "adversary"] = "weaker"
+    eval_scenarios: int = Field(24, ge=0)  # held-out scenarios per opponent after each cycle (0: none)
+    w_da_gate: float = Field(0.6, ge=0, le=1)
+    stability: float = Field(0.05, ge=0, le=1)
+    window: int = Field(2, ge=1)
+    max_cycles: int = Field(4, ge=1, le=64)
+
+    @model_validator(mode="after")
+    def _check(self) -> Coevolution:
+        if any(w < 0 for w in self.agent_mix.values()) or sum(self.agent_mix.values()) <= 0:
+            raise ValueError("agent_mix weights must be non-negative and not all zero")
+        return self
+
+
+class Evaluate(_Strict):
+    eval_scenarios: int = Field(240, ge=1)  # held-out scenarios every agent plays per opponent
 
 
 class Params(_Strict):
@@ -180,6 +234,8 @@ class Params(_Strict):
     model: Model = Model()
     simulator_sft: SimulatorSFT = SimulatorSFT()
     agent_sft: AgentSFT = AgentSFT()
+    coevolution: Coevolution = Coevolution()
+    evaluate: Evaluate = Evaluate()
 
     def flat(self) -> dict[str, Any]:
         """Dotted-name view for MLflow: stable names across runs so runs compare column by column."""

@@ -1,0 +1,168 @@
+"""Assets `cycle_1` … `cycle_N`: RL-ADA co-evolution, one asset and one DVC stage per cycle.
+
+Dagster rejects a static partition that depends on its own previous partition, so each cycle is its own asset
+(mirroring a DVC `foreach` over cycles), each reading the previous cycle's folder. N is the largest
+`coevolution.max_cycles` over the profiles in params.yaml, so the graph and dvc.yaml are the same whatever the
+profile; cycles past the active profile's budget (or after the stop rule fired) record that they stopped, copy
+the state forward and train nothing.
+
+Resuming: `dvc repro` skips finished cycles through dvc.lock. `sparring run` rematerializes every asset, so a
+cycle skips itself when its folder holds `inputs.json` with the same fingerprint (params, input folders'
+contents, the cycle code): after a crash in cycle k, a rerun reuses cycles 1..k-1 and resumes at cycle k.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from dagster import MetadataValue
+
+from pipelines.stages import Stage, StageContext, StageOutput, stage_asset
+from sparring.judge.loading import load_judge
+from sparring.params import PROFILES, load_params
+from sparring.train.coevolution import CycleState
+from sparring.train.cycles import (
+    coevolution_settings,
+    fingerprint,
+    is_finished,
+    load_metrics,
+    load_state,
+    run_cycle_folder,
+)
+from sparring.world.scenarios import load_scenarios
+
+CYCLES_DIR = "models/cycles"
+CODE = (
+    "src/sparring/train/coevolution.py",
+    "src/sparring/train/grpo.py",
+    "src/sparring/train/cycles.py",
+    "src/sparring/train/checkpoints.py",
+    "src/sparring/judge",
+    "src/sparring/rollout.py",
+    "src/sparring/agents",
+    "src/sparring/world",
+    "assets/coevolution.py",
+)
+FIRST_UPSTREAM = ("scenarios", "judge_models", "simulator_sft", "agent_sft")
+
+
+def cycle_count(params_file: Path = Path(__file__).resolve().parents[1] / "params.yaml") -> int:
+    """How many cycle stages the graph has: the largest `coevolution.max_cycles` of any profile."""
+    return max(load_params(params_file, name).coevolution.max_cycles for name in PROFILES)
+
+
+def cycle_dir(k: int) -> str:
+    return f"{CYCLES_DIR}/cycle_{k}"
+
+
+def cycle_stage(k: int) -> Stage:
+    return Stage(
+        name=f"cycle_{k}",
+        description=f"Co-evolution cycle {k} (RL-ADA): arena → the weaker side trains with multi-turn GRPO against "
+        "its frozen opponent → checkpoint, state, transcripts and per-cycle metrics.",
+        params=("coevolution", "judge"),
+        deps=CODE,
+        outs=(cycle_dir(k),),
+        upstream=FIRST_UPSTREAM if k == 1 else (f"cycle_{k - 1}",),
+    )
+
+
+N_CYCLES = cycle_count()
+STAGES = [cycle_stage(k) for k in range(1, N_CYCLES + 1)]
+# Headline numbers as Dagster metadata and in the cycle's MLflow run (every numeric metric is logged too).
+HEADLINE = (
+    "w_da",
+    "strict_pass_coop",
+    "strict_pass_adv",
+    "strict_pass_advpool",
+    "routing_acc_coop",
+    "adv_success",
+    "adv_faithfulness",
+    "adv_realism",
+    "grpo_tokens_per_s",
+)
+
+
+def cycle_fingerprint(ctx: StageContext, k: int) -> dict[str, Any]:
+    """What cycle k is made from: its params, its input folders' contents and its code."""
+    p, root = ctx.params, ctx.root
+    inputs = {"scenarios": root / "data" / "scenarios", "judge": root / "models" / "judge"}
+    if k == 1:
+        inputs.update(agent_sft=root / "models" / "agent_sft", simulator_sft=root / "models" / "simulator_sft")
+    else:
+        inputs["previous"] = root / cycle_dir(k - 1)
+    inputs.update({f"code:{c}": root / c for c in CODE})
+    params = {"cycle": k, "seed": p.seed, "coevolution": p.coevolution.model_dump(), "judge": p.judge.model_dump()}
+    return fingerprint(params, inputs)
+
+
+def _numeric(metrics: dict[str, Any]) -> dict[str, float]:
+    return {k: float(v) for k, v in metrics.items() if isinstance(v, int | float)}
+
+
+def make_cycle_asset(stage: Stage, k: int) -> Any:
+    @stage_asset(stage)
+    def _cycle(ctx: StageContext) -> StageOutput:
+        p, root = ctx.params, ctx.root
+        out = root / cycle_dir(k)
+        print_ = cycle_fingerprint(ctx, k)
+        resumed = is_finished(out, print_)
+        if resumed:
+            ctx.dagster.log.info(f"cycle {k}: {out} was made from these inputs already: reusing it")
+            state, metrics = load_state(out), load_metrics(out)
+        else:
+            if k == 1:
+                previous = CycleState(agent_dir="models/agent_sft", simulator_dir="models/simulator_sft")
+            else:
+                previous = load_state(root / cycle_dir(k - 1))
+            cfg = p.coevolution
+            if not previous.stopped and previous.cycle >= cfg.max_cycles:  # a profile with fewer cycles
+                previous.stopped = "max_cycles"
+            state, metrics = run_cycle_folder(
+                previous,
+                k,
+                root,
+                out,
+                load_scenarios(root / "data" / "scenarios" / "train.jsonl"),
+                load_scenarios(root / "data" / "scenarios" / "heldout.jsonl"),
+                load_judge(root / "models" / "judge", p.judge, cfg.agent_grpo.max_turns),
+                coevolution_settings(cfg, p.seed),
+                print_,
+                log=ctx.dagster.log.info,
+            )
+            for side in ("agent", "adversary"):
+                if metrics.get("trained") == side:
+                    ctx.log.artifacts(out / side, f"checkpoint/{side}")
+        numeric = {**_numeric(metrics), "resumed": float(resumed)}
+        if not metrics.get("stopped"):
+            ctx.log.trajectory("coevolution.w_da", metrics["w_da"], k)
+        ctx.log.json_artifact(metrics, f"cycle_{k}_metrics.json")
+        trained, reason = str(metrics.get("trained")), str(metrics.get("stop_reason"))
+        return StageOutput(
+            metrics=numeric,
+            report={
+                "trained": trained,
+                "stop_reason": metrics.get("stop_reason"),
+                "resumed": resumed,
+                "fingerprint": print_["fingerprint"],
+                "state": {
+                    "cycle": state.cycle,
+                    "agent_dir": state.agent_dir,
+                    "adversary_dirs": state.adversary_dirs,
+                    "w_da_history": state.w_da_history,
+                    "trained_history": state.trained_history,
+                },
+            },
+            metadata={
+                "trained": MetadataValue.text(trained),
+                "stop_reason": MetadataValue.text(reason),
+                "headline": MetadataValue.json({h: numeric[h] for h in HEADLINE if h in numeric}),
+            },
+        )
+
+    return _cycle
+
+
+for _k, _stage in enumerate(STAGES, start=1):
+    globals()[_stage.name] = make_cycle_asset(_stage, _k)

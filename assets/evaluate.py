@@ -1,0 +1,119 @@
+"""Asset `evaluate`: DA0, every cycle's agent and the final agent on held-out scenarios → reports/metrics.json.
+
+Opponents: the cooperative simulator (`_coop`), the scripted camouflaging customer (`_camo`) and the pool of
+adversary generations (`_advpool`, with the judge's adversary reward parts). The file's layout is
+../shared/METRICS.md's: profile, seed, n_heldout, agents, cycles, simulator, wall_seconds.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from assets.coevolution import N_CYCLES, cycle_dir
+from assets.coevolution import STAGES as CYCLE_STAGES
+from pipelines.stages import Stage, StageContext, StageOutput, stage_asset
+from sparring.atomic import write_json
+from sparring.evaluate.heldout import evaluate_agents
+from sparring.judge.loading import load_judge
+from sparring.train.cycles import load_metrics, load_state
+from sparring.world.scenarios import load_scenarios
+
+METRICS_FILE = "reports/metrics.json"
+STAGE = Stage(
+    name="evaluate",
+    description="Held-out evaluation of DA0, each cycle's agent and the final agent against the cooperative "
+    "simulator, the camouflaging customer and the adversary pool → reports/metrics.json.",
+    params=("evaluate", "coevolution", "judge"),
+    deps=(
+        "src/sparring/evaluate/heldout.py",
+        "src/sparring/judge",
+        "src/sparring/rollout.py",
+        "src/sparring/agents",
+        "src/sparring/world",
+        "assets/evaluate.py",
+    ),
+    outs=(),
+    metrics=(METRICS_FILE,),
+    upstream=(f"cycle_{N_CYCLES}", "agent_sft", "simulator_sft", "scenarios", "judge_models"),
+)
+# What the stage's MLflow run, Dagster metadata and `sparring run`'s table show per agent.
+KEY_METRICS = (
+    "strict_pass_coop",
+    "routing_acc_coop",
+    "strict_pass_camo",
+    "routing_acc_camo",
+    "strict_pass_advpool",
+    "routing_acc_advpool",
+    "adv_success_advpool",
+)
+# simulator_sft's report also holds training figures; the rest are its fidelity metrics.
+NOT_FIDELITY = ("parameters", "train_conversations", "train_seconds", "train_tokens_per_s", "final_loss")
+
+
+def _report(ctx: StageContext, stage: str) -> dict[str, Any] | None:
+    path = ctx.root / "reports" / f"{stage}.json"
+    if not path.is_file():
+        return None
+    report = json.loads(path.read_text())
+    return report if report.get("profile") == ctx.params.profile else None  # another profile's run: stale
+
+
+@stage_asset(STAGE)
+def evaluate(ctx: StageContext) -> StageOutput:
+    p, root = ctx.params, ctx.root
+    cycles = []  # the cycles that ran (the rest recorded that co-evolution had stopped)
+    agents: dict[str, Any] = {"da0": root / "models" / "agent_sft"}
+    for stage in CYCLE_STAGES:
+        folder = root / cycle_dir(int(stage.name.rsplit("_", 1)[1]))
+        metrics = load_metrics(folder)
+        if metrics.get("stopped"):
+            continue
+        cycles.append(metrics)
+        agents[stage.name] = root / load_state(folder).agent_dir
+    final = load_state(root / cycle_dir(N_CYCLES))
+    agents["final"] = root / final.agent_dir
+
+    a_cfg, c_cfg = p.coevolution.agent_grpo, p.coevolution.adversary_grpo
+    heldout = load_scenarios(root / "data" / "scenarios" / "heldout.jsonl")[: p.evaluate.eval_scenarios]
+    results = evaluate_agents(
+        agents,
+        root / final.simulator_dir,
+        [root / d for d in final.adversary_dirs],
+        heldout,
+        load_judge(root / "models" / "judge", p.judge, a_cfg.max_turns),
+        seed=p.seed,
+        max_turns=a_cfg.max_turns,
+        max_calls_per_turn=a_cfg.max_calls_per_turn,
+        agent_max_new_tokens=a_cfg.max_new_tokens,
+        customer_max_new_tokens=c_cfg.max_new_tokens,
+        customer_temperature=c_cfg.temperature,
+        faithful_min=p.coevolution.faithful_min,
+    )
+    simulator = _report(ctx, "simulator_sft")
+    wall = {}  # every other stage's last run of this profile
+    for path in sorted((root / "reports").glob("*.json")):
+        report = _report(ctx, path.stem) if path.stem not in ("metrics", STAGE.name) else None
+        if report is not None and "wall_seconds" in report:
+            wall[path.stem] = report["wall_seconds"]
+    document = {
+        "profile": p.profile,
+        "seed": p.seed,
+        "n_heldout": len(heldout),
+        "agents": results,
+        "cycles": cycles,
+        "stop_reason": final.stopped,
+        "w_da_trajectory": final.w_da_history,
+        "adversary_generations": len(final.adversary_dirs),
+        "simulator": {
+            "sft": {k: v for k, v in (simulator or {}).get("metrics", {}).items() if k not in NOT_FIDELITY}
+        },
+        "wall_seconds": wall,
+    }
+    write_json(document, root / METRICS_FILE)
+    ctx.log.artifact(root / METRICS_FILE)
+    headline = {f"{agent}.{m}": values[m] for agent, values in results.items() for m in KEY_METRICS if m in values}
+    return StageOutput(
+        metrics={**headline, "n_heldout": len(heldout), "cycles_run": len(cycles)},
+        report={"stop_reason": final.stopped},
+    )

@@ -1,0 +1,120 @@
+"""Held-out evaluation of agent checkpoints (DA0, every cycle's agent, the final one) for reports/metrics.json.
+
+Every agent plays greedy, as deployed, the same held-out scenarios with the same seed against each opponent:
+
+- ``_coop``: the cooperative simulator (an LMPolicy over the simulator checkpoint),
+- ``_camo``: the scripted camouflaging customer,
+- ``_advpool``: the pool of adversary generations, scenarios dealt round-robin to the generations (the
+  simulator stands in when no adversary has trained yet), with the judge's adversary reward parts
+  (``adv_success_advpool``, ``adv_misroute_advpool``, ``adv_faithfulness_advpool``, ``adv_realism_advpool``,
+  ``adv_reward_advpool``).
+
+Names follow ../shared/METRICS.md. An agent folder that appears under several names (a cycle in which the
+adversary trained keeps the previous agent) is played once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from sparring.agents.policies import LMPolicy, Policy
+from sparring.agents.scripted import CamouflagingCustomer
+from sparring.rollout import Episode, episode_metrics, run_episodes
+from sparring.train.checkpoints import load_checkpoint
+from sparring.train.coevolution import adversary_won
+from sparring.train.grpo import Scorer, derive_seed
+from sparring.world.scenarios import Scenario
+
+
+def adversary_parts(scores: Sequence[dict[str, float]], faithful_min: float, suffix: str) -> dict[str, float]:
+    """The judge's adversary reward parts over episodes, averaged, with ``suffix``."""
+    n = max(1, len(scores))
+    parts = {
+        "adv_success": sum(adversary_won(x, faithful_min) for x in scores) / n,
+        "adv_misroute": sum(x["adv_misroute"] for x in scores) / n,
+        "adv_faithfulness": sum(x["adv_faithfulness"] for x in scores) / n,
+        "adv_realism": sum(x["adv_realism"] for x in scores) / n,
+        "adv_reward": sum(x["adv_reward"] for x in scores) / n,
+    }
+    return {f"{k}{suffix}": v for k, v in parts.items()}
+
+
+def evaluate_agents(
+    agents: Mapping[str, str | Path],
+    simulator_dir: str | Path,
+    adversary_dirs: Sequence[str | Path],
+    scenarios: Sequence[Scenario],
+    judge: Scorer,
+    *,
+    seed: int = 0,
+    max_turns: int = 6,
+    max_calls_per_turn: int = 3,
+    agent_max_new_tokens: int = 96,
+    customer_max_new_tokens: int = 64,
+    customer_temperature: float = 1.0,
+    faithful_min: float = 0.5,
+) -> dict[str, dict[str, float]]:
+    """``{name: metrics}`` for each agent checkpoint in ``agents`` against coop, camo and the adversary pool."""
+    if not scenarios:
+        raise ValueError("no held-out scenarios to evaluate on")
+    cache: dict[str, Any] = {}
+    tokenizer: Any = None
+
+    def model(folder: str | Path) -> Any:
+        nonlocal tokenizer
+        key = str(Path(folder).resolve())
+        if key not in cache:
+            loaded, tok = load_checkpoint(Path(key))
+            if tokenizer is None:
+                tokenizer = tok
+            elif tok.get_vocab() != tokenizer.get_vocab():
+                raise ValueError(f"{folder}: tokenizer differs from the other checkpoints'")
+            cache[key] = loaded.eval()
+        return cache[key]
+
+    def customer(folder: str | Path) -> LMPolicy:
+        return LMPolicy(
+            model(folder),
+            tokenizer,
+            "customer",
+            max_new_tokens=customer_max_new_tokens,
+            temperature=customer_temperature,
+        )
+
+    turns = {"max_turns": max_turns, "max_calls_per_turn": max_calls_per_turn, "seed": derive_seed(seed, "heldout")}
+    pool = list(adversary_dirs) or [simulator_dir]
+    camo = CamouflagingCustomer(seed=seed)
+    done: dict[str, dict[str, float]] = {}
+    results: dict[str, dict[str, float]] = {}
+    for name, folder in agents.items():
+        key = str(Path(folder).resolve())
+        if key not in done:
+            agent = LMPolicy(model(folder), tokenizer, "agent", max_new_tokens=agent_max_new_tokens, greedy=True)
+            done[key] = _play(agent, customer, simulator_dir, camo, pool, scenarios, judge, turns, faithful_min)
+        results[name] = dict(done[key])
+    return results
+
+
+def _play(
+    agent: Policy,
+    customer: Any,
+    simulator_dir: str | Path,
+    camo: Policy,
+    pool: Sequence[str | Path],
+    scenarios: Sequence[Scenario],
+    judge: Scorer,
+    turns: dict[str, int],
+    faithful_min: float,
+) -> dict[str, float]:
+    metrics = episode_metrics(run_episodes(scenarios, agent, customer(simulator_dir), **turns), "_coop")
+    metrics.update(episode_metrics(run_episodes(scenarios, agent, camo, **turns), "_camo"))
+    pooled: list[Episode] = []
+    for i, folder in enumerate(pool):
+        part = list(scenarios)[i :: len(pool)]
+        if part:
+            pooled += run_episodes(part, agent, customer(folder), **turns)
+    metrics.update(episode_metrics(pooled, "_advpool"))
+    metrics.update(adversary_parts(judge.score(pooled), faithful_min, "_advpool"))
+    return metrics

@@ -1,0 +1,212 @@
+"""Co-evolution cycles as files, for the pipeline: params -> settings, one finished cycle per folder, resumable.
+
+``models/cycles/cycle_k`` holds what :func:`sparring.train.coevolution.run_cycle` writes (state.json,
+transcripts.jsonl, metrics.json, the trained ``agent/`` or ``adversary/`` checkpoint) plus ``inputs.json``: a
+fingerprint of what the cycle was made from (its params and a content digest of its input folders).
+
+- **Atomic**: a cycle runs into a hidden sibling folder that is renamed into place only when complete, so a
+  process killed mid-cycle (kill -9) leaves no ``cycle_k`` at all, only a ``.cycle_k.tmp-<pid>`` that the next
+  attempt removes.
+- **Portable**: paths in state.json are relative to the project root (``models/cycles/cycle_1/adversary``), so a
+  cycle folder means the same after a copy, a DVC checkout or a rename of its temporary folder.
+- **Resumable**: :func:`is_finished` tells whether a folder was made from exactly these inputs; a rerun skips
+  such a cycle and continues from its state, and every draw is seeded from (seed, cycle), so a run resumed at
+  cycle k equals an uninterrupted one.
+- **Stopped**: once the stop rule fired, later cycles copy the state forward, record why, and train nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from sparring.atomic import replace_dir, write_json
+from sparring.params import GRPO, Coevolution
+from sparring.train.coevolution import (
+    METRICS_FILE,
+    STATE_FILE,
+    CoevolutionSettings,
+    CycleState,
+    run_cycle,
+)
+from sparring.train.grpo import GRPOSettings, Scorer
+from sparring.world.scenarios import Scenario
+
+INPUTS_FILE = "inputs.json"
+
+
+def grpo_settings(cfg: GRPO, seed: int) -> GRPOSettings:
+    """A GRPO section of params.yaml (``coevolution.agent_grpo`` / ``adversary_grpo``) as the trainer's settings."""
+    return GRPOSettings(
+        num_generations=cfg.num_generations,
+        scenarios_per_step=cfg.scenarios_per_step,
+        epsilon=cfg.epsilon,
+        beta=cfg.beta,
+        loss_type=cfg.loss_type,
+        scale_rewards=cfg.scale_rewards,
+        learning_rate=cfg.learning_rate,
+        max_steps=cfg.max_steps,
+        max_new_tokens=cfg.max_new_tokens,
+        temperature=cfg.temperature,
+        max_turns=cfg.max_turns,
+        max_calls_per_turn=cfg.max_calls_per_turn,
+        seed=seed,
+    )
+
+
+def coevolution_settings(cfg: Coevolution, seed: int) -> CoevolutionSettings:
+    """params.yaml's ``coevolution`` section as :class:`CoevolutionSettings` (run_cycle derives per-cycle seeds)."""
+    return CoevolutionSettings(
+        agent=grpo_settings(cfg.agent_grpo, seed),
+        adversary=grpo_settings(cfg.adversary_grpo, seed),
+        arena_scenarios=cfg.arena_scenarios,
+        arena_runs=cfg.arena_runs,
+        gym_scenarios=cfg.gym_scenarios,
+        replay_share=cfg.replay_share,
+        replay_failure_share=cfg.replay_failure_share,
+        max_transcripts=cfg.max_transcripts,
+        agent_mix=dict(cfg.agent_mix),
+        adversary_init=cfg.adversary_init,
+        faithful_min=cfg.faithful_min,
+        train=cfg.train,
+        eval_scenarios=cfg.eval_scenarios,
+        w_da_gate=cfg.w_da_gate,
+        stability=cfg.stability,
+        window=cfg.window,
+        max_cycles=cfg.max_cycles,
+        seed=seed,
+    )
+
+
+def folder_digest(path: Path) -> str:
+    """sha256 over a file, or over a folder's files (relative names and contents, sorted); hidden names and
+    Python's byte-code caches skipped."""
+    path = Path(path)
+    h = hashlib.sha256()
+    files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
+    for f in files:
+        rel = f.relative_to(path).as_posix() if f != path else f.name
+        if any(part.startswith(".") or part == "__pycache__" for part in Path(rel).parts) or rel.endswith(".pyc"):
+            continue
+        h.update(rel.encode() + b"\0")
+        with f.open("rb") as stream:
+            for chunk in iter(lambda: stream.read(1 << 20), b""):
+                h.update(chunk)
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+def fingerprint(params: Mapping[str, Any], inputs: Mapping[str, Path]) -> dict[str, Any]:
+    """What a cycle is made from: its params (any JSON) and a digest of each input path, plus one hash of both."""
+    digests = {name: folder_digest(Path(p)) for name, p in sorted(inputs.items())}
+    blob = json.dumps({"params": params, "inputs": digests}, sort_keys=True, default=str)
+    return {"fingerprint": hashlib.sha256(blob.encode()).hexdigest(), "inputs": digests, "params": params}
+
+
+def is_finished(folder: Path, print_: Mapping[str, Any]) -> bool:
+    """Whether ``folder`` is a complete cycle made from exactly these inputs (``fingerprint``'s result)."""
+    folder = Path(folder)
+    try:
+        stored = json.loads((folder / INPUTS_FILE).read_text())
+    except (OSError, ValueError):
+        return False
+    complete = all((folder / name).is_file() for name in (STATE_FILE, METRICS_FILE))
+    return complete and stored.get("fingerprint") == print_["fingerprint"]
+
+
+def remove_stale(out_dir: Path) -> list[Path]:
+    """Remove what an interrupted attempt at ``out_dir`` left beside it (``.<name>.tmp-*``, ``.<name>.old-*``)."""
+    out_dir = Path(out_dir)
+    stale = [*out_dir.parent.glob(f".{out_dir.name}.tmp-*"), *out_dir.parent.glob(f".{out_dir.name}.old-*")]
+    for p in stale:
+        shutil.rmtree(p, ignore_errors=True)
+    return stale
+
+
+def _map_paths(state: CycleState, fn: Callable[[str], str]) -> CycleState:
+    return replace(
+        state,
+        agent_dir=fn(state.agent_dir),
+        simulator_dir=fn(state.simulator_dir),
+        adversary_dirs=[fn(d) for d in state.adversary_dirs],
+    )
+
+
+def absolute(state: CycleState, root: Path) -> CycleState:
+    """The state with its (root-relative) checkpoint paths resolved against ``root``."""
+    return _map_paths(state, lambda p: str((Path(root) / p).resolve()))
+
+
+def portable(state: CycleState, root: Path, written: Path | None = None, final: Path | None = None) -> CycleState:
+    """The state with paths relative to ``root``; paths inside ``written`` (a temporary folder) moved to ``final``."""
+    root = Path(root).resolve()
+
+    def fix(p: str) -> str:
+        path = Path(p).resolve()
+        if written is not None and final is not None and path.is_relative_to(Path(written).resolve()):
+            path = Path(final).resolve() / path.relative_to(Path(written).resolve())
+        return path.relative_to(root).as_posix() if path.is_relative_to(root) else str(path)
+
+    return _map_paths(state, fix)
+
+
+def load_state(folder: Path) -> CycleState:
+    return CycleState.load(Path(folder))
+
+
+def load_metrics(folder: Path) -> dict[str, Any]:
+    return json.loads((Path(folder) / METRICS_FILE).read_text())
+
+
+def run_cycle_folder(
+    previous: CycleState,
+    cycle: int,
+    root: Path,
+    out_dir: Path,
+    train_scenarios: Sequence[Scenario],
+    eval_scenarios: Sequence[Scenario],
+    judge: Scorer,
+    settings: CoevolutionSettings,
+    inputs: Mapping[str, Any],
+    *,
+    log: Callable[[str], None] = lambda _: None,
+) -> tuple[CycleState, dict[str, Any]]:
+    """Run cycle ``cycle`` after ``previous`` (root-relative paths) into ``out_dir``, atomically.
+
+    If ``previous`` already stopped, the folder records that (its metrics say ``stopped``, the state is copied
+    forward) and nothing trains. ``inputs`` (:func:`fingerprint`) is written last, as ``inputs.json``."""
+    root, out_dir = Path(root).resolve(), Path(out_dir).resolve()
+    if not previous.stopped and cycle != previous.cycle + 1:
+        raise ValueError(f"cycle {cycle} cannot follow a state after cycle {previous.cycle}")
+    remove_stale(out_dir)
+    done: dict[str, Any] = {}
+
+    def fill(tmp: Path) -> None:
+        if previous.stopped:
+            state = previous
+            metrics: dict[str, Any] = {
+                "cycle": cycle,
+                "trained": "none",
+                "stopped": True,
+                "stop_reason": previous.stopped,
+                "last_cycle": previous.cycle,
+            }
+            log(f"co-evolution already stopped after cycle {previous.cycle} ({previous.stopped}): nothing to train")
+        else:
+            new, metrics = run_cycle(
+                absolute(previous, root), train_scenarios, eval_scenarios, judge, settings, tmp, log=log
+            )
+            state = portable(new, root, tmp, out_dir)
+            metrics = {**metrics, "stopped": False}
+        state.save(tmp)  # run_cycle wrote temporary paths: rewrite the state with the final ones
+        write_json(metrics, tmp / METRICS_FILE)
+        write_json(dict(inputs), tmp / INPUTS_FILE)
+        done.update(state=state, metrics=metrics)
+
+    replace_dir(out_dir, fill)
+    return done["state"], done["metrics"]

@@ -1,0 +1,224 @@
+"""Co-evolution in the pipeline (quick profile): one stage per cycle, reports/metrics.json as METRICS.md shows,
+per-cycle MLflow runs, and resuming: a run killed mid-cycle leaves no half-written cycle, and the rerun reuses
+the finished cycles and ends with the same metrics as an uninterrupted run."""
+
+import hashlib
+import json
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import yaml
+from dagster import AssetKey, DagsterInstance
+from typer.testing import CliRunner
+
+from assets.coevolution import N_CYCLES
+from pipelines.cli import app
+from pipelines.definitions import STAGES
+from sparring.params import PROFILES, load_params
+from sparring.train.coevolution import CycleState
+from sparring.train.cycles import absolute, fingerprint, is_finished, portable
+
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+GENERATED = {".venv", ".git", "data", "models", "reports", "mlruns", ".dagster", "scratch", "dvc.lock"}
+QUICK_CYCLES = load_params(ROOT / "params.yaml", "quick").coevolution.max_cycles
+EPISODE_KEYS = ("strict_pass", "routing_acc", "lookup_first", "pass", "intent_acc", "unauthorized_actions")
+
+
+def copy_project(dst: Path) -> Path:
+    def ignore(folder: str, names: list[str]) -> set[str]:
+        top = {n for n in names if n in GENERATED} if Path(folder) == ROOT else set()
+        return top | {n for n in names if n in ("__pycache__", ".pytest_cache") or n.endswith(".egg-info")}
+
+    root = dst / "project"
+    shutil.copytree(ROOT, root, ignore=ignore)
+    raw = yaml.safe_load((root / "params.yaml").read_text())
+    raw["profile"] = "quick"
+    (root / "params.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
+    return root
+
+
+def env_for(root: Path) -> dict:
+    return {"SPARRING_ROOT": str(root), "DAGSTER_HOME": str(root / ".dagster"), "SPARRING_PROFILE": None}
+
+
+def invoke(root: Path, *args: str):
+    result = CliRunner().invoke(app, list(args), env=env_for(root))
+    assert result.exit_code == 0, result.output
+    return result
+
+
+def comparable(value):
+    """A report without timings: what must be equal between two runs with the same seed."""
+    if isinstance(value, dict):
+        return {
+            k: comparable(v)
+            for k, v in value.items()
+            if k != "wall_seconds" and not k.endswith(("_seconds", "tokens_per_s"))
+        }
+    if isinstance(value, list):
+        return [comparable(v) for v in value]
+    return value
+
+
+def digest(folder: Path) -> str:
+    h = hashlib.sha256()
+    for f in sorted(p for p in folder.rglob("*") if p.is_file()):
+        h.update(f.relative_to(folder).as_posix().encode() + f.read_bytes())
+    return h.hexdigest()
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory):
+    """`sparring run` on the quick profile, start to end, in a copy of the project."""
+    root = copy_project(tmp_path_factory.mktemp("coev-a"))
+    result = invoke(root, "run", "--profile", "quick")
+    return root, result.output
+
+
+def test_one_stage_per_cycle_then_evaluate():
+    assert N_CYCLES == max(load_params(ROOT / "params.yaml", p).coevolution.max_cycles for p in PROFILES)
+    by_name = {s.name: s for s in STAGES}
+    names = [s.name for s in STAGES]
+    cycles = [f"cycle_{k}" for k in range(1, N_CYCLES + 1)]
+    assert names[-N_CYCLES - 1 :] == [*cycles, "evaluate"]  # in pipeline order, after the SFT stages
+    assert set(by_name["cycle_1"].upstream) == {"agent_sft", "simulator_sft", "judge_models", "scenarios"}
+    for k in range(2, N_CYCLES + 1):
+        assert by_name[f"cycle_{k}"].upstream == (f"cycle_{k - 1}",)
+        assert by_name[f"cycle_{k}"].outs == (f"models/cycles/cycle_{k}",)
+    assert by_name["evaluate"].upstream[0] == f"cycle_{N_CYCLES}"
+    dvc = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
+    assert {"reports/metrics.json": {"cache": False}} in dvc["evaluate"]["metrics"]
+    assert all("coevolution" in dvc[c]["params"] for c in cycles)
+
+
+def test_fingerprint_follows_params_and_input_bytes_and_paths_stay_portable(tmp_path):
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    (inputs / "w.bin").write_bytes(b"weights")
+    (inputs / "__pycache__").mkdir()
+    base = fingerprint({"seed": 0}, {"x": inputs})
+    (inputs / "__pycache__" / "m.pyc").write_bytes(b"cache")  # byte-code caches come and go: ignored
+    assert fingerprint({"seed": 0}, {"x": inputs}) == base
+    assert fingerprint({"seed": 1}, {"x": inputs})["fingerprint"] != base["fingerprint"]
+    (inputs / "w.bin").write_bytes(b"weightz")
+    assert fingerprint({"seed": 0}, {"x": inputs})["fingerprint"] != base["fingerprint"]
+
+    folder = tmp_path / "cycle_1"
+    folder.mkdir()
+    (folder / "inputs.json").write_text(json.dumps(base))
+    assert not is_finished(folder, base)  # no state.json/metrics.json: not a finished cycle
+    (folder / "state.json").write_text("{}")
+    (folder / "metrics.json").write_text("{}")
+    assert is_finished(folder, base) and not is_finished(folder, fingerprint({"seed": 1}, {"x": inputs}))
+
+    state = CycleState("models/agent_sft", "models/simulator_sft", ["models/cycles/cycle_1/adversary"])
+    live = absolute(state, tmp_path)
+    assert live.agent_dir == str(tmp_path.resolve() / "models" / "agent_sft")
+    tmp, final = tmp_path / "models" / "cycles" / ".cycle_2.tmp-1", tmp_path / "models" / "cycles" / "cycle_2"
+    moved = portable(replace(live, agent_dir=str(tmp / "agent")), tmp_path, tmp, final)
+    assert moved.agent_dir == "models/cycles/cycle_2/agent" and moved.adversary_dirs == state.adversary_dirs
+
+
+def test_quick_run_writes_metrics_json_mlflow_and_dagster(uninterrupted):
+    root, output = uninterrupted
+    doc = json.loads((root / "reports" / "metrics.json").read_text())
+    assert doc["profile"] == "quick" and doc["seed"] == 0
+    n = load_params(root / "params.yaml", "quick").evaluate.eval_scenarios
+    assert doc["n_heldout"] == n
+    ran = [f"cycle_{k}" for k in range(1, QUICK_CYCLES + 1)]
+    assert set(doc["agents"]) == {"da0", "final", *ran}
+    for name, metrics in doc["agents"].items():
+        for opponent in ("coop", "camo", "advpool"):
+            assert metrics[f"n_episodes_{opponent}"] == n, name
+            for key in EPISODE_KEYS:
+                assert f"{key}_{opponent}" in metrics, (name, key, opponent)
+        for key in ("strict_pass_advpool", "routing_acc_coop", "adv_success_advpool", "adv_faithfulness_advpool"):
+            assert 0.0 <= metrics[key] <= 1.0
+    cycles = doc["cycles"]
+    assert [c["cycle"] for c in cycles] == list(range(1, QUICK_CYCLES + 1))
+    assert doc["w_da_trajectory"] == [c["w_da"] for c in cycles]
+    assert doc["stop_reason"] == "max_cycles" and cycles[-1]["stop_reason"] == "max_cycles"
+    for c in cycles:
+        assert c["trained"] in ("agent", "adversary") and 0.0 <= c["w_da"] <= 1.0
+        assert c["grpo_tokens_per_s"] > 0 and "strict_pass_advpool" in c and "adv_realism" in c
+    trained = [c["trained"] for c in cycles]
+    assert doc["adversary_generations"] == trained.count("adversary")
+    assert {"outcome_f1", "discriminator_auc", "trajectory_distance"} <= set(doc["simulator"]["sft"])
+    assert {"ingest", "agent_sft", "cycle_1", "cycle_2"} <= set(doc["wall_seconds"])
+    assert "held-out agents" in output and "co-evolution" in output
+
+    # Cycles past the quick budget record that co-evolution stopped, copy the state, and train nothing.
+    last = root / "models" / "cycles" / f"cycle_{QUICK_CYCLES}"
+    for k in range(QUICK_CYCLES + 1, N_CYCLES + 1):
+        folder = root / "models" / "cycles" / f"cycle_{k}"
+        metrics = json.loads((folder / "metrics.json").read_text())
+        assert metrics["stopped"] is True and metrics["trained"] == "none"
+        assert not (folder / "agent").exists() and not (folder / "adversary").exists()
+        assert (folder / "state.json").read_text() == (last / "state.json").read_text()
+    state = json.loads((last / "state.json").read_text())
+    for path in [state["agent_dir"], *state["adversary_dirs"]]:  # relative to the project, and there
+        assert not Path(path).is_absolute() and (root / path / "config.json").is_file()
+
+    db = sqlite3.connect(root / "mlruns" / "mlflow.db")
+    runs = dict(db.execute("select run_uuid, name from runs").fetchall())
+    parents = dict(db.execute("select run_uuid, value from tags where key = 'mlflow.parentRunId'").fetchall())
+    assert {f"cycle_{k}" for k in range(1, N_CYCLES + 1)} | {"evaluate"} <= {runs[r] for r in parents}
+    cycle_1 = next(r for r in parents if runs[r] == "cycle_1")
+    logged = dict(db.execute("select key, value from metrics where run_uuid = ?", (cycle_1,)).fetchall())
+    assert logged["w_da"] == cycles[0]["w_da"] and "strict_pass_advpool" in logged and "adv_faithfulness" in logged
+    trajectory = db.execute(
+        "select step, value from metrics where run_uuid = ? and key = 'coevolution.w_da' order by step",
+        (parents[cycle_1],),
+    ).fetchall()
+    assert trajectory == [(c["cycle"], c["w_da"]) for c in cycles]
+    artifacts = list((root / "mlruns" / "artifacts").glob(f"{cycle_1}/artifacts/checkpoint/{trained[0]}/*"))
+    assert any(p.name == "model.safetensors" for p in artifacts)
+
+    with DagsterInstance.from_config(str(root / ".dagster")) as instance:
+        event = instance.get_latest_materialization_event(AssetKey("cycle_1"))
+        assert event.asset_materialization.metadata["w_da"].value == cycles[0]["w_da"]
+        assert event.asset_materialization.metadata["trained"].value == trained[0]
+
+
+def test_crash_mid_cycle_then_rerun_resumes_and_equals_uninterrupted(uninterrupted, tmp_path):
+    a = uninterrupted[0]
+    b = copy_project(tmp_path)
+    for part in ("data", "models"):  # the upstream stages' outputs, not the cycles
+        shutil.copytree(a / part, b / part, ignore=shutil.ignore_patterns("cycles"))
+    invoke(b, "stage", "cycle_1")
+    cycles = b / "models" / "cycles"
+    assert json.loads((b / "reports" / "cycle_1.json").read_text())["resumed"] is False
+
+    # cycle_2 in its own process, killed with SIGKILL while it writes its temporary folder.
+    env = {**os.environ, **{k: v for k, v in env_for(b).items() if v}, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
+    env.pop("SPARRING_PROFILE", None)
+    proc = subprocess.Popen([str(BIN / "sparring"), "stage", "cycle_2"], cwd=b, env=env, stdout=subprocess.DEVNULL)
+    deadline = time.monotonic() + 180
+    while not list(cycles.glob(".cycle_2.tmp-*")) and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.005)
+    proc.send_signal(signal.SIGKILL)
+    assert proc.wait() == -signal.SIGKILL, "cycle_2 finished before it could be killed"
+    assert list(cycles.glob(".cycle_2.tmp-*")) and not (cycles / "cycle_2").exists()  # nothing half-written
+
+    result = invoke(b, "run", "--profile", "quick")  # every stage rematerializes; cycle_1 is reused
+    reports = {k: json.loads((b / "reports" / f"cycle_{k}.json").read_text()) for k in (1, 2)}
+    assert reports[1]["resumed"] is True and reports[2]["resumed"] is False, result.output
+    assert not list(cycles.glob(".*"))  # the killed attempt's leftovers are gone
+    for k in range(1, N_CYCLES + 1):
+        assert (cycles / f"cycle_{k}" / "state.json").read_text() == (
+            a / "models" / "cycles" / f"cycle_{k}" / "state.json"
+        ).read_text()
+        for side in ("agent", "adversary"):
+            if (a / "models" / "cycles" / f"cycle_{k}" / side).exists():
+                assert digest(cycles / f"cycle_{k}" / side) == digest(a / "models" / "cycles" / f"cycle_{k}" / side)
+    resumed, straight = (json.loads((r / "reports" / "metrics.json").read_text()) for r in (b, a))
+    assert comparable(resumed) == comparable(straight)
