@@ -12,8 +12,7 @@ from sparring.agents.scripted import CamouflagingCustomer, CooperativeCustomer
 from sparring.evaluate.agent import evaluate_agent, intent_accuracy
 from sparring.evaluate.baselines import tfidf_intent_accuracy
 from sparring.train.checkpoints import load_checkpoint, model_spec, save_checkpoint, sft_settings
-from sparring.train.demos import expert_demonstrations, intent_examples
-from sparring.train.sft import train_sft
+from sparring.train.demos import expert_demonstrations, warm_start
 from sparring.world.scenarios import load_scenarios
 
 STAGE = Stage(
@@ -35,12 +34,17 @@ def agent_sft(ctx: StageContext) -> StageOutput:
     # Cooperative customers only: concealment styles are for co-evolution to discover.
     demos = expert_demonstrations(load_scenarios(data / "scenarios" / "train.jsonl")[: cfg.demos], p.seed)
     train, test = (pl.read_parquet(data / "ingest" / f"{s}.parquet") for s in ("train", "test"))
-    examples = []
-    if cfg.intent_examples:
-        examples = intent_examples(train["text"].to_list(), train["intent"].to_list(), cfg.intent_examples, p.seed)
     model = build_model(model_spec(p.model, p.seed), tokenizer)
-    result = train_sft(
-        model, tokenizer, demos + examples, sft_settings(cfg, p.seed), ctx.root / "scratch" / "agent_sft"
+    result = warm_start(
+        model,
+        tokenizer,
+        demos,
+        train["text"].to_list(),
+        train["intent"].to_list(),
+        sft_settings(cfg, p.seed),
+        cfg.intent_epochs,
+        cfg.intent_batch_size,
+        ctx.root / "scratch" / "agent_sft",
     )
     ctx.log.curves(result.curves)
     save_checkpoint(result.model, tokenizer, models / "agent_sft")
@@ -62,7 +66,7 @@ def agent_sft(ctx: StageContext) -> StageOutput:
     metrics.update(
         parameters=count_parameters(result.model),
         demos=len(demos),
-        intent_examples=sum(len(c) // 2 for c in examples),
+        intent_examples=len(train) if cfg.intent_epochs > 0 else 0,
         n_heldout=len(heldout),
         train_seconds=round(result.seconds, 2),
         train_tokens_per_s=round(result.tokens_per_s, 1),

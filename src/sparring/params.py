@@ -158,9 +158,10 @@ class SFT(_Strict):
 
 class AgentSFT(SFT):
     demos: int = Field(1000, ge=1)  # expert episodes vs cooperative customers, from train scenarios
-    # Also train on each ingested train utterance -> its intent (~30 tokens each), this many exchanges chained
-    # per conversation (0: none): the routing decision at a fraction of a whole episode's cost.
-    intent_examples: int = Field(16, ge=0)
+    # Phase 1 before the demos: every ingested train utterance -> its intent (~30 tokens each), loss on the whole
+    # text, this many passes (0: none) at this batch size: the routing decision at a fraction of a demo's cost.
+    intent_epochs: float = Field(4.0, ge=0)
+    intent_batch_size: int = Field(32, ge=1)
     eval_scenarios: int = Field(240, ge=1)  # held-out scenarios DA0 is measured on (≤ scenarios.n_heldout)
     max_new_tokens: int = Field(96, ge=8)
 

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 from sparring.agents.policies import Policy
 from sparring.agents.scripted import CamouflagingCustomer, CooperativeCustomer, ExpertAgent
 from sparring.rollout import run_episodes
-from sparring.train.sft import flatten
+from sparring.train.sft import SFTResult, SFTSettings, flatten, train_sft
 from sparring.world.scenarios import Scenario
 
 # Scripted customers by name; "camouflaging" exists for ablations, never in the default warm start.
@@ -98,6 +100,41 @@ def intent_examples(
         [m for exchange in exchanges[i : i + per_conversation] for m in exchange]
         for i in range(0, len(exchanges), per_conversation)
     ]
+
+
+def warm_start(
+    model: Any,
+    tokenizer: Any,
+    demos: Sequence[Sequence[dict[str, Any]]],
+    texts: Sequence[str],
+    intents: Sequence[str],
+    settings: SFTSettings,
+    intent_epochs: float,
+    intent_batch_size: int,
+    output_dir: Path,
+) -> SFTResult:
+    """DA0 in two phases: (1) utterance -> ``<intent>NAME`` exchanges with the loss on the whole text,
+    ``intent_epochs`` passes; (2) the expert demonstrations with ``settings`` (loss on the agent's turns).
+
+    Phase 1 is the routing decision at ~30 tokens an example, and its whole-text loss also teaches the model
+    customers' language (DESIGN.md's probe: 86% with the loss on every token, 71% on the label only). Measured
+    here: phase 1 alone (4 epochs, batch 32) reached 0.55 intent accuracy on held-out phrasings, mixing the
+    exchanges into the demonstrations instead left the model at ~0.02. Curves carry a ``phase`` key.
+    """
+    curves: list[dict[str, float]] = []
+    seconds, tokens = 0.0, 0
+    if intent_epochs > 0 and texts:
+        phase1 = replace(
+            settings, epochs=intent_epochs, batch_size=intent_batch_size, assistant_only_loss=False, max_length=256
+        )
+        first = train_sft(model, tokenizer, intent_examples(texts, intents), phase1, output_dir / "intent")
+        model, seconds, tokens = first.model, first.seconds, first.train_tokens
+        curves += [{**c, "phase": 1} for c in first.curves]
+    second = train_sft(model, tokenizer, demos, settings, output_dir / "demos")
+    curves += [{**c, "phase": 2} for c in second.curves]
+    return SFTResult(
+        model=second.model, curves=curves, train_tokens=tokens + second.train_tokens, seconds=seconds + second.seconds
+    )
 
 
 def render_messages(conversation: Sequence[dict[str, Any]]) -> str:
