@@ -299,3 +299,19 @@ def test_in_app_lookup_verifies_the_logged_in_caller_only(world, two):
     res = execute(world, session, ToolCall("lookup_account", other))
     assert res["refused"] and session.customer_id == a
     assert session.log.security_events()[-1].type == IDENTITY_SWITCH
+
+
+def test_lookup_shows_one_part_of_the_account(world, two):
+    session = Session(caller_id=two[0])
+    whole = execute(world, session, ToolCall("lookup_account", {}))
+    part = execute(world, session, ToolCall("lookup_account", {"show": "transactions"}))
+    assert part["transactions"] == whole["transactions"] and part["customer_id"] == two[0]
+    assert "cards" not in part and "profile" not in part and len(str(part)) < len(str(whole))
+    profile = execute(world, session, ToolCall("lookup_account", {"show": "profile"}))
+    assert set(profile) >= {"profile", "account"} and "transactions" not in profile
+    bad = execute(world, session, ToolCall("lookup_account", {"show": "secrets"}))
+    assert not bad["ok"] and "must be one of" in bad["error"]
+    # Typed facts and a part together: the knowledge check still applies.
+    cust = world.customers[two[0]]
+    facts = {"customer_id": two[0], "date_of_birth": cust.date_of_birth, "postcode": cust.postcode}
+    assert execute(world, Session(), ToolCall("lookup_account", {**facts, "show": "cards"}))["cards"]

@@ -28,7 +28,7 @@ from sparring.world.expert import expert_calls
 from sparring.world.scenarios import Scenario, build_world
 from sparring.world.taxonomy import load_taxonomy
 from sparring.world.tools import ToolCall
-from sparring.world.vocab import TOOLS
+from sparring.world.vocab import INTENT_SPECS, TARGETS, TOOLS
 
 PERSONA_BEHAVIOUR: dict[str, str] = {
     "cooperative": "You are friendly and clear, and answer the agent's questions directly.",
@@ -160,6 +160,13 @@ def _facts(messages: list[dict[str, Any]]) -> dict[str, str]:
     return facts
 
 
+def account_part(intent: str) -> str:
+    """The part of the account an intent's resolution reads (``lookup_account``'s ``show``): the listing of
+    the object it acts on, or the profile when it acts on none."""
+    target = INTENT_SPECS[intent].target
+    return TARGETS[target][1] if target is not None else "profile"
+
+
 def resolving_call(scenario: Scenario) -> ToolCall | None:
     """The call after ``lookup_account`` that resolves the scenario (None for lookup-only intents):
     ``scenario.expected_calls``, which is ``world.expert.expert_calls`` at sampling time (recomputed if absent)."""
@@ -171,7 +178,7 @@ class ExpertAgent:
     """Asks for the customer's details, looks them up, resolves, confirms, ends.
 
     ``verify="app"`` (the default) looks up the caller logged into the app (``lookup_account`` without
-    arguments) once the customer has answered; ``verify="facts"`` types the id, date of birth and postcode the
+    identity arguments, showing only the part of the account the intent needs) once the customer has answered; ``verify="facts"`` types the id, date of birth and postcode the
     customer gave. The app path is what DA0 imitates: a tiny model trained from scratch did not learn to copy
     the typed facts (0 of 100 lookups after 1.4M tokens of demonstrations), and copying ids is not the routing
     skill co-evolution is about. ``skip_lookup=True`` goes straight to the resolving call: the world must refuse it.
@@ -215,7 +222,8 @@ class ExpertAgent:
             if self.verify == "app" and not looked_up and not self.skip_lookup:
                 answered = any(m["role"] == "assistant" for m in messages)  # the details are in the chat
                 if answered and failed == 0:
-                    return self._say(intent, "Thank you, let me look up your account.", "lookup_account", {})
+                    args = {"show": account_part(scenario.intent)}
+                    return self._say(intent, "Thank you, let me look up your account.", "lookup_account", args)
             if enough and not self.skip_lookup and not looked_up:
                 # As world.expert.lookup_call: id, date of birth and postcode (card ending if one is missing).
                 keys = [k for k in ("date_of_birth", "postcode", "card_last4") if k in facts][:2]

@@ -237,7 +237,23 @@ def _fact_matches(cust: Customer, fact: str, value: str) -> bool:
 
 
 def lookup_account(world: World, session: Session, a: dict[str, Any]) -> dict[str, Any]:
-    """Identify the customer (binding the session) and return their account view."""
+    """Identify the customer (binding the session) and return their account view (or the part ``show`` names)."""
+    a = dict(a)
+    show = a.pop("show", "all")
+    return _part(_identify(world, session, a), show)
+
+
+def _part(view: dict[str, Any], show: str) -> dict[str, Any]:
+    """``show``'s part of an account view: its listing (or the profile and account) under the customer's name.
+
+    A tab of ~150 tokens instead of the whole account (~600): what the agent reads stays near what it decided."""
+    if show == "all":
+        return view
+    keys = ("profile", "account") if show == "profile" else (show,)
+    return {"customer_id": view["customer_id"], "full_name": view["full_name"], **{k: view[k] for k in keys}}
+
+
+def _identify(world: World, session: Session, a: dict[str, Any]) -> dict[str, Any]:
     if not a:
         # In-app verification: the chat runs in the logged-in caller's app session, so no typed facts are
         # needed; a knowledge check (arguments) stays for anyone else, and is what a social engineer must pass.

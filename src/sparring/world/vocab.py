@@ -118,12 +118,16 @@ FEE_TOPICS: dict[str, tuple[str, ...]] = {
 }
 
 _S = "string"
+# What lookup_account can show: one tab of the account (as a support console has), or everything.
+ACCOUNT_PARTS = ("all", "profile", "cards", "transactions", "transfers", "top_ups", "beneficiaries")
 TOOLS: dict[str, ToolSpec] = {
     "lookup_account": ToolSpec(
         "lookup_account",
-        "Identify the customer and read their account: without arguments, verify the caller logged into the "
-        "app; or by customer_id or full_name, plus two of date_of_birth, postcode, card_last4.",
+        "Identify the customer and read their account: without identity arguments, verify the caller logged "
+        "into the app; or by customer_id or full_name, plus two of date_of_birth, postcode, card_last4. "
+        "show picks one part of the account (default: all of it).",
         {
+            "show": Param(_S, "The part of the account to read.", ACCOUNT_PARTS),
             "customer_id": Param(_S, "Customer id, e.g. C123456."),
             "full_name": Param(_S, "Full name as registered."),
             "date_of_birth": Param(_S, "Date of birth, YYYY-MM-DD."),
