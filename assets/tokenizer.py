@@ -10,6 +10,7 @@ from sparring.agents.scripted import CooperativeCustomer, ExpertAgent
 from sparring.agents.tokenizer import train_tokenizer
 from sparring.atomic import replace_dir
 from sparring.rollout import run_episodes
+from sparring.train.demos import tokenizer_corpus
 from sparring.world.scenarios import load_scenarios
 
 STAGE = Stage(
@@ -32,7 +33,8 @@ def tokenizer(ctx: StageContext) -> StageOutput:
     # Tool results are JSON with ids and field names: without them in the corpus they split into bytes.
     scenarios = load_scenarios(data / "scenarios" / "train.jsonl")[: cfg.demo_episodes]
     episodes = run_episodes(scenarios, ExpertAgent(), CooperativeCustomer(), seed=ctx.params.seed)
-    texts += [str(m.get("content") or "") for e in episodes for m in e.messages]
+    # Rendered with the agent's calls: messages' "content" alone left call syntax ("action", "show") to bytes.
+    texts = tokenizer_corpus(texts, [], [e.messages for e in episodes])
     tok = train_tokenizer(texts, cfg.vocab_size, sorted(known_intents()))
     replace_dir(ctx.root / STAGE.outs[0], tok.save_pretrained)
     sample = texts[: min(2000, len(texts))]

@@ -66,6 +66,8 @@ def comparable(value):
         }
     if isinstance(value, list):
         return [comparable(v) for v in value]
+    if isinstance(value, float):  # embedding-based fidelity (trajectory_distance) differed at 1e-8 between runs
+        return round(value, 6)
     return value
 
 

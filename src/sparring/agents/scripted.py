@@ -178,10 +178,11 @@ class ExpertAgent:
     """Asks for the customer's details, looks them up, resolves, confirms, ends.
 
     ``verify="app"`` (the default) looks up the caller logged into the app (``lookup_account`` without
-    identity arguments, showing only the part of the account the intent needs) once the customer has answered; ``verify="facts"`` types the id, date of birth and postcode the
-    customer gave. The app path is what DA0 imitates: a tiny model trained from scratch did not learn to copy
-    the typed facts (0 of 100 lookups after 1.4M tokens of demonstrations), and copying ids is not the routing
-    skill co-evolution is about. ``skip_lookup=True`` goes straight to the resolving call: the world must refuse it.
+    identity arguments, showing only the part of the account the intent needs) once the customer has answered;
+    ``verify="facts"`` types the id, date of birth and postcode the customer gave. The app path is what DA0
+    imitates: a tiny model trained from scratch did not learn to copy the typed facts (0 of 100 lookups after
+    1.4M tokens of demonstrations), and copying ids is not the routing skill co-evolution is about.
+    ``skip_lookup=True`` goes straight to the resolving call: the world must refuse it.
     """
 
     tokenizer = None

@@ -41,6 +41,7 @@ from sparring.agents.chat import (
     USER,
     known_tools,
 )
+from sparring.world.vocab import TOOLS
 
 # GPT-2's split, except \p{N}{1,3} instead of \p{N}+: digits in runs of at most three.
 _SPLIT = r"""'(?i:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}{1,3}| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
@@ -73,6 +74,7 @@ def train_tokenizer(
     bad = [n for n in names if not _NAME.fullmatch(n)]
     if bad:
         raise ValueError(f"intent/tool names must match {NAME_PATTERN} to be parsed back: {bad[:5]}")
+    names += [w for w in call_words() if w not in names]
     added = [*CALL_MARKERS, *names]
     merges_budget = vocab_size - len(added)
     alphabet = pre_tokenizers.ByteLevel.alphabet()
@@ -114,6 +116,16 @@ def train_tokenizer(
         clean_up_tokenization_spaces=False,  # " ." must decode as " .", or decode(encode(x)) != x
         chat_template=CHAT_TEMPLATE,
     )
+
+
+def call_words() -> list[str]:
+    """Argument names and closed-vocabulary values of the tools that contain an underscore (``transaction_id``,
+    ``age_policy_info``): one token each, so a call's arguments cost the model one decision per word, as intent
+    and tool names do (byte-level BPE split ``age_policy_info`` into 7 tokens). Plain words (``trace``,
+    ``cancel``) stay BPE's: as added tokens they would cut prose apart."""
+    words = {k for spec in TOOLS.values() for k in spec.params}
+    words |= {v for spec in TOOLS.values() for p in spec.params.values() for v in p.choices or ()}
+    return sorted(w for w in words if "_" in w and _NAME.fullmatch(w))
 
 
 def end_of_turn_id(tokenizer: PreTrainedTokenizerBase) -> int:
