@@ -27,7 +27,6 @@ from sparring.train.cycles import (
     fingerprint,
     is_finished,
     load_metrics,
-    load_state,
     run_cycle_folder,
 )
 from sparring.world.scenarios import load_scenarios
@@ -110,12 +109,12 @@ def make_cycle_asset(stage: Stage, k: int) -> Any:
         resumed = is_finished(out, print_)
         if resumed:
             ctx.dagster.log.info(f"cycle {k}: {out} was made from these inputs already: reusing it")
-            state, metrics = load_state(out), load_metrics(out)
+            state, metrics = CycleState.load(out), load_metrics(out)
         else:
             if k == 1:
                 previous = CycleState(agent_dir="models/agent_sft", simulator_dir="models/simulator_sft")
             else:
-                previous = load_state(root / cycle_dir(k - 1))
+                previous = CycleState.load(root / cycle_dir(k - 1))
             cfg = p.coevolution
             if not previous.stopped and previous.cycle >= cfg.max_cycles:  # a profile with fewer cycles
                 previous.stopped = "max_cycles"

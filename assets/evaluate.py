@@ -16,7 +16,8 @@ from pipelines.stages import Stage, StageContext, StageOutput, stage_asset
 from sparring.atomic import write_json
 from sparring.evaluate.heldout import evaluate_agents
 from sparring.judge.loading import load_judge
-from sparring.train.cycles import load_metrics, load_state
+from sparring.train.coevolution import CycleState
+from sparring.train.cycles import load_metrics
 from sparring.world.scenarios import load_scenarios
 
 METRICS_FILE = "reports/metrics.json"
@@ -70,8 +71,8 @@ def evaluate(ctx: StageContext) -> StageOutput:
         if metrics.get("stopped"):
             continue
         cycles.append(metrics)
-        agents[stage.name] = root / load_state(folder).agent_dir
-    final = load_state(root / cycle_dir(N_CYCLES))
+        agents[stage.name] = root / CycleState.load(folder).agent_dir
+    final = CycleState.load(root / cycle_dir(N_CYCLES))
     agents["final"] = root / final.agent_dir
 
     a_cfg, c_cfg = p.coevolution.agent_grpo, p.coevolution.adversary_grpo
@@ -105,9 +106,7 @@ def evaluate(ctx: StageContext) -> StageOutput:
         "stop_reason": final.stopped,
         "w_da_trajectory": final.w_da_history,
         "adversary_generations": len(final.adversary_dirs),
-        "simulator": {
-            "sft": {k: v for k, v in (simulator or {}).get("metrics", {}).items() if k not in NOT_FIDELITY}
-        },
+        "simulator": {"sft": {k: v for k, v in (simulator or {}).get("metrics", {}).items() if k not in NOT_FIDELITY}},
         "wall_seconds": wall,
     }
     write_json(document, root / METRICS_FILE)

@@ -11,7 +11,8 @@ from sparring.agents.policies import LMPolicy
 from sparring.evaluate.fidelity import simulator_fidelity
 from sparring.judge.models import IntentOracle, RealismDiscriminator
 from sparring.train.checkpoints import model_spec, save_checkpoint, sft_settings
-from sparring.train.simulator import scripted_episodes, simulator_conversations, train_simulator
+from sparring.train.sft import train_sft
+from sparring.train.simulator import scripted_episodes, simulator_conversations
 from sparring.world.scenarios import load_scenarios
 
 STAGE = Stage(
@@ -38,7 +39,7 @@ def simulator_sft(ctx: StageContext) -> StageOutput:
         seed=p.seed,
     )
     model = build_model(model_spec(p.model, p.seed), tokenizer)
-    result = train_simulator(
+    result = train_sft(  # loss on the customer's own turns only (assistant in its view): TRACER stage 1
         model, tokenizer, conversations, sft_settings(cfg, p.seed), ctx.root / "scratch" / "simulator_sft"
     )
     ctx.log.curves(result.curves)

@@ -24,13 +24,12 @@ from sparring.agents.tokenizer import train_tokenizer
 from sparring.data.synthetic import OUTCOMES, generate_dialogues, generate_utterances
 from sparring.evaluate.fidelity import dtw_distance, heldout_perplexity, simulator_fidelity
 from sparring.judge.models import IntentOracle, OracleConfig, RealismDiscriminator
-from sparring.train.sft import SFTSettings
+from sparring.train.sft import SFTSettings, train_sft
 from sparring.train.simulator import (
     extract_identity,
     goal_text,
     scripted_episodes,
     simulator_conversations,
-    train_simulator,
 )
 from sparring.world.scenarios import sample_scenarios
 from sparring.world.taxonomy import load_taxonomy
@@ -93,7 +92,7 @@ def trained(data, tok, tmp_path_factory):
     model = build_model(SPEC, tok)
     before = heldout_perplexity(model, tok, data["heldout"])
     settings = SFTSettings(max_steps=24, batch_size=12, learning_rate=3e-3, warmup_steps=5, logging_steps=10)
-    result = train_simulator(model, tok, data["conversations"], settings, tmp_path_factory.mktemp("sim"))
+    result = train_sft(model, tok, data["conversations"], settings, tmp_path_factory.mktemp("sim"))
     result.model.eval()
     return before, result
 

@@ -20,11 +20,13 @@ def write_json(obj: dict, path: Path) -> None:
 def replace_dir(out_dir: Path, fill: Callable[[Path], None]) -> None:
     """Let `fill` write a whole folder into a sibling temp folder, then swap it in for `out_dir`.
 
-    If `fill` raises, `out_dir` is untouched. Readers see the old folder or the new one, never a mix."""
+    If `fill` raises, `out_dir` is untouched. Readers see the old folder or the new one, never a mix. What an
+    earlier attempt killed mid-write left beside `out_dir` (its `.tmp-<pid>` / `.old-<pid>`) is removed first."""
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = out_dir.parent / f".{out_dir.name}.tmp-{os.getpid()}"
     old = out_dir.parent / f".{out_dir.name}.old-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
+    for stale in [*out_dir.parent.glob(f".{out_dir.name}.tmp-*"), *out_dir.parent.glob(f".{out_dir.name}.old-*")]:
+        shutil.rmtree(stale, ignore_errors=True)
     tmp.mkdir()
     try:
         fill(tmp)

@@ -3,13 +3,28 @@ chat template, loadable by anyone with `AutoModelForCausalLM.from_pretrained` / 
 
 from __future__ import annotations
 
+from dataclasses import fields
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+from pydantic import BaseModel
 
 from sparring.agents.models import ModelSpec
 from sparring.atomic import replace_dir
 from sparring.params import SFT, Model
 from sparring.train.sft import SFTSettings
+
+T = TypeVar("T")
+
+
+def settings_from(cls: type[T], section: BaseModel, **overrides: Any) -> T:
+    """A settings dataclass from a params.yaml section: every field the two share by name, then ``overrides``.
+
+    One mapping for every section (model, SFT, GRPO, co-evolution), so a field added to both sides needs no
+    copy line; the section's extra fields (demos, eval_scenarios, ...) are the pipeline's, not the trainer's."""
+    names = {f.name for f in fields(cls)}  # type: ignore[arg-type]
+    shared = {name: getattr(section, name) for name in type(section).model_fields if name in names}
+    return cls(**{**shared, **overrides})
 
 
 def model_spec(m: Model, seed: int = 0) -> ModelSpec:
@@ -19,32 +34,12 @@ def model_spec(m: Model, seed: int = 0) -> ModelSpec:
         from sparring.agents.pretrained import resolve_model_path
 
         name = resolve_model_path(name)
-    return ModelSpec(
-        arch=m.arch,
-        hidden_size=m.hidden_size,
-        num_layers=m.num_layers,
-        num_heads=m.num_heads,
-        num_kv_heads=m.num_kv_heads,
-        intermediate_size=m.intermediate_size,
-        max_position_embeddings=m.max_position_embeddings,
-        name_or_path=name,
-        lora=m.lora,
-        seed=seed,
-    )
+    return settings_from(ModelSpec, m, name_or_path=name, seed=seed)
 
 
 def sft_settings(cfg: SFT, seed: int) -> SFTSettings:
     """An SFT section of params.yaml (agent_sft, simulator_sft) as the trainer's settings."""
-    return SFTSettings(
-        epochs=cfg.epochs,
-        learning_rate=cfg.learning_rate,
-        batch_size=cfg.batch_size,
-        warmup_steps=cfg.warmup_steps,
-        adam_beta2=cfg.adam_beta2,
-        weight_decay=cfg.weight_decay,
-        max_length=cfg.max_length,
-        seed=seed,
-    )
+    return settings_from(SFTSettings, cfg, seed=seed)
 
 
 def save_checkpoint(model: Any, tokenizer: Any, out_dir: Path) -> None:

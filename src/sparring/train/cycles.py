@@ -6,7 +6,7 @@ fingerprint of what the cycle was made from (its params and a content digest of 
 
 - **Atomic**: a cycle runs into a hidden sibling folder that is renamed into place only when complete, so a
   process killed mid-cycle (kill -9) leaves no ``cycle_k`` at all, only a ``.cycle_k.tmp-<pid>`` that the next
-  attempt removes.
+  attempt removes (:func:`~sparring.atomic.replace_dir`).
 - **Portable**: paths in state.json are relative to the project root (``models/cycles/cycle_1/adversary``), so a
   cycle folder means the same after a copy, a DVC checkout or a rename of its temporary folder.
 - **Resumable**: :func:`is_finished` tells whether a folder was made from exactly these inputs; a rerun skips
@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shutil
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -27,6 +26,7 @@ from typing import Any
 
 from sparring.atomic import replace_dir, write_json
 from sparring.params import GRPO, Coevolution
+from sparring.train.checkpoints import settings_from
 from sparring.train.coevolution import (
     METRICS_FILE,
     STATE_FILE,
@@ -42,43 +42,17 @@ INPUTS_FILE = "inputs.json"
 
 def grpo_settings(cfg: GRPO, seed: int) -> GRPOSettings:
     """A GRPO section of params.yaml (``coevolution.agent_grpo`` / ``adversary_grpo``) as the trainer's settings."""
-    return GRPOSettings(
-        num_generations=cfg.num_generations,
-        scenarios_per_step=cfg.scenarios_per_step,
-        epsilon=cfg.epsilon,
-        beta=cfg.beta,
-        loss_type=cfg.loss_type,
-        scale_rewards=cfg.scale_rewards,
-        learning_rate=cfg.learning_rate,
-        max_steps=cfg.max_steps,
-        max_new_tokens=cfg.max_new_tokens,
-        temperature=cfg.temperature,
-        max_turns=cfg.max_turns,
-        max_calls_per_turn=cfg.max_calls_per_turn,
-        seed=seed,
-    )
+    return settings_from(GRPOSettings, cfg, seed=seed)
 
 
 def coevolution_settings(cfg: Coevolution, seed: int) -> CoevolutionSettings:
     """params.yaml's ``coevolution`` section as :class:`CoevolutionSettings` (run_cycle derives per-cycle seeds)."""
-    return CoevolutionSettings(
+    return settings_from(
+        CoevolutionSettings,
+        cfg,
         agent=grpo_settings(cfg.agent_grpo, seed),
         adversary=grpo_settings(cfg.adversary_grpo, seed),
-        arena_scenarios=cfg.arena_scenarios,
-        arena_runs=cfg.arena_runs,
-        gym_scenarios=cfg.gym_scenarios,
-        replay_share=cfg.replay_share,
-        replay_failure_share=cfg.replay_failure_share,
-        max_transcripts=cfg.max_transcripts,
         agent_mix=dict(cfg.agent_mix),
-        adversary_init=cfg.adversary_init,
-        faithful_min=cfg.faithful_min,
-        train=cfg.train,
-        eval_scenarios=cfg.eval_scenarios,
-        w_da_gate=cfg.w_da_gate,
-        stability=cfg.stability,
-        window=cfg.window,
-        max_cycles=cfg.max_cycles,
         seed=seed,
     )
 
@@ -119,15 +93,6 @@ def is_finished(folder: Path, print_: Mapping[str, Any]) -> bool:
     return complete and stored.get("fingerprint") == print_["fingerprint"]
 
 
-def remove_stale(out_dir: Path) -> list[Path]:
-    """Remove what an interrupted attempt at ``out_dir`` left beside it (``.<name>.tmp-*``, ``.<name>.old-*``)."""
-    out_dir = Path(out_dir)
-    stale = [*out_dir.parent.glob(f".{out_dir.name}.tmp-*"), *out_dir.parent.glob(f".{out_dir.name}.old-*")]
-    for p in stale:
-        shutil.rmtree(p, ignore_errors=True)
-    return stale
-
-
 def _map_paths(state: CycleState, fn: Callable[[str], str]) -> CycleState:
     return replace(
         state,
@@ -155,10 +120,6 @@ def portable(state: CycleState, root: Path, written: Path | None = None, final: 
     return _map_paths(state, fix)
 
 
-def load_state(folder: Path) -> CycleState:
-    return CycleState.load(Path(folder))
-
-
 def load_metrics(folder: Path) -> dict[str, Any]:
     return json.loads((Path(folder) / METRICS_FILE).read_text())
 
@@ -183,7 +144,6 @@ def run_cycle_folder(
     root, out_dir = Path(root).resolve(), Path(out_dir).resolve()
     if not previous.stopped and cycle != previous.cycle + 1:
         raise ValueError(f"cycle {cycle} cannot follow a state after cycle {previous.cycle}")
-    remove_stale(out_dir)
     done: dict[str, Any] = {}
 
     def fill(tmp: Path) -> None:

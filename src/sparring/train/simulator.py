@@ -26,7 +26,6 @@ from __future__ import annotations
 import random
 import re
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import polars as pl
@@ -34,7 +33,6 @@ import polars as pl
 from sparring.agents.chat import swap_roles
 from sparring.agents.scripted import PERSONA_BEHAVIOUR, CooperativeCustomer, ExpertAgent
 from sparring.rollout import Episode, run_episodes
-from sparring.train.sft import SFTResult, SFTSettings, train_sft
 from sparring.world.scenarios import Scenario
 from sparring.world.taxonomy import load_taxonomy
 
@@ -220,17 +218,3 @@ def simulator_conversations(
             conversations.append(view)
     rng.shuffle(conversations)
     return conversations
-
-
-def train_simulator(
-    model: Any,
-    tokenizer: Any,
-    conversations: Sequence[Sequence[dict[str, str]]],
-    settings: SFTSettings,
-    output_dir: Path,
-    report_to: Sequence[str] = (),
-    callbacks: Sequence[Any] = (),
-) -> SFTResult:
-    """SFT the simulator with :func:`~sparring.train.sft.train_sft` (``settings.assistant_only_loss``, the
-    default, puts the loss on the customer's own turns only: TRACER's stage 1 learns the user's turns)."""
-    return train_sft(model, tokenizer, conversations, settings, output_dir, report_to=report_to, callbacks=callbacks)
