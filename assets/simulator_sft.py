@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import polars as pl
 from transformers import AutoTokenizer
 
@@ -12,13 +14,13 @@ from sparring.evaluate.fidelity import simulator_fidelity
 from sparring.judge.models import IntentOracle, RealismDiscriminator
 from sparring.train.checkpoints import model_spec, save_checkpoint, sft_settings
 from sparring.train.sft import train_sft
-from sparring.train.simulator import scripted_episodes, simulator_conversations
+from sparring.train.simulator import copy_exercises, scripted_episodes, simulator_conversations
 from sparring.world.scenarios import load_scenarios
 
 STAGE = Stage(
     name="simulator_sft",
-    description="Customer simulator (TRACER stage 1): SFT on dialogues, utterances and scripted episodes, "
-    "each turn conditioned on the hidden goal and persona; fidelity on held-out data.",
+    description="Customer simulator (TRACER stage 1): a copy drill, then SFT on dialogues, utterances and "
+    "scripted episodes, each turn conditioned on the hidden goal and persona; fidelity on held-out data.",
     params=("model", "simulator_sft"),
     deps=("src/sparring/train", "src/sparring/evaluate/fidelity.py", "assets/simulator_sft.py"),
     outs=("models/simulator_sft",),
@@ -32,17 +34,34 @@ def simulator_sft(ctx: StageContext) -> StageOutput:
     cfg = p.simulator_sft
     tokenizer = AutoTokenizer.from_pretrained(models / "tokenizer")
     train_scenarios = load_scenarios(data / "scenarios" / "train.jsonl")
+    utterances = pl.read_parquet(data / "ingest" / "train.parquet")
     conversations = simulator_conversations(
         pl.read_parquet(data / "ingest" / "dialogues_train.parquet"),
-        pl.read_parquet(data / "ingest" / "train.parquet"),
+        utterances,
         scripted_episodes(train_scenarios[: cfg.scripted_episodes], p.seed),
         seed=p.seed,
+        max_utterances=cfg.openings,
     )
     model = build_model(model_spec(p.model, p.seed), tokenizer)
+    settings, scratch = sft_settings(cfg, p.seed), ctx.root / "scratch" / "simulator_sft"
+    curves, copy_seconds, copy_loss = [], 0.0, None
+    if cfg.copy_steps and p.model.name_or_path is None:  # phase 0, for a model from config (a pretrained one copies)
+        drill = replace(
+            settings,
+            max_steps=cfg.copy_steps,
+            batch_size=cfg.copy_batch_size,
+            learning_rate=cfg.copy_learning_rate,
+            warmup_steps=max(1, cfg.copy_steps // 100),
+            max_length=512,
+        )
+        exercises = copy_exercises(utterances["text"].to_list(), cfg.copy_steps * cfg.copy_batch_size, p.seed)
+        copied = train_sft(model, tokenizer, exercises, drill, scratch / "copy")
+        model, copy_seconds, copy_loss = copied.model, copied.seconds, copied.final_loss
+        curves += [{**c, "phase": 0} for c in copied.curves]
     result = train_sft(  # loss on the customer's own turns only (assistant in its view): TRACER stage 1
-        model, tokenizer, conversations, sft_settings(cfg, p.seed), ctx.root / "scratch" / "simulator_sft"
+        model, tokenizer, conversations, settings, scratch
     )
-    ctx.log.curves(result.curves)
+    ctx.log.curves(curves + [{**c, "phase": 1} for c in result.curves])
     save_checkpoint(result.model, tokenizer, models / "simulator_sft")
     ctx.log.artifacts(models / "simulator_sft", "checkpoint")
 
@@ -64,4 +83,6 @@ def simulator_sft(ctx: StageContext) -> StageOutput:
         "train_tokens_per_s": round(result.tokens_per_s, 1),
         "final_loss": result.final_loss,
     }
+    if copy_loss is not None:
+        metrics.update(copy_drill_seconds=round(copy_seconds, 2), copy_drill_final_loss=copy_loss)
     return StageOutput(metrics=metrics)

@@ -34,6 +34,19 @@ def test_default_spec_builds_a_small_model_wired_to_the_tokenizer(tok, arch):
     assert all(torch.equal(a, b) for a, b in zip(model.parameters(), same.parameters(), strict=True))
 
 
+def test_tied_embeddings_survive_save_and_reload(tok, tmp_path):
+    from sparring.train.checkpoints import load_checkpoint, save_checkpoint
+
+    model = build_model(ModelSpec(hidden_size=32, num_layers=1, num_heads=2, tie_word_embeddings=True), tok)
+    untied = build_model(ModelSpec(hidden_size=32, num_layers=1, num_heads=2), tok)
+    assert model.get_output_embeddings().weight is model.get_input_embeddings().weight
+    assert count_parameters(untied) - count_parameters(model) == len(tok) * 32
+    save_checkpoint(model, tok, tmp_path / "tied")
+    loaded, _ = load_checkpoint(tmp_path / "tied")
+    assert loaded.get_output_embeddings().weight is loaded.get_input_embeddings().weight
+    assert torch.equal(loaded.get_input_embeddings().weight, model.get_input_embeddings().weight)
+
+
 def test_bad_specs_are_refused(tok):
     with pytest.raises(ValueError, match="num_heads"):
         build_model(ModelSpec(hidden_size=64, num_heads=3), tok)

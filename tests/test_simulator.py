@@ -15,6 +15,7 @@ from sparring.agents.models import ModelSpec, build_model
 from sparring.agents.policies import LMPolicy
 from sparring.agents.scripted import (
     PERSONA_BEHAVIOUR,
+    SEED_PHRASING,
     CooperativeCustomer,
     customer_goal,
     describe_slots,
@@ -26,6 +27,7 @@ from sparring.evaluate.fidelity import dtw_distance, heldout_perplexity, simulat
 from sparring.judge.models import IntentOracle, OracleConfig, RealismDiscriminator
 from sparring.train.sft import SFTSettings, train_sft
 from sparring.train.simulator import (
+    copy_exercises,
     extract_identity,
     goal_text,
     scripted_episodes,
@@ -128,12 +130,33 @@ def test_conversations_are_in_the_customer_view_and_never_name_the_label(data):
         assert any(ep.scenario.identity["customer_id"] in text for text in own)
 
 
+def test_openings_are_seeded_with_another_customers_words_for_the_same_problem():
+    utterances = utterance_frame(3, 5)
+    convs = simulator_conversations(generate_dialogues(0, 0), utterances, seed=0)
+    seeded = [c for c in convs if SEED_PHRASING in c[0]["content"]]
+    assert len(seeded) >= 0.9 * utterances.height
+    intent_of = {t.strip(): i for t, i in zip(utterances["text"], utterances["intent"], strict=True)}
+    for system, opening in seeded:
+        seed_text = system["content"].split(SEED_PHRASING, 1)[1]
+        assert seed_text != opening["content"] and intent_of[seed_text] == intent_of[opening["content"]]
+    own = simulator_conversations(generate_dialogues(0, 0), utterances, seed=0, seed_from="own")
+    assert all(c[0]["content"].endswith(SEED_PHRASING + c[1]["content"]) for c in own)
+    none = simulator_conversations(generate_dialogues(0, 0), utterances, seed=0, seed_from="none")
+    assert not any(SEED_PHRASING in c[0]["content"] for c in none)
+
+
 def test_goal_layout_matches_customer_goal(data):
     for ep in data["episodes"]:
         sc = ep.scenario
         if sc.persona == "social_engineering":
             continue
-        built = goal_text(sc.intent, PERSONA_BEHAVIOUR[sc.persona], identity_text(sc), details=describe_slots(sc))
+        built = goal_text(
+            sc.intent,
+            PERSONA_BEHAVIOUR[sc.persona],
+            identity_text(sc),
+            details=describe_slots(sc),
+            seed_phrasing=sc.utterance,
+        )
         assert built == customer_goal(sc)
     turns = [
         {"role": "customer", "text": "My card from 3/4/2024 is missing."},
@@ -200,3 +223,14 @@ def test_dtw_distance():
     assert dtw_distance(a, a) == 0.0
     assert dtw_distance(a, a[[0, 0, 1, 2]]) == 0.0  # a repeated turn aligns for free
     assert dtw_distance(a[:1], a[1:]) == pytest.approx(1.0)  # orthogonal turns: cosine distance 1
+
+
+def test_copy_exercises_repeat_the_text_and_refuse_an_empty_pool():
+    texts = ["my card is lost", "  ", "how do I top up?"]
+    drills = copy_exercises(texts, 12, seed=3)
+    assert len(drills) == 12 and drills == copy_exercises(texts, 12, seed=3)
+    for user, assistant in drills:
+        assert user["role"] == "user" and assistant["role"] == "assistant"
+        assert user["content"] == assistant["content"] and user["content"] in {"my card is lost", "how do I top up?"}
+    with pytest.raises(ValueError, match="non-empty"):
+        copy_exercises(["", " "], 3, seed=0)

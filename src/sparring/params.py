@@ -136,6 +136,7 @@ class Model(_Strict):
     num_kv_heads: int = Field(2, ge=1)
     intermediate_size: int = Field(512, ge=8)
     max_position_embeddings: int = Field(4096, ge=128)
+    tie_word_embeddings: bool = False  # share the input embedding with the output layer
     name_or_path: str | None = None  # a local folder, a hub id, or smollm2-135m-instruct → pretrained + LoRA
     lora: dict[str, Any] | None = None  # peft LoraConfig arguments
 
@@ -168,6 +169,12 @@ class AgentSFT(SFT):
 
 class SimulatorSFT(SFT):
     scripted_episodes: int = Field(500, ge=0)  # cooperative episodes: teach giving the identity facts when asked
+    # Phase 0 before SFT, for a model built from config: steps of the copy drill (utterance -> the same utterance;
+    # 0: none) at this batch size and learning rate. It is what lets the tiny model use its goal at all.
+    openings: int | None = Field(1000, ge=0)  # ingested utterances used as one-turn openings (null: all)
+    copy_steps: int = Field(0, ge=0)
+    copy_batch_size: int = Field(8, ge=1)
+    copy_learning_rate: float = Field(2e-3, gt=0, le=1)
     eval_scenarios: int = Field(120, ge=1)
     max_new_tokens: int = Field(64, ge=8)
 

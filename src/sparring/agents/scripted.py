@@ -92,6 +92,10 @@ def identity_text(scenario: Scenario) -> str:
     )
 
 
+# The scenario's own utterance, in the goal: how this customer might first put the problem (a seed phrasing).
+SEED_PHRASING = "You might first put it like this: "
+
+
 def customer_goal(scenario: Scenario) -> str:
     """The hidden goal of an LM customer: its system message. Never contains the intent label itself."""
     tax = load_taxonomy()
@@ -106,12 +110,13 @@ def customer_goal(scenario: Scenario) -> str:
         part
         for part in (
             "You are a customer of the bank, chatting with its support agent. Write only your own messages.",
-            f"Your problem: {tax.intents[scenario.intent].description}",
-            f"What you know about it: {details}" if details else "",
             f"When the agent asks you to verify your identity, give these details: {identity_text(scenario)}",
             f"How you behave: {behaviour}",
             "Never name a category or label for your problem; describe it in your own words.",
             "When it is solved, thank the agent and say goodbye.",
+            f"Your problem: {tax.intents[scenario.intent].description}",
+            f"What you know about it: {details}" if details else "",
+            f"{SEED_PHRASING}{scenario.utterance.strip()}" if scenario.utterance.strip() else "",
         )
         if part
     )

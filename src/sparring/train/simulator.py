@@ -18,7 +18,10 @@ Three sources:
     :func:`~sparring.agents.scripted.customer_goal`, the system message rollouts give an LM customer, and they
     show the simulator giving the identity its goal lists when asked: without that no agent can ever pass.
 
-Every goal follows ``customer_goal``'s layout, so the trained simulator plays in rollouts unchanged.
+Every goal follows ``customer_goal``'s layout, so the trained simulator plays in rollouts unchanged. Goals end
+with the problem and a seed phrasing: in rollouts the scenario's own utterance, in training another customer's
+words for the same intent (so the simulator learns to reword a seed, not to copy it). A tiny model from scratch
+first needs a copy drill (:func:`copy_exercises`) to use any of its goal: see the session note's measurements.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from typing import Any
 import polars as pl
 
 from sparring.agents.chat import swap_roles
-from sparring.agents.scripted import PERSONA_BEHAVIOUR, CooperativeCustomer, ExpertAgent
+from sparring.agents.scripted import PERSONA_BEHAVIOUR, SEED_PHRASING, CooperativeCustomer, ExpertAgent
 from sparring.rollout import Episode, run_episodes
 from sparring.world.scenarios import Scenario
 from sparring.world.taxonomy import load_taxonomy
@@ -119,6 +122,7 @@ def goal_text(
     identity: str = "",
     outcome: str | None = None,
     details: str = "",
+    seed_phrasing: str = "",
 ) -> str:
     """A hidden goal in :func:`~sparring.agents.scripted.customer_goal`'s layout, from parts; ``outcome``
     (resolved | escalated | abandoned) adds how the session should end. Never contains the intent label."""
@@ -127,29 +131,31 @@ def goal_text(
         part
         for part in (
             INTRO,
-            f"Your problem: {description}",
-            f"What you know about it: {details}" if details else "",
             f"When the agent asks you to verify your identity, give these details: {identity}" if identity else "",
             f"How you behave: {behaviour}" if behaviour else "",
             OUTCOME_HINTS.get(outcome or "", ""),
             NO_LABEL,
             GOODBYE,
+            f"Your problem: {description}",
+            f"What you know about it: {details}" if details else "",
+            f"{SEED_PHRASING}{seed_phrasing.strip()}" if seed_phrasing.strip() else "",
         )
         if part
     )
 
 
-def dialogue_goal(row: Mapping[str, Any], with_outcome: bool = False) -> str:
+def dialogue_goal(row: Mapping[str, Any], with_outcome: bool = False, seed_phrasing: str = "") -> str:
     """The goal of a dialogue row (``intent``, ``persona``, ``outcome``, ``turns``)."""
     return goal_text(
         row["intent"],
         PERSONA_BEHAVIOUR.get(str(row.get("persona") or ""), ""),
         identity_sentence(extract_identity(row["turns"])),
         row.get("outcome") if with_outcome else None,
+        seed_phrasing=seed_phrasing,
     )
 
 
-def dialogue_view(row: Mapping[str, Any], with_outcome: bool = False) -> list[dict[str, str]]:
+def dialogue_view(row: Mapping[str, Any], with_outcome: bool = False, seed_phrasing: str = "") -> list[dict[str, str]]:
     """A dialogue in the customer's view: goal, then agent turns as ``user``, the customer's as ``assistant``.
 
     Dialogues may end on the agent's closing turn; kept, it costs no loss and shows how sessions end."""
@@ -158,13 +164,14 @@ def dialogue_view(row: Mapping[str, Any], with_outcome: bool = False) -> list[di
         for t in row["turns"]
         if str(t.get("text") or "").strip()
     ]
-    return swap_roles(agent_view, dialogue_goal(row, with_outcome))
+    return swap_roles(agent_view, dialogue_goal(row, with_outcome, seed_phrasing))
 
 
-def utterance_view(text: str, intent: str, style: str = "") -> list[dict[str, str]]:
-    """A one-turn opening: goal from intent + style, the utterance as the customer's first message."""
+def utterance_view(text: str, intent: str, style: str = "", seed_phrasing: str = "") -> list[dict[str, str]]:
+    """A one-turn opening: goal from intent + style (+ a seed phrasing), the utterance as the customer's first
+    message."""
     return [
-        {"role": "system", "content": goal_text(intent, STYLE_BEHAVIOUR.get(style, ""))},
+        {"role": "system", "content": goal_text(intent, STYLE_BEHAVIOUR.get(style, ""), seed_phrasing=seed_phrasing)},
         {"role": "assistant", "content": text.strip()},
     ]
 
@@ -191,6 +198,7 @@ def simulator_conversations(
     *,
     max_utterances: int | None = 1000,
     outcome_hint_p: float = 0.5,
+    seed_from: str = "other",
 ) -> list[list[dict[str, str]]]:
     """SFT conversations for the simulator, in the customer's view, shuffled (deterministic in ``seed``).
 
@@ -203,18 +211,54 @@ def simulator_conversations(
         raise ValueError("outcome_hint_p must be in [0, 1]")
     rng = random.Random(f"simulator:{seed}")
     known = set(load_taxonomy().intents)
+    rows = [r for r in utterances.iter_rows(named=True) if r["intent"] in known and str(r["text"]).strip()]
+    by_intent: dict[str, list[str]] = {}
+    for r in rows:
+        by_intent.setdefault(r["intent"], []).append(str(r["text"]).strip())
+
+    def seed_phrasing(intent: str, own: str = "") -> str:
+        # "other": another customer's words for the same problem (the simulator learns to reword a seed);
+        # "own": the opening itself (it learns to open with its seed, as the scripted customer does).
+        if seed_from == "own" and own.strip():
+            return own.strip()
+        pool = [text for text in by_intent.get(intent, []) if text != own.strip()]
+        return rng.choice(pool) if pool and seed_from != "none" else ""
+
     conversations: list[list[dict[str, str]]] = []
     for row in dialogues.iter_rows(named=True):
         if row["intent"] not in known or not any(t["role"] == "customer" for t in row["turns"]):
             continue
-        conversations.append(dialogue_view(row, with_outcome=rng.random() < outcome_hint_p))
-    rows = [r for r in utterances.iter_rows(named=True) if r["intent"] in known and str(r["text"]).strip()]
+        with_outcome = rng.random() < outcome_hint_p
+        opening = next(str(t["text"]) for t in row["turns"] if t["role"] == "customer")
+        conversations.append(dialogue_view(row, with_outcome, seed_phrasing(row["intent"], opening)))
     if max_utterances is not None and len(rows) > max_utterances:
         rows = rng.sample(rows, max_utterances)
-    conversations += [utterance_view(r["text"], r["intent"], str(r.get("style") or "")) for r in rows]
+    conversations += [
+        utterance_view(r["text"], r["intent"], str(r.get("style") or ""), seed_phrasing(r["intent"], r["text"]))
+        for r in rows
+    ]
     for episode in episodes or ():
         view = episode_view(episode)
         if any(m["role"] == "assistant" for m in view):
             conversations.append(view)
     rng.shuffle(conversations)
     return conversations
+
+
+def copy_exercises(texts: Sequence[str], n: int, seed: int) -> list[list[dict[str, str]]]:
+    """``n`` conversations ``user: text`` / ``assistant: the same text``, texts drawn with replacement.
+
+    A copy drill: a tiny model trained from scratch does not learn to copy from its context within an SFT budget
+    (measured: goal-conditioned openings stayed at chance faithfulness in six variants, one with the intent's
+    label in the goal, one asked to repeat its seed word for word). Repeating texts it has just read is the
+    plainest copy task; its loss drops sharply once the model has learned to look back and copy (measured: 2.4
+    after 600 steps, 0.8 after 2,500 at batch 8), and the SFT that follows starts from a model that can.
+    """
+    pool = [t.strip() for t in texts if t.strip()]
+    if not pool:
+        raise ValueError("copy_exercises needs at least one non-empty text")
+    rng = random.Random(f"copy:{seed}")
+    return [
+        [{"role": "user", "content": text}, {"role": "assistant", "content": text}]
+        for text in (rng.choice(pool) for _ in range(n))
+    ]
