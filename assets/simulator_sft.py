@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import polars as pl
 from transformers import AutoTokenizer
 
@@ -14,7 +12,7 @@ from sparring.evaluate.fidelity import simulator_fidelity
 from sparring.judge.models import IntentOracle, RealismDiscriminator
 from sparring.train.checkpoints import model_spec, save_checkpoint, sft_settings
 from sparring.train.sft import train_sft
-from sparring.train.simulator import copy_exercises, scripted_episodes, simulator_conversations
+from sparring.train.simulator import copy_drill, scripted_episodes, simulator_conversations
 from sparring.world.scenarios import load_scenarios
 
 STAGE = Stage(
@@ -44,19 +42,19 @@ def simulator_sft(ctx: StageContext) -> StageOutput:
     )
     model = build_model(model_spec(p.model, p.seed), tokenizer)
     settings, scratch = sft_settings(cfg, p.seed), ctx.root / "scratch" / "simulator_sft"
-    curves, copy_seconds, copy_loss = [], 0.0, None
+    curves, copied = [], None
     if cfg.copy_steps and p.model.name_or_path is None:  # phase 0, for a model from config (a pretrained one copies)
-        drill = replace(
+        copied = copy_drill(
+            model,
+            tokenizer,
+            utterances["text"].to_list(),
             settings,
-            max_steps=cfg.copy_steps,
-            batch_size=cfg.copy_batch_size,
-            learning_rate=cfg.copy_learning_rate,
-            warmup_steps=max(1, cfg.copy_steps // 100),
-            max_length=512,
+            cfg.copy_steps,
+            cfg.copy_batch_size,
+            cfg.copy_learning_rate,
+            scratch / "copy",
         )
-        exercises = copy_exercises(utterances["text"].to_list(), cfg.copy_steps * cfg.copy_batch_size, p.seed)
-        copied = train_sft(model, tokenizer, exercises, drill, scratch / "copy")
-        model, copy_seconds, copy_loss = copied.model, copied.seconds, copied.final_loss
+        model = copied.model
         curves += [{**c, "phase": 0} for c in copied.curves]
     result = train_sft(  # loss on the customer's own turns only (assistant in its view): TRACER stage 1
         model, tokenizer, conversations, settings, scratch
@@ -83,6 +81,6 @@ def simulator_sft(ctx: StageContext) -> StageOutput:
         "train_tokens_per_s": round(result.tokens_per_s, 1),
         "final_loss": result.final_loss,
     }
-    if copy_loss is not None:
-        metrics.update(copy_drill_seconds=round(copy_seconds, 2), copy_drill_final_loss=copy_loss)
+    if copied is not None:
+        metrics.update(copy_drill_seconds=round(copied.seconds, 2), copy_drill_final_loss=copied.final_loss)
     return StageOutput(metrics=metrics)

@@ -19,6 +19,7 @@ from sparring.agents.scripted import (
     CooperativeCustomer,
     customer_goal,
     describe_slots,
+    goal_text,
     identity_text,
 )
 from sparring.agents.tokenizer import train_tokenizer
@@ -27,9 +28,9 @@ from sparring.evaluate.fidelity import dtw_distance, heldout_perplexity, simulat
 from sparring.judge.models import IntentOracle, OracleConfig, RealismDiscriminator
 from sparring.train.sft import SFTSettings, train_sft
 from sparring.train.simulator import (
+    copy_drill,
     copy_exercises,
     extract_identity,
-    goal_text,
     scripted_episodes,
     simulator_conversations,
 )
@@ -143,6 +144,8 @@ def test_openings_are_seeded_with_another_customers_words_for_the_same_problem()
     assert all(c[0]["content"].endswith(SEED_PHRASING + c[1]["content"]) for c in own)
     none = simulator_conversations(generate_dialogues(0, 0), utterances, seed=0, seed_from="none")
     assert not any(SEED_PHRASING in c[0]["content"] for c in none)
+    with pytest.raises(ValueError, match="seed_from"):
+        simulator_conversations(generate_dialogues(0, 0), utterances, seed=0, seed_from="others")
 
 
 def test_goal_layout_matches_customer_goal(data):
@@ -234,3 +237,21 @@ def test_copy_exercises_repeat_the_text_and_refuse_an_empty_pool():
         assert user["content"] == assistant["content"] and user["content"] in {"my card is lost", "how do I top up?"}
     with pytest.raises(ValueError, match="non-empty"):
         copy_exercises(["", " "], 3, seed=0)
+
+
+def test_copy_drill_trains_the_given_steps_and_lowers_copy_loss(data, tok, tmp_path):
+    texts = data["utterances"]["text"].to_list()
+    heldout = [tok.apply_chat_template(c, tokenize=False) for c in copy_exercises(texts, 16, seed=99)]
+
+    def copy_loss(model) -> float:
+        batch = tok(heldout, return_tensors="pt", padding=True, add_special_tokens=False)
+        labels = batch["input_ids"].masked_fill(batch["attention_mask"] == 0, -100)
+        with torch.no_grad():
+            return float(model(**batch, labels=labels).loss)
+
+    model = build_model(SPEC, tok)
+    before = copy_loss(model)
+    settings = SFTSettings(learning_rate=3e-3, logging_steps=5, seed=0)
+    result = copy_drill(model, tok, texts, settings, steps=30, batch_size=8, learning_rate=3e-3, output_dir=tmp_path)
+    assert max(c.get("step", 0) for c in result.curves) == 30
+    assert copy_loss(result.model.eval()) < before - 0.5, before

@@ -169,9 +169,9 @@ class AgentSFT(SFT):
 
 class SimulatorSFT(SFT):
     scripted_episodes: int = Field(500, ge=0)  # cooperative episodes: teach giving the identity facts when asked
+    openings: int | None = Field(1000, ge=0)  # ingested utterances used as one-turn openings (null: all)
     # Phase 0 before SFT, for a model built from config: steps of the copy drill (utterance -> the same utterance;
     # 0: none) at this batch size and learning rate. It is what lets the tiny model use its goal at all.
-    openings: int | None = Field(1000, ge=0)  # ingested utterances used as one-turn openings (null: all)
     copy_steps: int = Field(0, ge=0)
     copy_batch_size: int = Field(8, ge=1)
     copy_learning_rate: float = Field(2e-3, gt=0, le=1)

@@ -18,10 +18,10 @@ Three sources:
     :func:`~sparring.agents.scripted.customer_goal`, the system message rollouts give an LM customer, and they
     show the simulator giving the identity its goal lists when asked: without that no agent can ever pass.
 
-Every goal follows ``customer_goal``'s layout, so the trained simulator plays in rollouts unchanged. Goals end
-with the problem and a seed phrasing: in rollouts the scenario's own utterance, in training another customer's
-words for the same intent (so the simulator learns to reword a seed, not to copy it). A tiny model from scratch
-first needs a copy drill (:func:`copy_exercises`) to use any of its goal: see the session note's measurements.
+Every goal is built by :func:`~sparring.agents.scripted.goal_text`, as ``customer_goal``'s is, so the trained
+simulator plays in rollouts unchanged. Goals end with the problem and a seed phrasing: in rollouts the scenario's
+own utterance, in training another customer's words for the same intent (so the simulator learns to reword a
+seed, not to copy it). A tiny model from scratch first needs :func:`copy_drill` to use any of its goal.
 """
 
 from __future__ import annotations
@@ -29,25 +29,22 @@ from __future__ import annotations
 import random
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import polars as pl
 
 from sparring.agents.chat import swap_roles
-from sparring.agents.scripted import PERSONA_BEHAVIOUR, SEED_PHRASING, CooperativeCustomer, ExpertAgent
+from sparring.agents.scripted import PERSONA_BEHAVIOUR, CooperativeCustomer, ExpertAgent, goal_text
 from sparring.rollout import Episode, run_episodes
+from sparring.train.sft import SFTResult, SFTSettings, train_sft
 from sparring.world.scenarios import Scenario
 from sparring.world.taxonomy import load_taxonomy
 
-INTRO = "You are a customer of the bank, chatting with its support agent. Write only your own messages."
-NO_LABEL = "Never name a category or label for your problem; describe it in your own words."
-GOODBYE = "When it is solved, thank the agent and say goodbye."
-# How a real session ended, as the customer can steer it (TRACER's outcome level).
-OUTCOME_HINTS: dict[str, str] = {
-    "resolved": "How it goes: you stay until the agent has solved it.",
-    "escalated": "How it goes: the agent ends up passing you to a colleague.",
-    "abandoned": "How it goes: you lose patience and leave before it is solved.",
-}
+# Where a training goal's seed phrasing comes from: "other": another customer's words for the same intent (the
+# simulator learns to reword a seed); "own": the opening itself (to open with it verbatim); "none": no seed.
+SEED_SOURCES = ("other", "own", "none")
 # Utterance styles that have no persona of their own.
 STYLE_BEHAVIOUR: dict[str, str] = {
     "cooperative": PERSONA_BEHAVIOUR["cooperative"],
@@ -116,34 +113,6 @@ def identity_sentence(facts: Mapping[str, str]) -> str:
     return body[0].upper() + body[1:] + "."
 
 
-def goal_text(
-    intent: str,
-    behaviour: str = "",
-    identity: str = "",
-    outcome: str | None = None,
-    details: str = "",
-    seed_phrasing: str = "",
-) -> str:
-    """A hidden goal in :func:`~sparring.agents.scripted.customer_goal`'s layout, from parts; ``outcome``
-    (resolved | escalated | abandoned) adds how the session should end. Never contains the intent label."""
-    description = load_taxonomy().intents[intent].description
-    return " ".join(
-        part
-        for part in (
-            INTRO,
-            f"When the agent asks you to verify your identity, give these details: {identity}" if identity else "",
-            f"How you behave: {behaviour}" if behaviour else "",
-            OUTCOME_HINTS.get(outcome or "", ""),
-            NO_LABEL,
-            GOODBYE,
-            f"Your problem: {description}",
-            f"What you know about it: {details}" if details else "",
-            f"{SEED_PHRASING}{seed_phrasing.strip()}" if seed_phrasing.strip() else "",
-        )
-        if part
-    )
-
-
 def dialogue_goal(row: Mapping[str, Any], with_outcome: bool = False, seed_phrasing: str = "") -> str:
     """The goal of a dialogue row (``intent``, ``persona``, ``outcome``, ``turns``)."""
     return goal_text(
@@ -209,6 +178,8 @@ def simulator_conversations(
     ``outcome_hint_p``: share of dialogue goals that say how the session ends."""
     if not 0.0 <= outcome_hint_p <= 1.0:
         raise ValueError("outcome_hint_p must be in [0, 1]")
+    if seed_from not in SEED_SOURCES:
+        raise ValueError(f"seed_from must be one of {SEED_SOURCES}, got {seed_from!r}")
     rng = random.Random(f"simulator:{seed}")
     known = set(load_taxonomy().intents)
     rows = [r for r in utterances.iter_rows(named=True) if r["intent"] in known and str(r["text"]).strip()]
@@ -216,13 +187,13 @@ def simulator_conversations(
     for r in rows:
         by_intent.setdefault(r["intent"], []).append(str(r["text"]).strip())
 
-    def seed_phrasing(intent: str, own: str = "") -> str:
-        # "other": another customer's words for the same problem (the simulator learns to reword a seed);
-        # "own": the opening itself (it learns to open with its seed, as the scripted customer does).
-        if seed_from == "own" and own.strip():
+    def seed_phrasing(intent: str, own: str) -> str:
+        if seed_from == "none":
+            return ""
+        if seed_from == "own":
             return own.strip()
         pool = [text for text in by_intent.get(intent, []) if text != own.strip()]
-        return rng.choice(pool) if pool and seed_from != "none" else ""
+        return rng.choice(pool) if pool else ""
 
     conversations: list[list[dict[str, str]]] = []
     for row in dialogues.iter_rows(named=True):
@@ -262,3 +233,31 @@ def copy_exercises(texts: Sequence[str], n: int, seed: int) -> list[list[dict[st
         [{"role": "user", "content": text}, {"role": "assistant", "content": text}]
         for text in (rng.choice(pool) for _ in range(n))
     ]
+
+
+def copy_drill(
+    model: Any,
+    tokenizer: Any,
+    texts: Sequence[str],
+    settings: SFTSettings,
+    steps: int,
+    batch_size: int,
+    learning_rate: float,
+    output_dir: Path,
+) -> SFTResult:
+    """Phase 0 of the simulator's SFT, for a model trained from scratch: ``steps`` optimizer steps of
+    :func:`copy_exercises` over ``texts`` (``settings`` gives the rest: seed, Adam betas, schedule).
+
+    Measured on the default model (120 held-out scenarios): without it the simulator's openings stayed at chance
+    faithfulness (0.013) in six variants; with 2,500 steps at batch 8 (~3 min) before 2 SFT epochs, 0.158,
+    and held-out perplexity 12.6 instead of 23."""
+    drill = replace(
+        settings,
+        max_steps=steps,
+        batch_size=batch_size,
+        learning_rate=learning_rate,
+        warmup_steps=max(1, steps // 100),
+        max_length=512,  # one utterance, twice
+    )
+    exercises = copy_exercises(texts, steps * batch_size, settings.seed)
+    return train_sft(model, tokenizer, exercises, drill, output_dir)
