@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import polars as pl
 from transformers import AutoTokenizer
 
@@ -34,7 +36,10 @@ def agent_sft(ctx: StageContext) -> StageOutput:
     # Cooperative customers only: concealment styles are for co-evolution to discover.
     demos = expert_demonstrations(load_scenarios(data / "scenarios" / "train.jsonl")[: cfg.demos], p.seed)
     train, test = (pl.read_parquet(data / "ingest" / f"{s}.parquet") for s in ("train", "test"))
-    model = build_model(model_spec(p.model, p.seed), tokenizer)
+    spec = model_spec(p.model, p.seed)
+    if cfg.tie_word_embeddings is not None:
+        spec = replace(spec, tie_word_embeddings=cfg.tie_word_embeddings)
+    model = build_model(spec, tokenizer)
     result = warm_start(
         model,
         tokenizer,

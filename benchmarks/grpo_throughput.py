@@ -26,7 +26,6 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
-import polars as pl
 import torch
 from transformers import TrainerCallback
 
@@ -34,10 +33,9 @@ from sparring.agents.chat import known_intents
 from sparring.agents.models import ModelSpec, build_model, count_parameters
 from sparring.agents.scripted import CooperativeCustomer, customer_goal
 from sparring.agents.tokenizer import train_tokenizer
-from sparring.data.synthetic import generate_utterances
+from sparring.data.synthetic import utterance_frame
 from sparring.train.grpo import GRPOSettings, build_trainer, make_rollout_func
 from sparring.world.scenarios import sample_scenarios
-from sparring.world.taxonomy import load_taxonomy
 
 
 class RandomRewards:
@@ -59,15 +57,6 @@ class StepTimer(TrainerCallback):
 
     def on_step_end(self, args, state, control, **kwargs):
         self.seconds.append(time.perf_counter() - self.t)
-
-
-def utterance_frame(per_intent: int, seed: int) -> pl.DataFrame:
-    tools = {name: spec.tool for name, spec in load_taxonomy().intents.items()}
-    return generate_utterances(per_intent, seed).with_columns(
-        id=pl.format("syn-{}-{}", pl.lit(seed), pl.int_range(pl.len())),
-        tool=pl.col("intent").replace_strict(tools),
-        source=pl.lit("synthetic"),
-    )
 
 
 def layout(batch: dict, pad: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, int]:

@@ -20,7 +20,6 @@ import argparse
 import json
 import time
 
-import polars as pl
 import torch
 
 from sparring.agents.chat import known_intents
@@ -28,21 +27,9 @@ from sparring.agents.models import ModelSpec, build_model, count_parameters
 from sparring.agents.policies import LMPolicy
 from sparring.agents.scripted import customer_goal
 from sparring.agents.tokenizer import train_tokenizer
-from sparring.data.synthetic import generate_utterances
+from sparring.data.synthetic import utterance_frame
 from sparring.rollout import RolloutStats, run_episodes
 from sparring.world.scenarios import sample_scenarios
-from sparring.world.taxonomy import load_taxonomy
-
-
-def utterance_frame(per_intent: int, seed: int) -> pl.DataFrame:
-    """Synthetic utterances with the columns scenarios are sampled from (id, text, intent, tool, style, source)."""
-    tools = {name: spec.tool for name, spec in load_taxonomy().intents.items()}
-    frame = generate_utterances(per_intent, seed)
-    return frame.with_columns(
-        id=pl.format("syn-{}-{}", pl.lit(seed), pl.int_range(pl.len())),
-        tool=pl.col("intent").replace_strict(tools),
-        source=pl.lit("synthetic"),
-    )
 
 
 def policies(models: tuple, tok, args: argparse.Namespace, reuse_kv: bool = True) -> tuple[LMPolicy, LMPolicy]:

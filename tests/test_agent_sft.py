@@ -49,3 +49,20 @@ def test_quick_agent_routes_heldout_utterances_far_above_chance(tmp_path):
     assert len(heldout) >= 30 and len(set(heldout["intent"].to_list())) == len(INTENTS)
     assert before < 0.35  # an untrained model names no intent, or a random one
     assert after >= 0.45, (before, after)  # chance: 1/6; measured 0.54-0.65 over tokenizer and epoch variants
+
+
+def test_intent_examples_are_read_as_the_agent_reads_a_customer_opening():
+    """Phase 2's exchanges render exactly as ``route_utterances`` prompts the agent (system prompt included),
+    followed by the intent: trained without the system prompt, a model read with it lost 0.44 of its
+    Banking77 held-out accuracy (0.82 -> 0.38)."""
+    from sparring.rollout import agent_opening
+    from sparring.train.sft import flatten
+
+    tok = train_tokenizer(_frame(4, seed=1)["text"].to_list(), vocab_size=500, intents=sorted(load_taxonomy().intents))
+    text, intent = "  my card still has not arrived ", "card_arrival"
+    [example] = intent_examples([text], [intent])
+    rendered = tok.apply_chat_template(flatten(example), tokenize=False)
+    prompt = tok.apply_chat_template(agent_opening(text), add_generation_prompt=True, tokenize=False)
+    assert "customer support agent" in prompt and "my card still has not arrived<" in prompt
+    assert rendered.startswith(prompt) and rendered[len(prompt) :].startswith(f"<intent>{intent}")
+    assert intent_examples([text, " "], [intent, intent], system=None) == [example[1:]]  # no system; blanks dropped

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import polars as pl
 import pytest
 import torch
 
@@ -16,7 +15,7 @@ from sparring.agents.scripted import (
     customer_goal,
 )
 from sparring.agents.tokenizer import train_tokenizer
-from sparring.data.synthetic import generate_utterances
+from sparring.data.synthetic import generate_utterances, utterance_frame
 from sparring.rollout import RolloutStats, episode_metrics, run_episodes
 from sparring.world.events import UNAUTHENTICATED
 from sparring.world.scenarios import sample_scenarios
@@ -24,16 +23,6 @@ from sparring.world.taxonomy import load_taxonomy
 
 torch.set_num_threads(1)
 TAX = load_taxonomy()
-
-
-def utterance_frame(per_intent: int, seed: int) -> pl.DataFrame:
-    """A synthetic utterances frame with the ingest columns: id, text, intent, tool, style, source."""
-    frame = generate_utterances(per_intent, seed)
-    return frame.with_columns(
-        id=pl.format("syn-{}-{}", pl.lit(seed), pl.int_range(pl.len())),
-        tool=pl.col("intent").replace_strict({name: i.tool for name, i in TAX.intents.items()}),
-        source=pl.lit("synthetic"),
-    ).select("id", "text", "intent", "tool", "style", "source")
 
 
 @pytest.fixture(scope="module")
@@ -187,3 +176,31 @@ def test_scripted_randomness_ignores_order_but_separates_copies(heldout):
     backward = run_episodes([b, a], RandomAgent(seed=1), CooperativeCustomer(), max_turns=4, seed=5)
     assert forward[0].messages == backward[1].messages and forward[1].messages == backward[0].messages
     assert forward[2].messages != forward[0].messages  # the second copy of a scenario plays differently
+
+
+def test_tool_results_render_listings_as_tables_with_each_row_id_last(heldout):
+    """A listing of two or more objects becomes a header row plus one row per object, the object's id last (a
+    causal model then reads the id after the facts it is described by); nothing the agent needs is dropped."""
+    import json
+
+    from sparring.rollout import render_tool_result
+    from sparring.world.scenarios import build_world
+    from sparring.world.tools import account_view
+    from sparring.world.vocab import TARGETS
+
+    seen = set()
+    for sc in heldout:
+        world = build_world(sc)
+        view = account_view(world.customers[sc.identity["customer_id"]])
+        rendered = json.loads(render_tool_result(view))
+        for id_key, listing in TARGETS.values():
+            objects = view.get(listing) or []
+            if len(objects) < 2:
+                continue
+            header, *rows = rendered[listing]
+            assert header[-1] == id_key, (listing, header)
+            assert [row[-1] for row in rows] == [o[id_key] for o in objects]
+            facts = dict(zip(header, rows[0], strict=True))
+            assert all(facts[k] == v for k, v in objects[0].items() if v not in (None, False, "", [], {})), listing
+            seen.add(listing)
+    assert {"transactions", "cards", "transfers"} <= seen

@@ -6,7 +6,6 @@ import math
 import zlib
 
 import numpy as np
-import polars as pl
 import pytest
 import torch
 
@@ -23,7 +22,7 @@ from sparring.agents.scripted import (
     identity_text,
 )
 from sparring.agents.tokenizer import train_tokenizer
-from sparring.data.synthetic import OUTCOMES, generate_dialogues, generate_utterances
+from sparring.data.synthetic import OUTCOMES, generate_dialogues, utterance_frame
 from sparring.evaluate.fidelity import dtw_distance, heldout_perplexity, simulator_fidelity
 from sparring.judge.models import IntentOracle, OracleConfig, RealismDiscriminator
 from sparring.train.sft import SFTSettings, train_sft
@@ -48,15 +47,6 @@ FIDELITY_NAMES = (
     "trajectory_distance",
     "identity_given_rate",
 )
-
-
-def utterance_frame(per_intent: int, seed: int) -> pl.DataFrame:
-    frame = generate_utterances(per_intent, seed)
-    return frame.with_columns(
-        id=pl.format("sim-{}-{}", pl.lit(seed), pl.int_range(pl.len())),
-        tool=pl.col("intent").replace_strict({name: i.tool for name, i in TAX.intents.items()}),
-        source=pl.lit("synthetic"),
-    )
 
 
 def hashed_embedder(texts: list[str]) -> np.ndarray:

@@ -15,7 +15,7 @@ from typing import Any
 from sparring.agents.chat import parse_agent_message
 from sparring.agents.policies import Policy, TurnRequest
 from sparring.agents.scripted import CamouflagingCustomer, CooperativeCustomer
-from sparring.rollout import AGENT_SYSTEM_PROMPT, episode_metrics, run_episodes
+from sparring.rollout import AGENT_SYSTEM_PROMPT, agent_opening, episode_metrics, run_episodes
 from sparring.world.scenarios import Scenario
 from sparring.world.taxonomy import load_taxonomy
 
@@ -74,7 +74,7 @@ def route_utterances(
         chunk = texts[start : start + batch_size]
         requests = []
         for text in chunk:
-            messages = [{"role": "system", "content": system}, {"role": "user", "content": text.strip()}]
+            messages = agent_opening(text, system)
             ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True, return_dict=False)
             requests.append(TurnRequest(role="agent", prompt_ids=list(ids), messages=messages, scenario=None))  # type: ignore[arg-type]
         for out in agent_policy.act(requests):
