@@ -13,6 +13,7 @@ from sparring.agents.policies import LMPolicy
 from sparring.agents.scripted import CamouflagingCustomer, CooperativeCustomer
 from sparring.evaluate.agent import evaluate_agent, intent_accuracy
 from sparring.evaluate.baselines import tfidf_intent_accuracy
+from sparring.rollout import AGENT_SYSTEM_PROMPT
 from sparring.train.checkpoints import load_checkpoint, model_spec, save_checkpoint, sft_settings
 from sparring.train.demos import expert_demonstrations, warm_start
 from sparring.world.scenarios import load_scenarios
@@ -50,6 +51,7 @@ def agent_sft(ctx: StageContext) -> StageOutput:
         cfg.intent_epochs,
         cfg.intent_batch_size,
         ctx.root / "scratch" / "agent_sft",
+        intent_system=AGENT_SYSTEM_PROMPT if cfg.intent_system_prompt else None,
     )
     ctx.log.curves(result.curves)
     save_checkpoint(result.model, tokenizer, models / "agent_sft")

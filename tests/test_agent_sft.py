@@ -52,17 +52,17 @@ def test_quick_agent_routes_heldout_utterances_far_above_chance(tmp_path):
 
 
 def test_intent_examples_are_read_as_the_agent_reads_a_customer_opening():
-    """Phase 2's exchanges render exactly as ``route_utterances`` prompts the agent (system prompt included),
-    followed by the intent: trained without the system prompt, a model read with it lost 0.44 of its
-    Banking77 held-out accuracy (0.82 -> 0.38)."""
-    from sparring.rollout import agent_opening
+    """With the agent's system prompt, phase 1's exchanges render exactly as ``route_utterances`` and episodes
+    prompt the agent, followed by the intent (trained without it, an untied model prompted with it lost 0.44 of
+    its Banking77 held-out accuracy)."""
+    from sparring.rollout import AGENT_SYSTEM_PROMPT, agent_opening
     from sparring.train.sft import flatten
 
     tok = train_tokenizer(_frame(4, seed=1)["text"].to_list(), vocab_size=500, intents=sorted(load_taxonomy().intents))
     text, intent = "  my card still has not arrived ", "card_arrival"
-    [example] = intent_examples([text], [intent])
+    [example] = intent_examples([text], [intent], system=AGENT_SYSTEM_PROMPT)
     rendered = tok.apply_chat_template(flatten(example), tokenize=False)
     prompt = tok.apply_chat_template(agent_opening(text), add_generation_prompt=True, tokenize=False)
     assert "customer support agent" in prompt and "my card still has not arrived<" in prompt
     assert rendered.startswith(prompt) and rendered[len(prompt) :].startswith(f"<intent>{intent}")
-    assert intent_examples([text, " "], [intent, intent], system=None) == [example[1:]]  # no system; blanks dropped
+    assert intent_examples([text, " "], [intent, intent]) == [example[1:]]  # no system by default; blanks dropped

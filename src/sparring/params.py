@@ -159,11 +159,12 @@ class SFT(_Strict):
 
 class AgentSFT(SFT):
     demos: int = Field(1000, ge=1)  # expert episodes vs cooperative customers, from train scenarios
-    # Phase 1 before the demos: every ingested train utterance -> its intent (~50 tokens each with the agent's
-    # system prompt), loss on the whole text, this many passes (0: none) at this batch size: the routing decision
-    # at a fraction of a demo's cost.
+    # Phase 1 before the demos: every ingested train utterance -> its intent (~15 tokens each; ~50 after the
+    # agent's system prompt), loss on the whole text, this many passes (0: none) at this batch size: the routing
+    # decision at a fraction of a demo's cost.
     intent_epochs: float = Field(4.0, ge=0)
     intent_batch_size: int = Field(32, ge=1)
+    intent_system_prompt: bool = False  # phase 1 reads the agent's system prompt first, as episodes do
     tie_word_embeddings: bool | None = None  # the agent's own model.tie_word_embeddings (null: model's)
     eval_scenarios: int = Field(240, ge=1)  # held-out scenarios DA0 is measured on (≤ scenarios.n_heldout)
     max_new_tokens: int = Field(96, ge=8)

@@ -15,7 +15,7 @@ from typing import Any
 
 from sparring.agents.policies import Policy
 from sparring.agents.scripted import CamouflagingCustomer, CooperativeCustomer, ExpertAgent
-from sparring.rollout import AGENT_SYSTEM_PROMPT, agent_opening, run_episodes
+from sparring.rollout import agent_opening, run_episodes
 from sparring.train.sft import SFTResult, SFTSettings, flatten, train_sft
 from sparring.world.scenarios import Scenario
 
@@ -70,18 +70,19 @@ def demo_prefixes(demos: Iterable[Sequence[dict[str, Any]]]) -> list[list[dict[s
 
 
 def intent_examples(
-    texts: Sequence[str], intents: Sequence[str], system: str | None = AGENT_SYSTEM_PROMPT
+    texts: Sequence[str], intents: Sequence[str], system: str | None = None
 ) -> list[list[dict[str, Any]]]:
-    """``system`` / ``user: text`` / ``assistant: <intent>NAME`` conversations: the routing decision alone.
+    """``user: text`` / ``assistant: <intent>NAME`` conversations, after ``system`` if given: the routing decision
+    alone, as the agent reads a customer's opening (:func:`~sparring.rollout.agent_opening`).
 
     Intent is what routing hangs on, and a tiny model from scratch needs ~20k labelled utterances (passes) to
     learn it (DESIGN.md's probe); through whole demos that would cost ~40x the tokens.
 
-    The agent's system prompt comes first (:func:`~sparring.rollout.agent_opening`), as in every episode and in
-    ``route_utterances``. Measured on Banking77's held-out split, 6 epochs at batch 64, the agent prompted as in
-    episodes: 0.38 when trained without the system prompt (the same model scored 0.82 when prompted without it
-    too), 0.59 when trained with it. Chaining 16 exchanges per conversation was worse (0.19 held-out accuracy
-    after 6 epochs against 0.55 after 4 unchained): too few optimizer steps.
+    ``system``: the agent's system prompt, which every episode and ``route_utterances`` put first. Measured on
+    Banking77's held-out split (untied model, 6 epochs at batch 64, prompted as in episodes): 0.38 trained without
+    it (the same model scored 0.82 prompted without it too), 0.59 trained with it; a tied model did worse with it
+    (0.17 against 0.38 at 4 epochs, batch 32). Chaining 16 exchanges per conversation was worse (0.19 held-out
+    accuracy after 6 epochs against 0.55 after 4 unchained): too few optimizer steps.
     """
     if len(texts) != len(intents):
         raise ValueError(f"{len(texts)} texts but {len(intents)} intents")
@@ -102,11 +103,13 @@ def warm_start(
     intent_epochs: float,
     intent_batch_size: int,
     output_dir: Path,
+    intent_system: str | None = None,
 ) -> SFTResult:
     """DA0 in two phases: (1) utterance -> ``<intent>NAME`` exchanges with the loss on the whole text,
-    ``intent_epochs`` passes; (2) the expert demonstrations with ``settings`` (loss on the agent's turns).
+    ``intent_epochs`` passes, after ``intent_system`` if given (see :func:`intent_examples`); (2) the expert
+    demonstrations with ``settings`` (loss on the agent's turns).
 
-    Phase 1 is the routing decision at ~50 tokens an example, and its whole-text loss also teaches the model
+    Phase 1 is the routing decision at ~15-50 tokens an example, and its whole-text loss also teaches the model
     customers' language (DESIGN.md's probe: 86% with the loss on every token, 71% on the label only). Measured
     here: phase 1 alone (4 epochs, batch 32) reached 0.55 intent accuracy on held-out phrasings, mixing the
     exchanges into the demonstrations instead left the model at ~0.02. Curves carry a ``phase`` key.
@@ -117,7 +120,8 @@ def warm_start(
         phase1 = replace(
             settings, epochs=intent_epochs, batch_size=intent_batch_size, assistant_only_loss=False, max_length=256
         )
-        first = train_sft(model, tokenizer, intent_examples(texts, intents), phase1, output_dir / "intent")
+        examples = intent_examples(texts, intents, intent_system)
+        first = train_sft(model, tokenizer, examples, phase1, output_dir / "intent")
         model, seconds, tokens = first.model, first.seconds, first.train_tokens
         curves += [{**c, "phase": 1} for c in first.curves]
     second = train_sft(model, tokenizer, demos, settings, output_dir / "demos")
