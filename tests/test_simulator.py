@@ -231,7 +231,8 @@ def test_copy_exercises_repeat_the_text_and_refuse_an_empty_pool():
 
 def test_copy_drill_trains_the_given_steps_and_lowers_copy_loss(data, tok, tmp_path):
     texts = data["utterances"]["text"].to_list()
-    heldout = [tok.apply_chat_template(c, tokenize=False) for c in copy_exercises(texts, 16, seed=99)]
+    unseen = utterance_frame(1, 1)["text"].to_list()  # another generator seed: texts the drill never repeats
+    heldout = [tok.apply_chat_template(c, tokenize=False) for c in copy_exercises(unseen, 16, seed=99)]
 
     def copy_loss(model) -> float:
         batch = tok(heldout, return_tensors="pt", padding=True, add_special_tokens=False)

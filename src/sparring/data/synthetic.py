@@ -289,11 +289,11 @@ def generate_utterances(
     )
 
 
-def utterance_frame(per_intent: int, seed: int, **generate_kwargs: Any) -> pl.DataFrame:
+def utterance_frame(per_intent: int, seed: int) -> pl.DataFrame:
     """``generate_utterances`` with the columns scenarios are sampled from (id, text, intent, tool, style,
     source): a small utterance set for tests and benchmarks, without running ingestion."""
     tools = {name: spec.tool for name, spec in load_taxonomy().intents.items()}
-    frame = generate_utterances(per_intent, seed, **generate_kwargs)
+    frame = generate_utterances(per_intent, seed)
     return frame.with_columns(
         id=pl.format("syn-{}-{}", pl.lit(seed), pl.int_range(pl.len())),
         tool=pl.col("intent").replace_strict(tools),
