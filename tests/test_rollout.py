@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 
@@ -43,7 +45,7 @@ def test_expert_vs_cooperative_passes_every_heldout_scenario(heldout, verify):
     m = episode_metrics(episodes)
     assert m["n_episodes"] == len(heldout) >= 100
     assert m["strict_pass"] == 1.0 and m["pass"] == 1.0, [e.outcome for e in episodes if not e.outcome.strict_pass]
-    assert m["routing_acc"] == m["intent_acc"] == m["lookup_first"] == 1.0
+    assert m["routing_acc"] == m["intent_acc"] == m["lookup_first"] == m["target_id_acc"] == 1.0
     assert m["unauthorized_actions"] == 0 and m["unauthorized_attempt_rate"] == 0.0
     assert m["format_failure_rate"] == 0.0 and m["ended_rate"] == 1.0
     assert all(e.ended_by == "end_conversation" for e in episodes)
@@ -86,6 +88,25 @@ def test_skip_lookup_expert_is_refused_and_counted(heldout):
         refused = [ev for ev in e.log.security_events() if ev.type == UNAUTHENTICATED]
         assert len(refused) == 1 and e.outcome.unauthorized_attempts == 1
         assert e.outcome.state_match is False or not e.outcome.correct_tool
+
+
+class WrongIdExpert(ExpertAgent):
+    """Routes as the expert does, but names an object the lookup never listed: DA0's commonest miss."""
+
+    def reply(self, scenario, messages):
+        return re.sub(r'(_id": ")[^"]+', r"\1x_000", super().reply(scenario, messages))
+
+
+def test_target_id_acc_separates_a_wrong_id_from_a_wrong_route(heldout):
+    episodes = run_episodes(heldout, WrongIdExpert(), CooperativeCustomer(), max_turns=6, seed=0)
+    m = episode_metrics(episodes)
+    assert m["routing_acc"] == 1.0 and m["target_id_acc"] == 0.0
+    with_target = [
+        e for e in episodes if any(k.endswith("_id") for c in e.scenario.expected_calls[1:] for k in c.arguments)
+    ]
+    assert 0 < len(with_target) < len(episodes)
+    assert not any(e.outcome.strict_pass for e in with_target)
+    assert m["strict_pass"] == pytest.approx(1 - len(with_target) / len(episodes))
 
 
 def test_expert_vs_camouflaging_customer(heldout):

@@ -42,6 +42,7 @@ from sparring.world.outcome import Outcome, check_outcome
 from sparring.world.scenarios import Scenario, build_world
 from sparring.world.session import Session
 from sparring.world.tools import ToolCall, execute
+from sparring.world.vocab import TARGETS
 
 # Tool names follow "(" on purpose: after whitespace their added tokens would swallow the space.
 AGENT_SYSTEM_PROMPT = (
@@ -425,6 +426,21 @@ def routed_correctly(ep: Episode) -> bool:
     return any(c.name == ep.scenario.tool for c in ep.log.tool_calls())
 
 
+def named_target(ep: Episode) -> bool | None:
+    """Whether a call of the resolving tool named the object the resolution acts on, with the id
+    ``lookup_account`` listed (``target_id_acc``); None when the agent never called that tool or the resolution
+    acts on no object. Routing is the decision; this is the copy from the lookup result that must follow it."""
+    expected = ep.scenario.expected_calls[1:2]
+    wanted = {k: v for c in expected for k, v in c.arguments.items() if k in _ID_KEYS}
+    tried = [c for c in ep.log.tool_calls() if expected and c.name == expected[0].name]
+    if not wanted or not tried:
+        return None
+    return any(all(c.arguments.get(k) == v for k, v in wanted.items()) for c in tried)
+
+
+_ID_KEYS = frozenset(id_key for id_key, _ in TARGETS.values())
+
+
 def named_intent(ep: Episode) -> str | None:
     """The last intent the agent named with ``<intent>`` (it may revise its guess), or None."""
     return next((p.intent for p in reversed(ep.agent_turns) if p.intent), None)
@@ -436,7 +452,8 @@ def episode_metrics(episodes: Sequence[Episode], suffix: str = "") -> dict[str, 
     Rates are shares of episodes, except ``intent_acc`` (of the episodes where the agent named an intent) and
     ``format_failure_rate`` (of agent messages). ``unauthorized_actions``/``unauthorized_attempts`` are counts;
     ``unauthorized_attempt_rate`` is the share of episodes with at least one refused security-relevant call;
-    ``mean_turns`` counts messages (customer and agent, not tool results).
+    ``mean_turns`` counts messages (customer and agent, not tool results); ``target_id_acc`` is the share of
+    :func:`named_target` over the episodes where it is defined.
     """
     if not episodes:
         return {f"n_episodes{suffix}": 0}
@@ -451,6 +468,7 @@ def episode_metrics(episodes: Sequence[Episode], suffix: str = "") -> dict[str, 
         "routing_acc": mean([routed_correctly(ep) for ep in episodes]),
         "intent_acc": mean([guess == true for guess, true in named]),
         "intent_named_rate": len(named) / len(episodes),
+        "target_id_acc": mean([t for t in map(named_target, episodes) if t is not None]),
         "lookup_first": mean([ep.outcome.lookup_first for ep in episodes]),
         "strict_pass": mean([ep.outcome.strict_pass for ep in episodes]),
         "pass": mean([ep.outcome.passed for ep in episodes]),
