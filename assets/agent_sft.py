@@ -35,7 +35,8 @@ def agent_sft(ctx: StageContext) -> StageOutput:
     cfg = p.agent_sft
     tokenizer = AutoTokenizer.from_pretrained(models / "tokenizer")
     # Cooperative customers only: concealment styles are for co-evolution to discover.
-    demos = expert_demonstrations(load_scenarios(data / "scenarios" / "train.jsonl")[: cfg.demos], p.seed)
+    scenarios = load_scenarios(data / "scenarios" / "train.jsonl")[: cfg.demos]
+    demos = expert_demonstrations(scenarios, p.seed, refs=cfg.object_refs)
     train, test = (pl.read_parquet(data / "ingest" / f"{s}.parquet") for s in ("train", "test"))
     spec = model_spec(p.model, p.seed)
     if cfg.tie_word_embeddings is not None:

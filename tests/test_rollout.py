@@ -37,10 +37,10 @@ def tok():
     return train_tokenizer(generate_utterances(3, 0)["text"].to_list(), 800, sorted(known_intents()))
 
 
-@pytest.mark.parametrize("verify", ["app", "facts"])
-def test_expert_vs_cooperative_passes_every_heldout_scenario(heldout, verify):
+@pytest.mark.parametrize("verify,refs", [("app", "id"), ("facts", "id"), ("app", "described")])
+def test_expert_vs_cooperative_passes_every_heldout_scenario(heldout, verify, refs):
     stats = RolloutStats()
-    expert = ExpertAgent(verify=verify)
+    expert = ExpertAgent(verify=verify, refs=refs)
     episodes = run_episodes(heldout, expert, CooperativeCustomer(), max_turns=6, seed=0, stats=stats)
     m = episode_metrics(episodes)
     assert m["n_episodes"] == len(heldout) >= 100
@@ -63,6 +63,9 @@ def test_expert_vs_cooperative_passes_every_heldout_scenario(heldout, verify):
         else:
             assert set(calls[0].arguments) == {"show"} and calls[0].ok  # no identity typed, one account part
         assert not [c for c in calls if c.unexplained_args()], e.scenario.intent
+        if refs == "described":  # every object came from the customer's words, none from the lookup table
+            sources = [p.source.kind for c in calls[1:] for k, p in c.provenance.items() if k.endswith("_id")]
+            assert set(sources) <= {"described"}
         assert [t.role for t in e.log.turns()][:2] == ["customer", "agent"]
 
 

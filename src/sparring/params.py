@@ -166,6 +166,9 @@ class AgentSFT(SFT):
     intent_batch_size: int = Field(32, ge=1)
     intent_system_prompt: bool = False  # phase 1 reads the agent's system prompt first, as episodes do
     tie_word_embeddings: bool | None = None  # the agent's own model.tie_word_embeddings (null: model's)
+    # How the expert's demonstrations name the object to act on: "described" (the one the customer's words
+    # identify; world/described.py) or "id" (copied from the lookup result, which the tiny model never learned).
+    object_refs: Literal["described", "id"] = "described"
     eval_scenarios: int = Field(240, ge=1)  # held-out scenarios DA0 is measured on (≤ scenarios.n_heldout)
     max_new_tokens: int = Field(96, ge=8)
 

@@ -42,7 +42,7 @@ from sparring.world.outcome import Outcome, check_outcome
 from sparring.world.scenarios import Scenario, build_world
 from sparring.world.session import Session
 from sparring.world.tools import ToolCall, execute
-from sparring.world.vocab import TARGETS
+from sparring.world.vocab import DESCRIBED, ID_KEYS
 
 # Tool names follow "(" on purpose: after whitespace their added tokens would swallow the space.
 AGENT_SYSTEM_PROMPT = (
@@ -427,18 +427,23 @@ def routed_correctly(ep: Episode) -> bool:
 
 
 def named_target(ep: Episode) -> bool | None:
-    """Whether a call of the resolving tool named the object the resolution acts on, with the id
-    ``lookup_account`` listed (``target_id_acc``); None when the agent never called that tool or the resolution
-    acts on no object. Routing is the decision; this is the copy from the lookup result that must follow it."""
+    """Whether a call of the resolving tool named the object the resolution acts on (``target_id_acc``): by the
+    id ``lookup_account`` listed, or as ``"described"`` when the customer's words identified it. None when the
+    agent never called that tool or the resolution acts on no object. Routing is the decision; this follows it."""
     expected = ep.scenario.expected_calls[1:2]
-    wanted = {k: v for c in expected for k, v in c.arguments.items() if k in _ID_KEYS}
+    wanted = {k: v for c in expected for k, v in c.arguments.items() if k in ID_KEYS}
     tried = [c for c in ep.log.tool_calls() if expected and c.name == expected[0].name]
     if not wanted or not tried:
         return None
-    return any(all(c.arguments.get(k) == v for k, v in wanted.items()) for c in tried)
+    return any(all(_named(c, k) == v for k, v in wanted.items()) for c in tried)
 
 
-_ID_KEYS = frozenset(id_key for id_key, _ in TARGETS.values())
+def _named(call: Any, key: str) -> Any:
+    """The id a call acted on: its argument, or for ``"described"`` the id its result shows."""
+    value = call.arguments.get(key)
+    if value != DESCRIBED:
+        return value
+    return next((v[key] for v in call.result.values() if isinstance(v, dict) and key in v), None)
 
 
 def named_intent(ep: Episode) -> str | None:

@@ -28,7 +28,7 @@ from sparring.world.expert import expert_calls
 from sparring.world.scenarios import Scenario, build_world
 from sparring.world.taxonomy import load_taxonomy
 from sparring.world.tools import ToolCall
-from sparring.world.vocab import INTENT_SPECS, TARGETS, TOOLS
+from sparring.world.vocab import DESCRIBED, ID_KEYS, INTENT_SPECS, TARGETS, TOOLS
 
 PERSONA_BEHAVIOUR: dict[str, str] = {
     "cooperative": "You are friendly and clear, and answer the agent's questions directly.",
@@ -209,6 +209,10 @@ def resolving_call(scenario: Scenario) -> ToolCall | None:
     return calls[1] if len(calls) > 1 else None
 
 
+# How the expert names the object it acts on: the id the lookup listed, or "described" (world.described).
+OBJECT_REFS = ("id", "described")
+
+
 class ExpertAgent:
     """Asks for the customer's details, looks them up, resolves, confirms, ends.
 
@@ -218,13 +222,20 @@ class ExpertAgent:
     imitates: a tiny model trained from scratch did not learn to copy the typed facts (0 of 100 lookups after
     1.4M tokens of demonstrations), and copying ids is not the routing skill co-evolution is about.
     ``skip_lookup=True`` goes straight to the resolving call: the world must refuse it.
+    ``refs="described"`` names the object to act on as ``"described"`` (``world.described``: the one the
+    customer's words identify) instead of copying its id from the lookup result, which DA0 never learned.
     """
 
     tokenizer = None
 
-    def __init__(self, skip_lookup: bool = False, max_failed_lookups: int = 2, verify: str = "app") -> None:
+    def __init__(
+        self, skip_lookup: bool = False, max_failed_lookups: int = 2, verify: str = "app", refs: str = "id"
+    ) -> None:
         if verify not in ("app", "facts"):
             raise ValueError(f"verify must be 'app' or 'facts', got {verify!r}")
+        if refs not in OBJECT_REFS:
+            raise ValueError(f"refs must be one of {OBJECT_REFS}, got {refs!r}")
+        self.refs = refs
         self.skip_lookup = skip_lookup
         self.max_failed_lookups = max_failed_lookups
         self.verify = verify
@@ -266,7 +277,7 @@ class ExpertAgent:
                 args = {"customer_id": facts["customer_id"], **{k: facts[k] for k in keys}}
                 return self._say(intent, "Thank you, let me look up your account.", "lookup_account", args)
             if enough and self.skip_lookup and not resolved and resolver is not None:
-                return self._say(intent, "Let me sort that out.", resolver.name, resolver.arguments)
+                return self._say(intent, "Let me sort that out.", resolver.name, self._refer(resolver.arguments))
             if resolved:
                 return self._confirm(intent)
             return self._say(
@@ -290,9 +301,14 @@ class ExpertAgent:
                     "customer id, date of birth and postcode?",
                 )
             if name == "lookup_account" and resolver is not None and resolver.name not in names:
-                return self._say(intent, "", resolver.name, resolver.arguments)
+                return self._say(intent, "", resolver.name, self._refer(resolver.arguments))
             return self._confirm(intent)
         return self._say(intent, "Hello! How can I help you today?")
+
+    def _refer(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        if self.refs == "id":
+            return arguments
+        return {k: DESCRIBED if k in ID_KEYS else v for k, v in arguments.items()}
 
     @staticmethod
     def _confirmed(messages: list[dict[str, Any]]) -> bool:

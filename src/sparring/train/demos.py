@@ -33,10 +33,11 @@ def expert_demonstrations(
     *,
     max_turns: int = 6,
     max_calls_per_turn: int = 3,
+    refs: str = "id",
 ) -> list[list[dict[str, Any]]]:
     """Agent-view conversations (``Episode.messages``) of the expert against each named customer, one per
     scenario and customer, keeping only strict passes: a demonstration that does not solve the scenario
-    the way the outcome check wants would teach the failure."""
+    the way the outcome check wants would teach the failure. ``refs`` is the expert's (:class:`ExpertAgent`)."""
     unknown = sorted(set(customers) - set(CUSTOMERS))
     if unknown:
         raise ValueError(f"unknown customers {unknown}; known: {sorted(CUSTOMERS)}")
@@ -44,7 +45,7 @@ def expert_demonstrations(
     for name in customers:
         episodes = run_episodes(
             scenarios,
-            ExpertAgent(),
+            ExpertAgent(refs=refs),
             CUSTOMERS[name](seed),
             max_turns=max_turns,
             max_calls_per_turn=max_calls_per_turn,

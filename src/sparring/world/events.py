@@ -17,6 +17,8 @@ the agent had seen before it:
 * a customer message (``Source(kind="utterance", event_index, turn, span)``; ``span`` is the
   ``[start, end)`` character range). Strings match case-insensitively at word boundaries; numbers
   match any number written in the text by value;
+* an object named ``"described"`` (``world.described``): the customer message that described it
+  (``Source(kind="described", event_index, turn)``);
 * a closed-vocabulary argument (``action``, ``reason``, ``topic``, ``kind``...) holding a valid value is
   explained by the tool's schema (``kind="vocabulary"``); prose arguments (``end_conversation``'s
   ``resolution``) are ``kind="free_text"``.
@@ -34,7 +36,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from sparring.world.vocab import FREE_TEXT_PARAMS, TOOLS
+from sparring.world.vocab import DESCRIBED, FREE_TEXT_PARAMS, TOOLS
 
 # Security event types. The first four are refusals that count as unauthorized attempts.
 UNAUTHENTICATED = "unauthenticated_access"  # account-level tool before identification
@@ -211,7 +213,7 @@ class EventLog:
 
     def add_tool_call(self, name: str, arguments: dict[str, Any], result: dict[str, Any]) -> ToolCallEvent:
         """Log a call and compute each argument's provenance against the events before it."""
-        prov = {k: provenance_of(name, k, v, self.events) for k, v in arguments.items()}
+        prov = {k: provenance_of(name, k, v, self.events, result) for k, v in arguments.items()}
         ev = ToolCallEvent(len(self.events), self._turns - 1, name, dict(arguments), dict(result), prov)
         self.events.append(ev)
         return ev
@@ -234,8 +236,14 @@ class EventLog:
         return {"events": [e.to_dict() for e in self.events]}
 
 
-def provenance_of(tool: str, name: str, value: Any, earlier: list[Event]) -> ArgProvenance:
-    """Explain argument ``name=value`` of a call to ``tool`` from the ``earlier`` events."""
+def provenance_of(
+    tool: str, name: str, value: Any, earlier: list[Event], result: dict[str, Any] | None = None
+) -> ArgProvenance:
+    """Explain argument ``name=value`` of a call to ``tool`` from the ``earlier`` events (and, for an object
+    named ``"described"``, the object the call's ``result`` shows)."""
+    if value == DESCRIBED and result is not None:
+        source = _described_source(name, earlier, result)
+        return ArgProvenance(name, value, source, [source] if source else [])
     spec = TOOLS.get(tool)
     param = spec.params.get(name) if spec else None
     if name in FREE_TEXT_PARAMS.get(tool, ()) and isinstance(value, str):
@@ -250,11 +258,26 @@ def provenance_of(tool: str, name: str, value: Any, earlier: list[Event]) -> Arg
                 if _values_equal(value, scalar):
                     fields.append(Source("result_field", ev.index, path))
         elif isinstance(ev, TurnEvent) and ev.role == "customer":
-            span = _find_in_text(value, ev.text)
+            span = find_in_text(value, ev.text)
             if span is not None:
                 texts.append(Source("utterance", ev.index, turn=ev.turn, span=span))
     candidates = (fields + texts)[:MAX_CANDIDATES]
     return ArgProvenance(name, value, candidates[0] if candidates else None, candidates)
+
+
+def _described_source(name: str, earlier: list[Event], result: dict[str, Any]) -> Source | None:
+    """The customer message that described the object the call acted on (``world.described``), or None."""
+    from sparring.world.described import describing_turn  # why here: described reads this module's events
+
+    views = [v for v in result.values() if isinstance(v, dict) and name in v]
+    if not result.get("ok") or not views or not name.endswith("_id"):
+        return None
+    turns = [ev for ev in earlier if isinstance(ev, TurnEvent)]
+    try:
+        _, turn = describing_turn(name[: -len("_id")], views[:1], turns)
+    except ValueError:
+        return None
+    return Source("described", turn.index, turn=turn.turn)
 
 
 def _as_number(value: Any) -> float | None:
@@ -277,7 +300,7 @@ def _values_equal(arg: Any, scalar: Any) -> bool:
     return a_num is not None and s_num is not None and math.isclose(a_num, s_num, abs_tol=1e-9)
 
 
-def _find_in_text(value: Any, text: str) -> tuple[int, int] | None:
+def find_in_text(value: Any, text: str) -> tuple[int, int] | None:
     """Span of the last occurrence of ``value`` in ``text`` (see module docstring), or None."""
     if isinstance(value, str) and value.strip():
         needle = value.strip()

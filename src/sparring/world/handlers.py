@@ -10,8 +10,9 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
-from sparring.world.bank import Card, Case, Customer, World, plain
+from sparring.world.bank import COLLECTIONS, Card, Case, Customer, World, plain
 from sparring.world.catalog import DECLINE_EXPLANATIONS, INFO
+from sparring.world.described import DESCRIBED, describing_turn
 from sparring.world.events import CROSS_CUSTOMER
 from sparring.world.session import Session
 
@@ -43,7 +44,15 @@ class Ctx:
         return self.customer
 
     def get(self, kind: str, obj_id: str) -> Any:
-        """The customer's object of ``kind``; other customers' objects are refused, unknown ids rejected."""
+        """The customer's object of ``kind``; other customers' objects are refused, unknown ids rejected.
+        ``obj_id`` ``"described"`` means the one the customer's words identify (``world.described``)."""
+        if obj_id == DESCRIBED:
+            attr, key = COLLECTIONS[kind]
+            try:
+                item, _ = describing_turn(kind, [plain(o) for o in getattr(self.cust, attr)], self.session.log.turns())
+            except ValueError as exc:
+                raise ToolError(str(exc)) from None
+            obj_id = item[key]
         obj = self.cust.find(kind, obj_id)
         if obj is not None:
             return obj

@@ -118,6 +118,9 @@ FEE_TOPICS: dict[str, tuple[str, ...]] = {
 }
 
 _S = "string"
+# An object argument may name the object the customer's words identify instead of its id (world.described).
+DESCRIBED = "described"
+_OBJECT = 'The {}: its id as listed by lookup_account, or "described" for the one the customer described.'
 # What lookup_account can show: one tab of the account (as a support console has), or everything.
 ACCOUNT_PARTS = ("all", "profile", "cards", "transactions", "transfers", "top_ups", "beneficiaries")
 TOOLS: dict[str, ToolSpec] = {
@@ -141,7 +144,7 @@ TOOLS: dict[str, ToolSpec] = {
         "Order, activate, freeze, replace or configure cards, PINs and wallets.",
         {
             "action": _sel(CARD_ACTIONS, "What to do."),
-            "card_id": Param(_S, "The card, as listed by lookup_account."),
+            "card_id": Param(_S, _OBJECT.format("card")),
             "kind": Param(_S, "Kind of card to order.", CARD_KINDS),
             "wallet": Param(_S, "Mobile wallet.", WALLETS),
         },
@@ -152,7 +155,7 @@ TOOLS: dict[str, ToolSpec] = {
         "dispute_charge",
         "Open a dispute or refund case on a transaction the customer contests.",
         {
-            "transaction_id": Param(_S, "The transaction, as listed by lookup_account."),
+            "transaction_id": Param(_S, _OBJECT.format("transaction")),
             "reason": _sel(DISPUTE_REASONS, "Why it is disputed."),
         },
         selector="reason",
@@ -163,8 +166,8 @@ TOOLS: dict[str, ToolSpec] = {
         "Trace, cancel, retry or explain transfers; approve beneficiaries; explain receiving money.",
         {
             "action": _sel(TRANSFER_ACTIONS, "What to do."),
-            "transfer_id": Param(_S, "The transfer, as listed by lookup_account."),
-            "beneficiary_id": Param(_S, "The beneficiary, as listed by lookup_account."),
+            "transfer_id": Param(_S, _OBJECT.format("transfer")),
+            "beneficiary_id": Param(_S, _OBJECT.format("beneficiary")),
         },
         selector="action",
         actions=TRANSFER_ACTIONS,
@@ -174,7 +177,7 @@ TOOLS: dict[str, ToolSpec] = {
         "Trace, retry or verify top-ups; configure automatic top-up; explain top-up methods and limits.",
         {
             "action": _sel(TOP_UP_ACTIONS, "What to do."),
-            "top_up_id": Param(_S, "The top-up, as listed by lookup_account."),
+            "top_up_id": Param(_S, _OBJECT.format("top-up")),
             "threshold": Param("number", "Automatic top-up triggers when the balance falls below this."),
             "amount": Param("number", "Automatic top-up amount."),
         },
@@ -247,6 +250,8 @@ TARGETS: dict[str, tuple[str, str]] = {
     "top_up": ("top_up_id", "top_ups"),
     "beneficiary": ("beneficiary_id", "beneficiaries"),
 }
+# The arguments that name an object, e.g. transaction_id.
+ID_KEYS = frozenset(id_key for id_key, _ in TARGETS.values())
 
 
 @dataclass(frozen=True)
