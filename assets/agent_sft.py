@@ -53,6 +53,7 @@ def agent_sft(ctx: StageContext) -> StageOutput:
         cfg.intent_batch_size,
         ctx.root / "scratch" / "agent_sft",
         intent_system=AGENT_SYSTEM_PROMPT if cfg.intent_system_prompt else None,
+        intent_learning_rate=cfg.intent_learning_rate,
     )
     ctx.log.curves(result.curves)
     save_checkpoint(result.model, tokenizer, models / "agent_sft")

@@ -164,6 +164,7 @@ class AgentSFT(SFT):
     # decision at a fraction of a demo's cost.
     intent_epochs: float = Field(4.0, ge=0)
     intent_batch_size: int = Field(32, ge=1)
+    intent_learning_rate: float | None = Field(2e-3, gt=0, le=1)  # null: learning_rate
     intent_system_prompt: bool = False  # phase 1 reads the agent's system prompt first, as episodes do
     tie_word_embeddings: bool | None = None  # the agent's own model.tie_word_embeddings (null: model's)
     # How the expert's demonstrations name the object to act on: "described" (the one the customer's words

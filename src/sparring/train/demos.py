@@ -105,10 +105,12 @@ def warm_start(
     intent_batch_size: int,
     output_dir: Path,
     intent_system: str | None = None,
+    intent_learning_rate: float | None = None,
 ) -> SFTResult:
     """DA0 in two phases: (1) utterance -> ``<intent>NAME`` exchanges with the loss on the whole text,
-    ``intent_epochs`` passes, after ``intent_system`` if given (see :func:`intent_examples`); (2) the expert
-    demonstrations with ``settings`` (loss on the agent's turns).
+    ``intent_epochs`` passes at ``intent_learning_rate`` (default: ``settings``'), after ``intent_system`` if
+    given (see :func:`intent_examples`); (2) the expert demonstrations with ``settings`` (loss on the agent's
+    turns).
 
     Phase 1 is the routing decision at ~15-50 tokens an example, and its whole-text loss also teaches the model
     customers' language (DESIGN.md's probe: 86% with the loss on every token, 71% on the label only). Measured
@@ -119,7 +121,12 @@ def warm_start(
     seconds, tokens = 0.0, 0
     if intent_epochs > 0 and texts:
         phase1 = replace(
-            settings, epochs=intent_epochs, batch_size=intent_batch_size, assistant_only_loss=False, max_length=256
+            settings,
+            epochs=intent_epochs,
+            batch_size=intent_batch_size,
+            learning_rate=intent_learning_rate or settings.learning_rate,
+            assistant_only_loss=False,
+            max_length=256,
         )
         examples = intent_examples(texts, intents, intent_system)
         first = train_sft(model, tokenizer, examples, phase1, output_dir / "intent")
