@@ -1,9 +1,10 @@
 """Expert demonstrations for the agent's warm start (DA0), and the texts its tokenizer is trained on.
 
 DA0 is supervised on what the scripted :class:`~sparring.agents.scripted.ExpertAgent` does against
-cooperative customers: it verifies, looks up, routes to the resolving tool with ids copied from the lookup
-result, confirms and ends. Only cooperative customers play here: the adversary's styles (camouflage, social
-engineering) are what co-evolution must discover, so the warm start must not have seen them already.
+cooperative customers: it verifies, looks up, routes to the resolving tool (naming the object by the id the
+lookup listed, or as ``"described"``: ``agent_sft.object_refs``), confirms and ends. Only cooperative customers
+play here: the adversary's styles (camouflage, social engineering) are what co-evolution must discover, so the
+warm start must not have seen them already.
 """
 
 from __future__ import annotations
