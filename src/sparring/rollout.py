@@ -37,7 +37,7 @@ from sparring.agents.chat import (
 from sparring.agents.policies import Policy, TurnOutput, TurnRequest
 from sparring.agents.scripted import customer_goal
 from sparring.world.bank import World
-from sparring.world.events import EventLog
+from sparring.world.events import EventLog, object_view
 from sparring.world.outcome import Outcome, check_outcome
 from sparring.world.scenarios import Scenario, build_world
 from sparring.world.session import Session
@@ -443,7 +443,8 @@ def _named(call: Any, key: str) -> Any:
     value = call.arguments.get(key)
     if value != DESCRIBED:
         return value
-    return next((v[key] for v in call.result.values() if isinstance(v, dict) and key in v), None)
+    view = object_view(call.result, key)
+    return view[key] if view is not None else None
 
 
 def named_intent(ep: Episode) -> str | None:

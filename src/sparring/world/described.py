@@ -9,7 +9,7 @@ reference every object-level resolution failed on the copy, not on the decision 
 The customer must still say enough: an object is described by a message that mentions all of its naming facts
 (below). The latest customer message that describes exactly one object decides; one that describes none
 or several leaves the agent to ask again or to name the id. Of two identical charges, the one flagged as the
-duplicate is the one meant (as in :func:`sparring.world.expert.find_target`).
+duplicate is the one meant (:func:`one_meant`, which the expert's :func:`sparring.world.expert.find_target` uses too).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from typing import Any
 from sparring.world.events import TurnEvent, find_in_text
 from sparring.world.vocab import DESCRIBED
 
-__all__ = ["DESCRIBED", "describing_turn", "mentions"]
+__all__ = ["DESCRIBED", "describing_turn", "mentions", "one_meant"]
 
 
 def mentions(kind: str, item: dict[str, Any], text: str) -> bool:
@@ -44,10 +44,12 @@ def mentions(kind: str, item: dict[str, Any], text: str) -> bool:
     )
 
 
-def _pick(items: list[dict[str, Any]]) -> dict[str, Any] | None:
-    if len(items) == 1:
-        return items[0]
-    flagged = [i for i in items if i.get("duplicate")]
+def one_meant(hits: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
+    """The one object a description means among the ``hits`` that fit it: the only one, or of identical charges
+    the one flagged as the duplicate; None when the description is ambiguous."""
+    if len(hits) == 1:
+        return hits[0]
+    flagged = [i for i in hits if i.get("duplicate")]
     return flagged[0] if len(flagged) == 1 else None
 
 
@@ -59,7 +61,7 @@ def describing_turn(kind: str, items: Sequence[dict[str, Any]], turns: Sequence[
     for turn in reversed([t for t in turns if t.role == "customer"]):
         hits = [i for i in items if mentions(kind, i, turn.text)]
         if hits:
-            chosen = _pick(hits)
+            chosen = one_meant(hits)
             if chosen is None:
                 raise ValueError(
                     f"the customer's words fit {len(hits)} {noun}s; ask which one, or name its id from lookup_account"

@@ -265,16 +265,22 @@ def provenance_of(
     return ArgProvenance(name, value, candidates[0] if candidates else None, candidates)
 
 
+def object_view(result: dict[str, Any], id_key: str) -> dict[str, Any] | None:
+    """The object a successful call acted on, as its result shows it (the first part holding ``id_key``)."""
+    if not result.get("ok"):
+        return None
+    return next((v for v in result.values() if isinstance(v, dict) and id_key in v), None)
+
+
 def _described_source(name: str, earlier: list[Event], result: dict[str, Any]) -> Source | None:
     """The customer message that described the object the call acted on (``world.described``), or None."""
     from sparring.world.described import describing_turn  # why here: described reads this module's events
 
-    views = [v for v in result.values() if isinstance(v, dict) and name in v]
-    if not result.get("ok") or not views or not name.endswith("_id"):
+    view = object_view(result, name)
+    if view is None or not name.endswith("_id"):
         return None
-    turns = [ev for ev in earlier if isinstance(ev, TurnEvent)]
     try:
-        _, turn = describing_turn(name[: -len("_id")], views[:1], turns)
+        _, turn = describing_turn(name[: -len("_id")], [view], [ev for ev in earlier if isinstance(ev, TurnEvent)])
     except ValueError:
         return None
     return Source("described", turn.index, turn=turn.turn)

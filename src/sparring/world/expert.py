@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from sparring.world.bank import World
+from sparring.world.described import one_meant
 from sparring.world.session import Session
 from sparring.world.tools import ToolCall, execute
 from sparring.world.vocab import INTENT_SPECS, TARGETS, resolving_args
@@ -55,11 +56,10 @@ def find_target(view: dict[str, Any], target: str, slots: dict[str, Any]) -> str
     """Id of the object the customer describes (``slots``) in a ``lookup_account`` result."""
     id_key, listing = TARGETS[target]
     hits = [item for item in view[listing] if _matches(target, item, slots)]
-    if not hits:
-        raise ValueError(f"no {target} in the lookup result matches {slots}")
-    # Of two identical charges, the one flagged as the duplicate is the one to dispute.
-    hits.sort(key=lambda item: not item.get("duplicate", False))
-    return hits[0][id_key]
+    chosen = one_meant(hits)
+    if chosen is None:
+        raise ValueError(f"{len(hits)} {target}s in the lookup result match {slots}; the expert needs one")
+    return chosen[id_key]
 
 
 def expert_calls(scenario: Scenario, world: World) -> list[ToolCall]:
