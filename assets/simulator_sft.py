@@ -12,13 +12,14 @@ from sparring.evaluate.fidelity import simulator_fidelity
 from sparring.judge.models import IntentOracle, RealismDiscriminator
 from sparring.train.checkpoints import model_spec, save_checkpoint, sft_settings
 from sparring.train.sft import train_sft
-from sparring.train.simulator import copy_drill, scripted_episodes, simulator_conversations
+from sparring.train.simulator import copy_drill, opening_drill, scripted_episodes, simulator_conversations
 from sparring.world.scenarios import load_scenarios
 
 STAGE = Stage(
     name="simulator_sft",
-    description="Customer simulator (TRACER stage 1): a copy drill, then SFT on dialogues, utterances and "
-    "scripted episodes, each turn conditioned on the hidden goal and persona; fidelity on held-out data.",
+    description="Customer simulator (TRACER stage 1): a copy drill and an opening drill, then SFT on dialogues, "
+    "utterances and scripted episodes, each turn conditioned on the hidden goal and persona; fidelity on held-out "
+    "data.",
     params=("model", "simulator_sft"),
     deps=("src/sparring/train", "src/sparring/evaluate/fidelity.py", "assets/simulator_sft.py"),
     outs=("models/simulator_sft",),
@@ -42,8 +43,9 @@ def simulator_sft(ctx: StageContext) -> StageOutput:
     )
     model = build_model(model_spec(p.model, p.seed), tokenizer)
     settings, scratch = sft_settings(cfg, p.seed), ctx.root / "scratch" / "simulator_sft"
-    curves, copied = [], None
-    if cfg.copy_steps and p.model.name_or_path is None:  # phase 0, for a model from config (a pretrained one copies)
+    curves, copied, opened = [], None, None
+    from_config = p.model.name_or_path is None  # the drills are for a model from config: a pretrained one reads
+    if cfg.copy_steps and from_config:  # phase 0
         copied = copy_drill(
             model,
             tokenizer,
@@ -56,10 +58,23 @@ def simulator_sft(ctx: StageContext) -> StageOutput:
         )
         model = copied.model
         curves += [{**c, "phase": 0} for c in copied.curves]
+    if cfg.opening_epochs and from_config:  # phase 1
+        opened = opening_drill(
+            model,
+            tokenizer,
+            utterances,
+            settings,
+            cfg.opening_epochs,
+            cfg.opening_batch_size,
+            cfg.opening_learning_rate,
+            scratch / "openings",
+        )
+        model = opened.model
+        curves += [{**c, "phase": 1} for c in opened.curves]
     result = train_sft(  # loss on the customer's own turns only (assistant in its view): TRACER stage 1
         model, tokenizer, conversations, settings, scratch
     )
-    ctx.log.curves(curves + [{**c, "phase": 1} for c in result.curves])
+    ctx.log.curves(curves + [{**c, "phase": 2} for c in result.curves])
     save_checkpoint(result.model, tokenizer, models / "simulator_sft")
     ctx.log.artifacts(models / "simulator_sft", "checkpoint")
 
@@ -83,4 +98,6 @@ def simulator_sft(ctx: StageContext) -> StageOutput:
     }
     if copied is not None:
         metrics.update(copy_drill_seconds=round(copied.seconds, 2), copy_drill_final_loss=copied.final_loss)
+    if opened is not None:
+        metrics.update(opening_drill_seconds=round(opened.seconds, 2), opening_drill_final_loss=opened.final_loss)
     return StageOutput(metrics=metrics)

@@ -15,6 +15,7 @@ from sparring.agents.scripted import (
     ExpertAgent,
     RandomAgent,
     customer_goal,
+    intent_code,
 )
 from sparring.agents.tokenizer import train_tokenizer
 from sparring.data.synthetic import generate_utterances, utterance_frame
@@ -128,7 +129,8 @@ def test_expert_vs_camouflaging_customer(heldout):
 def test_customer_goal_hides_the_label_and_carries_identity(heldout):
     for s in heldout:
         goal = customer_goal(s)
-        assert s.intent not in goal  # descriptions may share words with a label, never the label itself
+        # Descriptions may share words with a label, never the label itself: it is only the closing code.
+        assert goal.endswith(" " + intent_code(s.intent)) and s.intent not in goal[: -len(intent_code(s.intent))]
         assert s.identity["customer_id"] in goal and s.identity["date_of_birth"] in goal
         assert TAX.intents[s.intent].description in goal
 

@@ -6,10 +6,10 @@ import polars as pl
 import pytest
 import torch
 
-from sparring.agents.chat import ASSISTANT, END_OF_TURN, USER, known_intents
+from sparring.agents.chat import ASSISTANT, END_OF_TURN, INTENT, USER, known_intents
 from sparring.agents.models import ModelSpec, build_model
 from sparring.agents.policies import LMPolicy, TurnOutput, TurnRequest
-from sparring.agents.tokenizer import train_tokenizer
+from sparring.agents.tokenizer import customer_banned_ids, train_tokenizer
 from sparring.data.synthetic import generate_utterances
 from sparring.rollout import RolloutStats, episode_metrics, run_episodes
 from sparring.world.scenarios import sample_scenarios
@@ -185,3 +185,14 @@ def test_kv_reuse_generates_what_full_prefill_generates(tok, models, scenarios):
     assert sum(prefilled[True]) < 0.4 * sum(prefilled[False])
     assert all(a < b for a, b in zip(prefilled[True], prefilled[False], strict=True))
     assert [e.token_ids for e in greedy[True]] == [e.token_ids for e in greedy[False]]
+
+
+def test_customer_never_writes_the_intent_code_or_the_agents_markers(run, tok):
+    """The goal ends with ``<intent>NAME``; a customer LM is barred from those tokens (the agent is not)."""
+    eps, agent, customer, _ = run
+    banned = set(customer_banned_ids(tok))
+    assert tok.convert_tokens_to_ids(INTENT) in banned and len(banned) > len(known_intents())
+    said = [t for outs in customer.outputs.values() for o in outs for t in o.token_ids]
+    written = [t for outs in agent.outputs.values() for o in outs for t in o.token_ids]
+    assert len(said) > 200 and not banned & set(said)
+    assert banned & set(written)  # a random-init model writes them when not barred: the check can fail

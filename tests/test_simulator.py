@@ -6,10 +6,11 @@ import math
 import zlib
 
 import numpy as np
+import polars as pl
 import pytest
 import torch
 
-from sparring.agents.chat import known_intents
+from sparring.agents.chat import INTENT, known_intents
 from sparring.agents.models import ModelSpec, build_model
 from sparring.agents.policies import LMPolicy
 from sparring.agents.scripted import (
@@ -20,16 +21,19 @@ from sparring.agents.scripted import (
     describe_slots,
     goal_text,
     identity_text,
+    intent_code,
 )
 from sparring.agents.tokenizer import train_tokenizer
 from sparring.data.synthetic import OUTCOMES, generate_dialogues, utterance_frame
-from sparring.evaluate.fidelity import dtw_distance, heldout_perplexity, simulator_fidelity
+from sparring.evaluate.fidelity import customer_turn_nll, dtw_distance, heldout_perplexity, simulator_fidelity
 from sparring.judge.models import IntentOracle, OracleConfig, RealismDiscriminator
 from sparring.train.sft import SFTSettings, train_sft
 from sparring.train.simulator import (
     copy_drill,
     copy_exercises,
     extract_identity,
+    opening_drill,
+    opening_exercises,
     scripted_episodes,
     simulator_conversations,
 )
@@ -108,7 +112,10 @@ def test_conversations_are_in_the_customer_view_and_never_name_the_label(data):
         roles = [m["role"] for m in conv[1:]]
         assert "assistant" in roles and set(roles) <= {"user", "assistant"}
         assert all(a != b for a, b in zip(roles, roles[1:], strict=False))  # turns alternate
-        for m in conv:
+        # The label is in the goal only as its closing control code, and nowhere in any turn.
+        code = conv[0]["content"].rsplit(" ", 1)[1]
+        assert code.startswith(INTENT) and code[len(INTENT) :] in TAX.intents
+        for m in [{"content": conv[0]["content"][: -len(code)]}, *conv[1:]]:
             assert not any(label in m["content"] for label in labels), m["content"]
     # The customer's own turns are the dialogues' customer turns: first turn of each dialogue is the opening.
     openings = {row[0]["text"] for row in data["train"]["turns"].to_list()}
@@ -128,10 +135,11 @@ def test_openings_are_seeded_with_another_customers_words_for_the_same_problem()
     assert len(seeded) >= 0.9 * utterances.height
     intent_of = {t.strip(): i for t, i in zip(utterances["text"], utterances["intent"], strict=True)}
     for system, opening in seeded:
-        seed_text = system["content"].split(SEED_PHRASING, 1)[1]
+        seed_text, code = system["content"].split(SEED_PHRASING, 1)[1].rsplit(" ", 1)
         assert seed_text != opening["content"] and intent_of[seed_text] == intent_of[opening["content"]]
+        assert code == intent_code(intent_of[opening["content"]])
     own = simulator_conversations(generate_dialogues(0, 0), utterances, seed=0, seed_from="own")
-    assert all(c[0]["content"].endswith(SEED_PHRASING + c[1]["content"]) for c in own)
+    assert all(f"{SEED_PHRASING}{c[1]['content']} {INTENT}" in c[0]["content"] for c in own)
     none = simulator_conversations(generate_dialogues(0, 0), utterances, seed=0, seed_from="none")
     assert not any(SEED_PHRASING in c[0]["content"] for c in none)
     with pytest.raises(ValueError, match="seed_from"):
@@ -158,7 +166,8 @@ def test_goal_layout_matches_customer_goal(data):
     ]
     assert extract_identity(turns) == {"full_name": "Tom O'Brien", "date_of_birth": "23/2/1980"}
     goal = goal_text("card_arrival", outcome="abandoned")
-    assert "leave before it is solved" in goal and "card_arrival" not in goal
+    assert "leave before it is solved" in goal and goal.endswith(" <intent>card_arrival")
+    assert goal.count("card_arrival") == 1  # only as the code
 
 
 def test_training_lowers_heldout_perplexity(trained, data, tok):
@@ -246,3 +255,29 @@ def test_copy_drill_trains_the_given_steps_and_lowers_copy_loss(data, tok, tmp_p
     result = copy_drill(model, tok, texts, settings, steps=30, batch_size=8, learning_rate=3e-3, output_dir=tmp_path)
     assert max(c.get("step", 0) for c in result.curves) == 30
     assert copy_loss(result.model.eval()) < before - 0.5, before
+
+
+def test_opening_drill_teaches_the_intent_code(tok, tmp_path):
+    """After the drill an utterance is likelier under its own intent's code than under another's: the model
+    reads the code (a model that ignored it would score both alike)."""
+    frame = utterance_frame(12, 0)
+    utterances = frame.filter(pl.col("intent").is_in(sorted(set(frame["intent"]))[:6]))  # 6 problems, ~70 texts
+    exercises = opening_exercises(utterances)
+    assert len(exercises) == utterances.height
+    assert all(s["content"] == intent_code(i) for (s, _), i in zip(exercises, utterances["intent"], strict=True))
+    intents = sorted(set(utterances["intent"]))
+    other = {i: intents[(k + 1) % len(intents)] for k, i in enumerate(intents)}
+    wrong = [
+        [{"role": "system", "content": intent_code(other[i])}, a]
+        for (_, a), i in zip(exercises, utterances["intent"], strict=True)
+    ]
+
+    def nll(model, convs) -> float:
+        total, count = customer_turn_nll(model, tok, convs)
+        return total / count
+
+    settings = SFTSettings(warmup_steps=5, logging_steps=10, seed=0)
+    result = opening_drill(build_model(SPEC, tok), tok, utterances, settings, 25, 8, 3e-3, tmp_path)
+    model = result.model.eval()
+    own, swapped = nll(model, exercises), nll(model, wrong)
+    assert own < swapped - 0.1, (own, swapped)

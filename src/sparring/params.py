@@ -182,6 +182,10 @@ class SimulatorSFT(SFT):
     copy_steps: int = Field(0, ge=0)
     copy_batch_size: int = Field(8, ge=1)
     copy_learning_rate: float = Field(2e-3, gt=0, le=1)
+    # Phase 1, same condition: epochs over every ingested utterance written from its intent code alone (0: none).
+    opening_epochs: float = Field(0, ge=0)
+    opening_batch_size: int = Field(32, ge=1)
+    opening_learning_rate: float = Field(2e-3, gt=0, le=1)
     eval_scenarios: int = Field(120, ge=1)
     max_new_tokens: int = Field(64, ge=8)
 

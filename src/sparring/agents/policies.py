@@ -23,12 +23,13 @@ from transformers import (
     LogitsProcessor,
     LogitsProcessorList,
     PreTrainedTokenizerBase,
+    SuppressTokensLogitsProcessor,
     TemperatureLogitsWarper,
     TopPLogitsWarper,
 )
 from transformers.cache_utils import DynamicLayer
 
-from sparring.agents.tokenizer import end_of_turn_id
+from sparring.agents.tokenizer import customer_banned_ids, end_of_turn_id
 from sparring.world.scenarios import Scenario
 
 ROLES = ("agent", "customer")
@@ -267,6 +268,9 @@ class LMPolicy:
         self._edges = _CleanEdges(*_whitespace_edges(tokenizer, self.end_id), self.end_id) if clean_edges else None
         self._logprobs = _LogProbs(temperature)
         self._processors = LogitsProcessorList([self._logprobs])
+        banned = customer_banned_ids(tokenizer) if role == "customer" else []
+        if banned:  # its goal's intent code and the agent's markers: never part of a customer's turn
+            self._processors.append(SuppressTokensLogitsProcessor(banned, device=str(self.device)))
         if not greedy:  # sampling = greedy over Gumbel-perturbed, temperature-scaled, top-p-filtered scores
             self._processors.append(TemperatureLogitsWarper(temperature))
             if top_p < 1:

@@ -41,6 +41,7 @@ from sparring.agents.chat import (
     USER,
     known_tools,
 )
+from sparring.world.taxonomy import load_taxonomy
 from sparring.world.vocab import TOOLS
 
 # GPT-2's split, except \p{N}{1,3} instead of \p{N}+: digits in runs of at most three.
@@ -134,3 +135,12 @@ def end_of_turn_id(tokenizer: PreTrainedTokenizerBase) -> int:
     if not isinstance(token_id, int) or token_id == tokenizer.unk_token_id:
         raise ValueError(f"tokenizer has no {END_OF_TURN} token; was it made by train_tokenizer?")
     return token_id
+
+
+def customer_banned_ids(tokenizer: PreTrainedTokenizerBase) -> list[int]:
+    """Ids a customer never writes: the agent's markers (``<intent>``, ``<call>``, ``</call>``) and the intent
+    names, where the tokenizer has them as tokens of their own. The customer's goal ends with its intent as
+    ``<intent>NAME`` (:func:`~sparring.agents.scripted.intent_code`); barring these keeps that code, and the
+    agent's call syntax, out of every customer turn. A pretrained tokenizer without them bars nothing."""
+    added = tokenizer.get_added_vocab()
+    return sorted({added[t] for t in (*CALL_MARKERS, *load_taxonomy().intents) if t in added})

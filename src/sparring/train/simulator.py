@@ -9,7 +9,7 @@ Training data is in the CUSTOMER's view (:func:`~sparring.agents.chat.swap_roles
 agent's turns as ``user``, the customer's own turns as ``assistant``, so the loss covers the customer's turns only.
 Three sources:
 
-(a) real / ingested dialogues: goal from the intent's description (never its label), the persona's behaviour,
+(a) real / ingested dialogues: goal from the intent's description and control code, the persona's behaviour,
     the identity facts the customer gives in the dialogue, and (for a share ``outcome_hint_p``) how the session
     ends. Dropping the ending clause half the time teaches both: an outcome-steerable simulator, and, for goals
     without it (those of rollouts), the persona's own outcome tendency;
@@ -19,9 +19,10 @@ Three sources:
     show the simulator giving the identity its goal lists when asked: without that no agent can ever pass.
 
 Every goal is built by :func:`~sparring.agents.scripted.goal_text`, as ``customer_goal``'s is, so the trained
-simulator plays in rollouts unchanged. Goals end with the problem and a seed phrasing: in rollouts the scenario's
-own utterance, in training another customer's words for the same intent (so the simulator learns to reword a
-seed, not to copy it). A tiny model from scratch first needs :func:`copy_drill` to use any of its goal.
+simulator plays in rollouts unchanged. Goals end with the problem, a seed phrasing (in rollouts the scenario's
+own utterance, in training another customer's words for the same intent, so the simulator learns to reword a
+seed, not to copy it) and the intent's control code. A tiny model from scratch first needs two drills:
+:func:`copy_drill` to use its context at all, then :func:`opening_drill` to write a problem from its code.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from typing import Any
 import polars as pl
 
 from sparring.agents.chat import swap_roles
-from sparring.agents.scripted import PERSONA_BEHAVIOUR, CooperativeCustomer, ExpertAgent, goal_text
+from sparring.agents.scripted import PERSONA_BEHAVIOUR, CooperativeCustomer, ExpertAgent, goal_text, intent_code
 from sparring.rollout import Episode, run_episodes
 from sparring.train.sft import SFTResult, SFTSettings, train_sft
 from sparring.world.scenarios import Scenario
@@ -250,14 +251,56 @@ def copy_drill(
 
     Measured on the default model (120 held-out scenarios): without it the simulator's openings stayed at chance
     faithfulness (0.013) in six variants; with 2,500 steps at batch 8 (~3 min) before 2 SFT epochs, 0.158,
-    and held-out perplexity 12.6 instead of 23."""
-    drill = replace(
-        settings,
-        max_steps=steps,
-        batch_size=batch_size,
-        learning_rate=learning_rate,
-        warmup_steps=max(1, steps // 100),
-        max_length=512,  # one utterance, twice
-    )
+    and held-out perplexity 12.6 instead of 23. With the opening drill after it, 0.025 without against 0.40."""
     exercises = copy_exercises(texts, steps * batch_size, settings.seed)
-    return train_sft(model, tokenizer, exercises, drill, output_dir)
+    drill = replace(settings, max_steps=steps, warmup_steps=max(1, steps // 100))
+    return _drill(model, tokenizer, exercises, drill, batch_size, learning_rate, output_dir)
+
+
+def opening_exercises(utterances: pl.DataFrame) -> list[list[dict[str, str]]]:
+    """One conversation per utterance of a known intent: ``system: <intent>NAME`` / ``assistant: the text``."""
+    known = set(load_taxonomy().intents)
+    return [
+        [
+            {"role": "system", "content": intent_code(r["intent"])},
+            {"role": "assistant", "content": str(r["text"]).strip()},
+        ]
+        for r in utterances.iter_rows(named=True)
+        if r["intent"] in known and str(r["text"]).strip()
+    ]
+
+
+def opening_drill(
+    model: Any,
+    tokenizer: Any,
+    utterances: pl.DataFrame,
+    settings: SFTSettings,
+    epochs: float,
+    batch_size: int,
+    learning_rate: float,
+    output_dir: Path,
+) -> SFTResult:
+    """Phase 1, after the copy drill: ``epochs`` over :func:`opening_exercises`, every ingested utterance
+    written from its intent's control code alone (~25 tokens each, so ~9k of them cost ~3 min).
+
+    Goals end with the same code, right before the customer's first turn, so what this drills is what rollouts
+    ask. Measured on the default model (120 held-out scenarios, then 4 SFT epochs, the code last in the goal):
+    faithfulness 0.20 without this phase, 0.40 with it; perplexity 7.7 -> 4.7. With the code first in the goal
+    (200 tokens from the turn) the same drill gave 0.21."""
+    drill = replace(settings, epochs=epochs, warmup_steps=min(settings.warmup_steps, 30))
+    return _drill(model, tokenizer, opening_exercises(utterances), drill, batch_size, learning_rate, output_dir)
+
+
+def _drill(
+    model: Any,
+    tokenizer: Any,
+    exercises: list[list[dict[str, str]]],
+    settings: SFTSettings,
+    batch_size: int,
+    learning_rate: float,
+    output_dir: Path,
+) -> SFTResult:
+    """SFT on short exercises: ``settings`` with this batch size and learning rate, and a context for two
+    utterances."""
+    short = replace(settings, batch_size=batch_size, learning_rate=learning_rate, max_length=512)
+    return train_sft(model, tokenizer, exercises, short, output_dir)
