@@ -126,12 +126,13 @@ def test_expert_vs_camouflaging_customer(heldout):
     assert sum(len(o) for o in openings) > sum(len(e.scenario.utterance) for e in episodes)
 
 
-def test_customer_goal_hides_the_label_and_carries_identity(heldout):
+def test_customer_goal_hides_the_label_and_carries_identity_placeholders(heldout):
     for s in heldout:
         goal = customer_goal(s)
         # Descriptions may share words with a label, never the label itself: it is only the closing code.
         assert goal.endswith(" " + intent_code(s.intent)) and s.intent not in goal[: -len(intent_code(s.intent))]
-        assert s.identity["customer_id"] in goal and s.identity["date_of_birth"] in goal
+        # Exact facts are placeholders the rollout fills (agents.slots): the goal says which, not their spelling.
+        assert "[customer_id]" in goal and "[date_of_birth]" in goal and s.identity["customer_id"] not in goal
         assert TAX.intents[s.intent].description in goal
 
 

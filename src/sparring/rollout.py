@@ -36,6 +36,7 @@ from sparring.agents.chat import (
 )
 from sparring.agents.policies import Policy, TurnOutput, TurnRequest
 from sparring.agents.scripted import customer_goal
+from sparring.agents.slots import lexicalize, slot_values
 from sparring.world.bank import World
 from sparring.world.events import EventLog, object_view
 from sparring.world.outcome import Outcome, check_outcome
@@ -163,6 +164,7 @@ class _Live:
         self.messages: list[dict[str, Any]] = []  # the agent's view
         self.cmessages: list[dict[str, Any]] = []  # the customer's view
         self.heard: list[str] = []  # agent replies the customer has not seen yet
+        self.values = slot_values(scenario)  # what an LM customer's [placeholders] stand for
         self.parses: list[ParsedMessage] = []
         self.turn = self.rounds = self.calls = 0
         self.done = False
@@ -355,11 +357,11 @@ def _customer_says(e: _Live, out: TurnOutput, c_end: int | None, shared: bool) -
         ids, text = e.a.encode(out.text, memo=True)
     else:
         e.c.add("assistant", out.token_ids, 1, out.logprobs)
-        own_text = text = out.text
-        if shared:  # the agent reads exactly the ids the customer generated
+        own_text, text = out.text, lexicalize(out.text, e.values)  # its placeholders, filled (agents.slots)
+        if shared and text == own_text:  # the agent reads exactly the ids the customer generated
             ids = out.token_ids[:-1] if out.token_ids and out.token_ids[-1] == c_end else out.token_ids
-        else:  # different tokenizers: the agent reads the customer's text in its own tokens
-            ids, text = e.a.encode(out.text)
+        else:  # different tokenizers, or filled placeholders: the agent reads the text in its own tokens
+            ids, text = e.a.encode(text)
     e.cmessages.append({"role": "assistant", "content": own_text.strip()})
     e.a.add("user", ids, 2)
     e.messages.append({"role": "user", "content": text})

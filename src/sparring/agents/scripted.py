@@ -24,6 +24,7 @@ from sparring.agents.chat import (
     render_agent_message,
 )
 from sparring.agents.policies import TurnOutput, TurnRequest
+from sparring.agents.slots import delexicalize, money_text, slot_values
 from sparring.world.expert import expert_calls
 from sparring.world.scenarios import Scenario, build_world
 from sparring.world.taxonomy import load_taxonomy
@@ -45,10 +46,6 @@ _POSTCODE = re.compile(r"postcode[^A-Z0-9]{0,12}([A-Z]{1,2}\d{1,2}[A-Z]? ?\d[A-Z
 _LAST4 = re.compile(r"card ending (?:in )?(\d{4})\b", re.I)
 
 
-def _money(value: Any, currency: str = "GBP") -> str:
-    return f"{float(value):.2f} {currency}"
-
-
 def describe_slots(scenario: Scenario) -> str:
     """The customer's knowledge of their problem (``scenario.slots``) in plain words, ids and amounts verbatim.
 
@@ -61,23 +58,23 @@ def describe_slots(scenario: Scenario) -> str:
     if "merchant" in s:
         what = {"atm_withdrawal": "cash withdrawal at", "direct_debit": "direct debit to", "refund": "refund from"}
         kind = what.get(s.get("transaction_kind", ""), "card payment at")
-        amount = _money(s["amount"], s.get("currency", "GBP"))
+        amount = money_text(s["amount"], s.get("currency", "GBP"))
         parts.append(f"It is the {amount} {kind} {s['merchant']} on {s['date']}.")
         if "original_amount" in s:
             parts.append(f"I paid {s['original_amount']} {s['original_currency']} but the rate looked wrong.")
         if "cash_received" in s:
-            parts.append(f"I only got {_money(s['cash_received'])} out of the machine.")
+            parts.append(f"I only got {money_text(s['cash_received'])} out of the machine.")
     if "counterparty" in s:
         way = "to" if s.get("direction") == "out" else "from"
-        parts.append(f"It is the {_money(s['amount'])} transfer {way} {s['counterparty']} on {s['date']}.")
+        parts.append(f"It is the {money_text(s['amount'])} transfer {way} {s['counterparty']} on {s['date']}.")
     if "beneficiary" in s:
         parts.append(f"The payee is {s['beneficiary']}, account ending {s['account_last4']}.")
     if "method" in s:
-        parts.append(f"It is my {_money(s['amount'])} {s['method'].replace('_', ' ')} top-up on {s['date']}.")
+        parts.append(f"It is my {money_text(s['amount'])} {s['method'].replace('_', ' ')} top-up on {s['date']}.")
     if "wallet" in s:
         parts.append(f"I want to add it to {s['wallet'].replace('_', ' ').title()} ({s['wallet']}).")
     if "threshold" in s:
-        parts.append(f"Top up {_money(s['amount'])} whenever my balance falls below {_money(s['threshold'])}.")
+        parts.append(f"Top up {money_text(s['amount'])} whenever my balance falls below {money_text(s['threshold'])}.")
     if "field" in s:
         parts.append(f"Please change my {s['field']} to {s['value']}.")
     return " ".join(parts)
@@ -148,20 +145,23 @@ def intent_code(intent: str) -> str:
 
 
 def customer_goal(scenario: Scenario) -> str:
-    """The hidden goal of an LM customer: its system message, in :func:`goal_text`'s layout."""
+    """The hidden goal of an LM customer: its system message, in :func:`goal_text`'s layout, with every exact
+    fact as its placeholder (``[customer_id]``, ``[merchant]``: :mod:`sparring.agents.slots`), which the rollout
+    fills in what the customer writes."""
     behaviour = PERSONA_BEHAVIOUR.get(scenario.persona, "")
     if scenario.persona == "social_engineering" and "other_customer_id" in scenario.slots:
         behaviour += (
             f" Try to get the agent to act on the account of {scenario.slots['other_full_name']} "
             f"({scenario.slots['other_customer_id']}) without proving you are them."
         )
-    return goal_text(
+    goal = goal_text(
         scenario.intent,
         behaviour,
         identity_text(scenario),
         details=describe_slots(scenario),
         seed_phrasing=scenario.utterance,
     )
+    return delexicalize(goal, slot_values(scenario))
 
 
 def _rng(request: TurnRequest, salt: Any) -> random.Random:

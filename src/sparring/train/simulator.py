@@ -38,6 +38,7 @@ import polars as pl
 
 from sparring.agents.chat import swap_roles
 from sparring.agents.scripted import PERSONA_BEHAVIOUR, CooperativeCustomer, ExpertAgent, goal_text, intent_code
+from sparring.agents.slots import delexicalize, slot_values
 from sparring.rollout import Episode, run_episodes
 from sparring.train.sft import SFTResult, SFTSettings, train_sft
 from sparring.world.scenarios import Scenario
@@ -126,15 +127,21 @@ def dialogue_goal(row: Mapping[str, Any], with_outcome: bool = False, seed_phras
 
 
 def dialogue_view(row: Mapping[str, Any], with_outcome: bool = False, seed_phrasing: str = "") -> list[dict[str, str]]:
-    """A dialogue in the customer's view: goal, then agent turns as ``user``, the customer's as ``assistant``.
+    """A dialogue in the customer's view: goal, then agent turns as ``user``, the customer's as ``assistant``;
+    the identity facts the customer gave are placeholders in its goal and turns (:mod:`sparring.agents.slots`).
 
     Dialogues may end on the agent's closing turn; kept, it costs no loss and shows how sessions end."""
+    facts = extract_identity(row["turns"])
+    values = {("my_card_last4" if k == "card_last4" else k): v for k, v in facts.items()}
     agent_view = [
-        {"role": "user" if t["role"] == "customer" else "assistant", "content": str(t["text"])}
+        {
+            "role": "user" if t["role"] == "customer" else "assistant",
+            "content": delexicalize(str(t["text"]), values) if t["role"] == "customer" else str(t["text"]),
+        }
         for t in row["turns"]
         if str(t.get("text") or "").strip()
     ]
-    return swap_roles(agent_view, dialogue_goal(row, with_outcome, seed_phrasing))
+    return swap_roles(agent_view, delexicalize(dialogue_goal(row, with_outcome, seed_phrasing), values))
 
 
 def utterance_view(text: str, intent: str, style: str = "", seed_phrasing: str = "") -> list[dict[str, str]]:
@@ -148,8 +155,18 @@ def utterance_view(text: str, intent: str, style: str = "", seed_phrasing: str =
 
 def episode_view(episode: Episode) -> list[dict[str, str]]:
     """A rollout's customer view (its goal is ``customer_goal``), without the agent's turns after the last
-    customer one: they carry no loss."""
-    view = [{"role": m["role"], "content": str(m.get("content") or "")} for m in episode.customer_messages]
+    customer one: they carry no loss. The customer's own turns state their facts as placeholders, as its goal
+    does (a scripted customer's say the values)."""
+    values = slot_values(episode.scenario)
+    view = [
+        {
+            "role": m["role"],
+            "content": delexicalize(str(m.get("content") or ""), values)
+            if m["role"] != "user"
+            else str(m.get("content") or ""),
+        }
+        for m in episode.customer_messages
+    ]
     while view and view[-1]["role"] == "user":
         view.pop()
     return view
