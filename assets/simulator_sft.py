@@ -11,7 +11,7 @@ from sparring.agents.policies import LMPolicy
 from sparring.evaluate.fidelity import simulator_fidelity
 from sparring.judge.models import IntentOracle, RealismDiscriminator
 from sparring.train.checkpoints import model_spec, save_checkpoint, sft_settings
-from sparring.train.sft import train_sft
+from sparring.train.sft import SFTResult, train_sft
 from sparring.train.simulator import copy_drill, opening_drill, scripted_episodes, simulator_conversations
 from sparring.world.scenarios import load_scenarios
 
@@ -43,10 +43,10 @@ def simulator_sft(ctx: StageContext) -> StageOutput:
     )
     model = build_model(model_spec(p.model, p.seed), tokenizer)
     settings, scratch = sft_settings(cfg, p.seed), ctx.root / "scratch" / "simulator_sft"
-    curves, copied, opened = [], None, None
-    from_config = p.model.name_or_path is None  # the drills are for a model from config: a pretrained one reads
-    if cfg.copy_steps and from_config:  # phase 0
-        copied = copy_drill(
+    # Phases 0 and 1 are for a model from config (a pretrained one reads its goal already): name -> result.
+    drills: dict[str, SFTResult] = {}
+    if cfg.copy_steps and p.model.name_or_path is None:
+        drills["copy_drill"] = copy_drill(
             model,
             tokenizer,
             utterances["text"].to_list(),
@@ -56,10 +56,9 @@ def simulator_sft(ctx: StageContext) -> StageOutput:
             cfg.copy_learning_rate,
             scratch / "copy",
         )
-        model = copied.model
-        curves += [{**c, "phase": 0} for c in copied.curves]
-    if cfg.opening_epochs and from_config:  # phase 1
-        opened = opening_drill(
+        model = drills["copy_drill"].model
+    if cfg.opening_epochs and p.model.name_or_path is None:
+        drills["opening_drill"] = opening_drill(
             model,
             tokenizer,
             utterances,
@@ -69,12 +68,12 @@ def simulator_sft(ctx: StageContext) -> StageOutput:
             cfg.opening_learning_rate,
             scratch / "openings",
         )
-        model = opened.model
-        curves += [{**c, "phase": 1} for c in opened.curves]
+        model = drills["opening_drill"].model
     result = train_sft(  # loss on the customer's own turns only (assistant in its view): TRACER stage 1
         model, tokenizer, conversations, settings, scratch
     )
-    ctx.log.curves(curves + [{**c, "phase": 2} for c in result.curves])
+    phases = {"copy_drill": 0, "opening_drill": 1, "sft": 2}
+    ctx.log.curves([{**c, "phase": phases[name]} for name, r in {**drills, "sft": result}.items() for c in r.curves])
     save_checkpoint(result.model, tokenizer, models / "simulator_sft")
     ctx.log.artifacts(models / "simulator_sft", "checkpoint")
 
@@ -96,8 +95,6 @@ def simulator_sft(ctx: StageContext) -> StageOutput:
         "train_tokens_per_s": round(result.tokens_per_s, 1),
         "final_loss": result.final_loss,
     }
-    if copied is not None:
-        metrics.update(copy_drill_seconds=round(copied.seconds, 2), copy_drill_final_loss=copied.final_loss)
-    if opened is not None:
-        metrics.update(opening_drill_seconds=round(opened.seconds, 2), opening_drill_final_loss=opened.final_loss)
+    for name, drill in drills.items():
+        metrics.update({f"{name}_seconds": round(drill.seconds, 2), f"{name}_final_loss": drill.final_loss})
     return StageOutput(metrics=metrics)

@@ -16,11 +16,6 @@ torch.set_num_threads(1)
 TINY = ModelSpec(hidden_size=64, num_layers=2, num_heads=2, num_kv_heads=1, intermediate_size=128)
 
 
-@pytest.fixture(scope="module")
-def tok():
-    return train_tokenizer(generate_utterances(3, 0)["text"].to_list(), 800, sorted(known_intents()))
-
-
 @pytest.mark.parametrize("arch", ["llama", "qwen2"])
 def test_default_spec_builds_a_small_model_wired_to_the_tokenizer(tok, arch):
     model = build_model(ModelSpec(arch=arch), tok)

@@ -7,7 +7,7 @@ import re
 import pytest
 import torch
 
-from sparring.agents.chat import END_OF_TURN, USER, known_intents
+from sparring.agents.chat import END_OF_TURN, USER
 from sparring.agents.policies import TurnOutput, TurnRequest
 from sparring.agents.scripted import (
     CamouflagingCustomer,
@@ -17,25 +17,12 @@ from sparring.agents.scripted import (
     customer_goal,
     intent_code,
 )
-from sparring.agents.tokenizer import train_tokenizer
-from sparring.data.synthetic import generate_utterances, utterance_frame
 from sparring.rollout import RolloutStats, episode_metrics, run_episodes
 from sparring.world.events import UNAUTHENTICATED
-from sparring.world.scenarios import sample_scenarios
 from sparring.world.taxonomy import load_taxonomy
 
 torch.set_num_threads(1)
 TAX = load_taxonomy()
-
-
-@pytest.fixture(scope="module")
-def heldout():
-    return sample_scenarios(utterance_frame(2, seed=7), 120, seed=11)
-
-
-@pytest.fixture(scope="module")
-def tok():
-    return train_tokenizer(generate_utterances(3, 0)["text"].to_list(), 800, sorted(known_intents()))
 
 
 @pytest.mark.parametrize("verify,refs", [("app", "id"), ("facts", "id"), ("app", "described")])

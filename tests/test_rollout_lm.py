@@ -9,7 +9,7 @@ import torch
 from sparring.agents.chat import ASSISTANT, END_OF_TURN, INTENT, USER, known_intents
 from sparring.agents.models import ModelSpec, build_model
 from sparring.agents.policies import LMPolicy, TurnOutput, TurnRequest
-from sparring.agents.tokenizer import customer_banned_ids, train_tokenizer
+from sparring.agents.tokenizer import customer_banned_ids
 from sparring.data.synthetic import generate_utterances
 from sparring.rollout import RolloutStats, episode_metrics, run_episodes
 from sparring.world.scenarios import sample_scenarios
@@ -18,11 +18,6 @@ from sparring.world.taxonomy import load_taxonomy
 torch.set_num_threads(1)
 SPEC = ModelSpec(hidden_size=64, num_layers=2, num_heads=2, num_kv_heads=1, intermediate_size=128)
 MAX_NEW = 16
-
-
-@pytest.fixture(scope="module")
-def tok():
-    return train_tokenizer(generate_utterances(3, 0)["text"].to_list(), 800, sorted(known_intents()))
 
 
 @pytest.fixture(scope="module")

@@ -2,29 +2,15 @@
 
 from __future__ import annotations
 
-import pytest
 import torch
 
-from sparring.agents.chat import END_OF_TURN, known_intents
+from sparring.agents.chat import END_OF_TURN
 from sparring.agents.policies import TurnOutput, TurnRequest
 from sparring.agents.scripted import CooperativeCustomer, ExpertAgent, customer_goal, describe_slots, identity_text
 from sparring.agents.slots import delexicalize, lexicalize, slot_values
-from sparring.agents.tokenizer import train_tokenizer
-from sparring.data.synthetic import generate_utterances, utterance_frame
 from sparring.rollout import episode_metrics, run_episodes
-from sparring.world.scenarios import sample_scenarios
 
 torch.set_num_threads(1)
-
-
-@pytest.fixture(scope="module")
-def heldout():
-    return sample_scenarios(utterance_frame(2, seed=7), 120, seed=11)
-
-
-@pytest.fixture(scope="module")
-def tok():
-    return train_tokenizer(generate_utterances(3, 0)["text"].to_list(), 800, sorted(known_intents()))
 
 
 def test_delexicalize_and_lexicalize_round_trip(heldout):

@@ -24,7 +24,7 @@ from sparring.agents.chat import (
     render_agent_message,
 )
 from sparring.agents.policies import TurnOutput, TurnRequest
-from sparring.agents.slots import delexicalize, money_text, slot_values
+from sparring.agents.slots import delexicalize, slot_values
 from sparring.world.expert import expert_calls
 from sparring.world.scenarios import Scenario, build_world
 from sparring.world.taxonomy import load_taxonomy
@@ -49,32 +49,32 @@ _LAST4 = re.compile(r"card ending (?:in )?(\d{4})\b", re.I)
 def describe_slots(scenario: Scenario) -> str:
     """The customer's knowledge of their problem (``scenario.slots``) in plain words, ids and amounts verbatim.
 
-    Saying them verbatim is what lets the event log trace the agent's arguments back to the customer.
+    Saying them verbatim is what lets the event log trace the agent's arguments back to the customer; the
+    amounts are spelled by :func:`~sparring.agents.slots.slot_values`, as LM customers' placeholders are filled.
     """
-    s = scenario.slots
+    s, v = scenario.slots, slot_values(scenario)
     parts: list[str] = []
     if "card_last4" in s:
         parts.append(f"It is about my {s.get('card_kind', '')} card ending {s['card_last4']}.".replace("  ", " "))
     if "merchant" in s:
         what = {"atm_withdrawal": "cash withdrawal at", "direct_debit": "direct debit to", "refund": "refund from"}
         kind = what.get(s.get("transaction_kind", ""), "card payment at")
-        amount = money_text(s["amount"], s.get("currency", "GBP"))
-        parts.append(f"It is the {amount} {kind} {s['merchant']} on {s['date']}.")
+        parts.append(f"It is the {v['amount']} {kind} {s['merchant']} on {s['date']}.")
         if "original_amount" in s:
-            parts.append(f"I paid {s['original_amount']} {s['original_currency']} but the rate looked wrong.")
+            parts.append(f"I paid {v['original_amount']} but the rate looked wrong.")
         if "cash_received" in s:
-            parts.append(f"I only got {money_text(s['cash_received'])} out of the machine.")
+            parts.append(f"I only got {v['cash_received']} out of the machine.")
     if "counterparty" in s:
         way = "to" if s.get("direction") == "out" else "from"
-        parts.append(f"It is the {money_text(s['amount'])} transfer {way} {s['counterparty']} on {s['date']}.")
+        parts.append(f"It is the {v['amount']} transfer {way} {s['counterparty']} on {s['date']}.")
     if "beneficiary" in s:
         parts.append(f"The payee is {s['beneficiary']}, account ending {s['account_last4']}.")
     if "method" in s:
-        parts.append(f"It is my {money_text(s['amount'])} {s['method'].replace('_', ' ')} top-up on {s['date']}.")
+        parts.append(f"It is my {v['amount']} {s['method'].replace('_', ' ')} top-up on {s['date']}.")
     if "wallet" in s:
         parts.append(f"I want to add it to {s['wallet'].replace('_', ' ').title()} ({s['wallet']}).")
     if "threshold" in s:
-        parts.append(f"Top up {money_text(s['amount'])} whenever my balance falls below {money_text(s['threshold'])}.")
+        parts.append(f"Top up {v['amount']} whenever my balance falls below {v['threshold']}.")
     if "field" in s:
         parts.append(f"Please change my {s['field']} to {s['value']}.")
     return " ".join(parts)

@@ -22,22 +22,24 @@ from sparring.world.scenarios import Scenario
 _PLACEHOLDER = re.compile(r"\[([a-z0-9_]+)\]")
 
 
-def money_text(value: Any, currency: str = "GBP") -> str:
-    """An amount as customers state it and :func:`slot_values` fills it: ``61.16 GBP``."""
+def _money(value: Any, currency: str = "GBP") -> str:
     return f"{float(value):.2f} {currency}"
 
 
+def identity_slots(facts: Mapping[str, str]) -> dict[str, str]:
+    """Identity facts (``full_name``, ``customer_id``, ``date_of_birth``, ``postcode``, ``card_last4``, ...)
+    keyed by placeholder name: the identity's card ending is ``my_card_last4``, apart from the card a problem
+    is about."""
+    return {("my_card_last4" if k == "card_last4" else k): str(v) for k, v in facts.items() if v not in (None, "")}
+
+
 def slot_values(scenario: Scenario) -> dict[str, str]:
-    """The facts of ``scenario`` a customer states verbatim, keyed by placeholder name, formatted as
-    :func:`~sparring.agents.scripted.identity_text` and :func:`~sparring.agents.scripted.describe_slots`
-    write them. Closed-vocabulary words (card kind, top-up method, wallet) stay plain words."""
-    i, s = scenario.identity, scenario.slots
+    """The facts of ``scenario`` a customer states verbatim, keyed by placeholder name: the one spelling of
+    each, which :func:`~sparring.agents.scripted.describe_slots` writes and :func:`lexicalize` fills.
+    Closed-vocabulary words (card kind, top-up method, wallet) stay plain words."""
+    s = scenario.slots
     values = {
-        "full_name": i.get("full_name"),
-        "customer_id": i.get("customer_id"),
-        "date_of_birth": i.get("date_of_birth"),
-        "postcode": i.get("postcode"),
-        "my_card_last4": i.get("card_last4"),
+        **identity_slots(scenario.identity),
         "card_last4": s.get("card_last4"),
         "merchant": s.get("merchant"),
         "counterparty": s.get("counterparty"),
@@ -48,13 +50,13 @@ def slot_values(scenario: Scenario) -> dict[str, str]:
         "other_full_name": s.get("other_full_name"),
         "other_customer_id": s.get("other_customer_id"),
     }
-    if "amount" in s:  # a transaction's in its own currency, transfers and top-ups in GBP, as describe_slots
-        values["amount"] = money_text(s["amount"], s.get("currency", "GBP") if "merchant" in s else "GBP")
+    if "amount" in s:  # a transaction's in its own currency; transfers, top-ups and thresholds in GBP
+        values["amount"] = _money(s["amount"], s.get("currency", "GBP") if "merchant" in s else "GBP")
     if "original_amount" in s:
         values["original_amount"] = f"{s['original_amount']} {s['original_currency']}"
     for key in ("cash_received", "threshold"):
         if key in s:
-            values[key] = money_text(s[key])
+            values[key] = _money(s[key])
     return {k: str(v) for k, v in values.items() if v not in (None, "")}
 
 

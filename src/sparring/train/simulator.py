@@ -38,7 +38,7 @@ import polars as pl
 
 from sparring.agents.chat import swap_roles
 from sparring.agents.scripted import PERSONA_BEHAVIOUR, CooperativeCustomer, ExpertAgent, goal_text, intent_code
-from sparring.agents.slots import delexicalize, slot_values
+from sparring.agents.slots import delexicalize, identity_slots, slot_values
 from sparring.rollout import Episode, run_episodes
 from sparring.train.sft import SFTResult, SFTSettings, train_sft
 from sparring.world.scenarios import Scenario
@@ -131,8 +131,7 @@ def dialogue_view(row: Mapping[str, Any], with_outcome: bool = False, seed_phras
     the identity facts the customer gave are placeholders in its goal and turns (:mod:`sparring.agents.slots`).
 
     Dialogues may end on the agent's closing turn; kept, it costs no loss and shows how sessions end."""
-    facts = extract_identity(row["turns"])
-    values = {("my_card_last4" if k == "card_last4" else k): v for k, v in facts.items()}
+    values = identity_slots(extract_identity(row["turns"]))
     agent_view = [
         {
             "role": "user" if t["role"] == "customer" else "assistant",
@@ -158,15 +157,10 @@ def episode_view(episode: Episode) -> list[dict[str, str]]:
     customer one: they carry no loss. The customer's own turns state their facts as placeholders, as its goal
     does (a scripted customer's say the values)."""
     values = slot_values(episode.scenario)
-    view = [
-        {
-            "role": m["role"],
-            "content": delexicalize(str(m.get("content") or ""), values)
-            if m["role"] != "user"
-            else str(m.get("content") or ""),
-        }
-        for m in episode.customer_messages
-    ]
+    view = [{"role": m["role"], "content": str(m.get("content") or "")} for m in episode.customer_messages]
+    for m in view:
+        if m["role"] == "assistant":
+            m["content"] = delexicalize(m["content"], values)
     while view and view[-1]["role"] == "user":
         view.pop()
     return view
