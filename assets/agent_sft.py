@@ -8,12 +8,12 @@ import polars as pl
 from transformers import AutoTokenizer
 
 from pipelines.stages import Stage, StageContext, StageOutput, stage_asset
+from sparring.agents.chat import AGENT_SYSTEM_PROMPT
 from sparring.agents.models import build_model, count_parameters
 from sparring.agents.policies import LMPolicy
 from sparring.agents.scripted import CamouflagingCustomer, CooperativeCustomer
 from sparring.evaluate.agent import evaluate_agent, intent_accuracy
 from sparring.evaluate.baselines import tfidf_intent_accuracy
-from sparring.rollout import AGENT_SYSTEM_PROMPT
 from sparring.train.checkpoints import load_checkpoint, model_spec, save_checkpoint, sft_settings
 from sparring.train.demos import expert_demonstrations, warm_start
 from sparring.world.scenarios import load_scenarios
@@ -36,12 +36,14 @@ def agent_sft(ctx: StageContext) -> StageOutput:
     tokenizer = AutoTokenizer.from_pretrained(models / "tokenizer")
     # Cooperative customers only: concealment styles are for co-evolution to discover.
     scenarios = load_scenarios(data / "scenarios" / "train.jsonl")[: cfg.demos]
-    demos = expert_demonstrations(scenarios, p.seed, refs=cfg.object_refs)
+    system = AGENT_SYSTEM_PROMPT if cfg.system_prompt else ""
+    demos = expert_demonstrations(scenarios, p.seed, refs=cfg.object_refs, agent_system=system)
     train, test = (pl.read_parquet(data / "ingest" / f"{s}.parquet") for s in ("train", "test"))
     spec = model_spec(p.model, p.seed)
     if cfg.tie_word_embeddings is not None:
         spec = replace(spec, tie_word_embeddings=cfg.tie_word_embeddings)
     model = build_model(spec, tokenizer)
+    model.config.agent_system_prompt = system  # saved with DA0: whoever loads it prompts it as it was trained
     result = warm_start(
         model,
         tokenizer,
@@ -52,8 +54,9 @@ def agent_sft(ctx: StageContext) -> StageOutput:
         cfg.intent_epochs,
         cfg.intent_batch_size,
         ctx.root / "scratch" / "agent_sft",
-        intent_system=AGENT_SYSTEM_PROMPT if cfg.intent_system_prompt else None,
+        intent_system=system or None,
         intent_learning_rate=cfg.intent_learning_rate,
+        intent_rehearsal=cfg.intent_rehearsal,
     )
     ctx.log.curves(result.curves)
     save_checkpoint(result.model, tokenizer, models / "agent_sft")

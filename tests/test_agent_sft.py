@@ -7,6 +7,8 @@ routing a six-way decision: chance is 1/6 for the tool and 1/77 for a named inte
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import torch
 
 from sparring.agents.models import ModelSpec, build_model
@@ -55,7 +57,8 @@ def test_intent_examples_are_read_as_the_agent_reads_a_customer_opening():
     """With the agent's system prompt, phase 1's exchanges render exactly as ``route_utterances`` and episodes
     prompt the agent, followed by the intent (trained without it, an untied model prompted with it lost 0.44 of
     its Banking77 held-out accuracy)."""
-    from sparring.rollout import AGENT_SYSTEM_PROMPT, agent_opening
+    from sparring.agents.chat import AGENT_SYSTEM_PROMPT
+    from sparring.rollout import agent_opening
     from sparring.train.sft import flatten
 
     tok = train_tokenizer(_frame(4, seed=1)["text"].to_list(), vocab_size=500, intents=sorted(load_taxonomy().intents))
@@ -66,3 +69,67 @@ def test_intent_examples_are_read_as_the_agent_reads_a_customer_opening():
     assert "customer support agent" in prompt and "my card still has not arrived<" in prompt
     assert rendered.startswith(prompt) and rendered[len(prompt) :].startswith(f"<intent>{intent}")
     assert intent_examples([text, " "], [intent, intent]) == [example[1:]]  # no system by default; blanks dropped
+
+
+def test_an_agent_checkpoint_keeps_the_system_prompt_it_was_trained_with(tmp_path, tok, heldout):
+    """DA0 from scratch trains without a system message (``agent_sft.system_prompt``: the constant prefix
+    stalled its routing); its config records that, so every episode and route after a reload prompts it alike.
+    A model without the record (a pretrained one, old checkpoints) reads the instructions."""
+    from sparring.agents.chat import AGENT_SYSTEM_PROMPT, USER
+    from sparring.agents.scripted import CooperativeCustomer
+    from sparring.rollout import agent_opening, run_episodes
+    from sparring.train.checkpoints import load_checkpoint, save_checkpoint
+
+    spec = ModelSpec(hidden_size=32, num_layers=1, num_heads=2, num_kv_heads=1, intermediate_size=64)
+    model = build_model(spec, tok)
+    assert LMPolicy(model, tok, role="agent").system_prompt == AGENT_SYSTEM_PROMPT
+    model.config.agent_system_prompt = ""
+    save_checkpoint(model, tok, tmp_path / "agent")
+    reloaded, reloaded_tok = load_checkpoint(tmp_path / "agent")
+    agent = LMPolicy(reloaded, reloaded_tok, role="agent", max_new_tokens=4)
+    assert agent.system_prompt == ""
+    [bare] = run_episodes(heldout[:1], agent, CooperativeCustomer(), max_turns=1)
+    [instructed] = run_episodes(
+        heldout[:1], agent, CooperativeCustomer(), max_turns=1, agent_system=AGENT_SYSTEM_PROMPT
+    )
+    assert [m["role"] for m in bare.messages][:1] == ["user"]
+    assert bare.token_ids[0] == reloaded_tok.convert_tokens_to_ids(USER)
+    assert instructed.messages[0] == {"role": "system", "content": AGENT_SYSTEM_PROMPT}
+    text = "my card has not arrived"
+    route_utterances(agent, [text])  # routes read the same prompt: the opening alone
+    opening = reloaded_tok.apply_chat_template(agent_opening(text, ""), add_generation_prompt=True, return_dict=False)
+    assert agent.prefill_tokens[-1] == len(opening) < 20
+
+
+def test_warm_start_rehearses_a_seeded_sample_of_phase_one_among_the_demos(tmp_path, monkeypatch):
+    """Phase 2 sees the demos plus ``intent_rehearsal`` of phase 1's exchanges (the same ones for a seed), with
+    phase 2's settings; phase 1 sees every exchange with the loss on the whole text."""
+    import sparring.train.demos as demos_module
+    from sparring.train.demos import warm_start
+    from sparring.train.sft import SFTResult
+
+    calls = []
+
+    def fake_train_sft(model, tokenizer, conversations, settings, output_dir):
+        calls.append((list(conversations), settings))
+        return SFTResult(model=model)
+
+    monkeypatch.setattr(demos_module, "train_sft", fake_train_sft)
+    frame = _frame(4, seed=3)
+    texts, intents = frame["text"].to_list(), frame["intent"].to_list()
+    demo = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
+    settings = SFTSettings(epochs=3, batch_size=4)
+
+    def run(rehearsal: int, seed: int = 0):
+        calls.clear()
+        warm_start(None, None, [demo], texts, intents, replace(settings, seed=seed), 2, 16, tmp_path,
+                   intent_rehearsal=rehearsal)  # fmt: skip
+        return calls[0], calls[1]
+
+    (phase1, s1), (phase2, s2) = run(5)
+    assert phase1 == intent_examples(texts, intents) and (s1.epochs, s1.batch_size, s1.assistant_only_loss) == (
+        2, 16, False)  # fmt: skip
+    assert phase2[0] == demo and len(phase2) == 6 and all(ex in phase1 for ex in phase2[1:])
+    assert (s2.epochs, s2.batch_size, s2.assistant_only_loss) == (3, 4, True)
+    assert run(5)[1][0] == phase2 and run(5, seed=1)[1][0] != phase2  # seeded
+    assert run(0)[1][0] == [demo] and len(run(10_000)[1][0]) == 1 + len(phase1)

@@ -159,13 +159,16 @@ class SFT(_Strict):
 
 class AgentSFT(SFT):
     demos: int = Field(1000, ge=1)  # expert episodes vs cooperative customers, from train scenarios
-    # Phase 1 before the demos: every ingested train utterance -> its intent (~15 tokens each; ~50 after the
-    # agent's system prompt), loss on the whole text, this many passes (0: none) at this batch size: the routing
-    # decision at a fraction of a demo's cost.
+    # Phase 1 before the demos: every ingested train utterance -> its intent (~15 tokens each), loss on the whole
+    # text, this many passes (0: none) at this batch size: the routing decision at a fraction of a demo's cost.
     intent_epochs: float = Field(4.0, ge=0)
     intent_batch_size: int = Field(32, ge=1)
     intent_learning_rate: float | None = Field(2e-3, gt=0, le=1)  # null: learning_rate
-    intent_system_prompt: bool = False  # phase 1 reads the agent's system prompt first, as episodes do
+    intent_rehearsal: int = Field(0, ge=0)  # phase 1 exchanges replayed among phase 2's demos, against forgetting
+    # The agent reads its instructions (chat.AGENT_SYSTEM_PROMPT) as a system message, in every phase and episode;
+    # its checkpoint keeps the choice (config.agent_system_prompt). Off for a model from scratch: the constant
+    # prefix stalled its routing (see train/demos.py's intent_examples).
+    system_prompt: bool = False
     tie_word_embeddings: bool | None = None  # the agent's own model.tie_word_embeddings (null: model's)
     # How the expert's demonstrations name the object to act on: "described" (the one the customer's words
     # identify; world/described.py) or "id" (copied from the lookup result, which the tiny model never learned).

@@ -24,12 +24,14 @@ import torch
 from transformers import PreTrainedTokenizerBase
 
 from sparring.agents.chat import (
+    AGENT_SYSTEM_PROMPT,
     ASSISTANT,
     END_OF_TURN,
     SYSTEM,
     TOOL,
     USER,
     ParsedMessage,
+    agent_system_prompt,
     assistant_message,
     parse_agent_message,
     render_agent_message,
@@ -45,15 +47,9 @@ from sparring.world.session import Session
 from sparring.world.tools import ToolCall, execute
 from sparring.world.vocab import DESCRIBED, ID_KEYS
 
-# Tool names follow "(" on purpose: after whitespace their added tokens would swallow the space.
-AGENT_SYSTEM_PROMPT = (
-    "You are a bank's customer support agent. Verify the customer (lookup_account) before acting on their "
-    "account, resolve the request with the right tool, confirm, then end the conversation (end_conversation)."
-)
-
 
 def agent_opening(text: str, system: str | None = AGENT_SYSTEM_PROMPT) -> list[dict[str, str]]:
-    """What the agent reads when a customer opens with ``text``: its system prompt (if any), then the text."""
+    """What the agent reads when a customer opens with ``text``: ``system`` (none if empty), then the text."""
     head = [{"role": "system", "content": system}] if system else []
     return [*head, {"role": "user", "content": text.strip()}]
 
@@ -237,7 +233,7 @@ def run_episodes(
     judge: Callable[[Episode], Any] | None = None,
     seed: int = 0,
     tokenizer: PreTrainedTokenizerBase | None = None,
-    agent_system: str = AGENT_SYSTEM_PROMPT,
+    agent_system: str | None = None,
     stats: RolloutStats | None = None,
 ) -> list[Episode]:
     """Play every scenario to the end, all episodes in lock-step; deterministic in ``seed``.
@@ -245,10 +241,12 @@ def run_episodes(
     ``max_turns`` bounds the rounds (customer message + agent reply); ``max_calls_per_turn`` the tool calls an
     agent makes before the customer speaks again. ``tokenizer`` builds the views of scripted sides (an LM side
     uses its own); with no tokenizer at all the token fields are empty. ``stats`` is filled in when given.
+    ``agent_system``: the agent's system message ("" for none; None: :func:`agent_system_prompt` of ``agent``).
     """
     if max_turns < 1 or max_calls_per_turn < 1:
         raise ValueError("max_turns and max_calls_per_turn must be >= 1")
     stats = stats if stats is not None else RolloutStats()
+    agent_system = agent_system_prompt(agent) if agent_system is None else agent_system
     t0 = time.perf_counter()
     a_tok = getattr(agent, "tokenizer", None) or tokenizer or getattr(customer, "tokenizer", None)
     c_tok = getattr(customer, "tokenizer", None) or tokenizer or a_tok
@@ -263,9 +261,10 @@ def run_episodes(
         seen[sc.scenario_id] = seen.get(sc.scenario_id, -1) + 1
         a_view, c_view = _View(a_tok, a_mark, memos[id(a_tok)]), _View(c_tok, c_mark, memos[id(c_tok)])
         ep = _Live(i, sc, episode_seed(seed, sc, seen[sc.scenario_id]), a_view, c_view)
-        ids, text = ep.a.encode(agent_system, memo=True)
-        ep.a.add("system", ids)
-        ep.messages.append({"role": "system", "content": text})
+        if agent_system:  # "" = no system message, as agent_opening
+            ids, text = ep.a.encode(agent_system, memo=True)
+            ep.a.add("system", ids)
+            ep.messages.append({"role": "system", "content": text})
         ids, text = ep.c.encode(customer_goal(sc))
         ep.c.add("system", ids)
         ep.cmessages.append({"role": "system", "content": text})

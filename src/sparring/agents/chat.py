@@ -39,6 +39,18 @@ from typing import Any
 
 from sparring.world.taxonomy import load_taxonomy
 
+# Tool names follow "(" on purpose: after whitespace their added tokens would swallow the space.
+AGENT_SYSTEM_PROMPT = (
+    "You are a bank's customer support agent. Verify the customer (lookup_account) before acting on their "
+    "account, resolve the request with the right tool, confirm, then end the conversation (end_conversation)."
+)
+
+
+def agent_system_prompt(agent: Any) -> str:
+    """The system message ``agent`` reads first ("" for none): its ``system_prompt`` if it has one (an LM policy
+    reads it from its model's config, where the agent's checkpoint keeps it), else ``AGENT_SYSTEM_PROMPT``."""
+    return getattr(agent, "system_prompt", AGENT_SYSTEM_PROMPT)
+
 PAD = "<|pad|>"
 END_OF_TEXT = "<|endoftext|>"  # bos / document separator
 SYSTEM = "<|system|>"

@@ -29,6 +29,7 @@ from transformers import (
 )
 from transformers.cache_utils import DynamicLayer
 
+from sparring.agents.chat import AGENT_SYSTEM_PROMPT
 from sparring.agents.tokenizer import customer_banned_ids, end_of_turn_id
 from sparring.world.scenarios import Scenario
 
@@ -249,6 +250,8 @@ class LMPolicy:
         self.model, self.tokenizer, self.role = model, tokenizer, role
         self.max_new_tokens, self.temperature, self.top_p, self.greedy = max_new_tokens, temperature, top_p, greedy
         self.end_id = end_of_turn_id(tokenizer)
+        # What it reads first when it plays the agent, as its checkpoint keeps it ("" = no system message).
+        self.system_prompt: str = getattr(model.config, "agent_system_prompt", AGENT_SYSTEM_PROMPT)
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.end_id
         config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
         self.n_layers = config.num_hidden_layers

@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from sparring.agents.chat import parse_agent_message
+from sparring.agents.chat import agent_system_prompt, parse_agent_message
 from sparring.agents.policies import Policy, TurnRequest
 from sparring.agents.scripted import CamouflagingCustomer, CooperativeCustomer
-from sparring.rollout import AGENT_SYSTEM_PROMPT, agent_opening, episode_metrics, run_episodes
+from sparring.rollout import agent_opening, episode_metrics, run_episodes
 from sparring.world.scenarios import Scenario
 from sparring.world.taxonomy import load_taxonomy
 
@@ -57,18 +57,20 @@ def route_utterances(
     texts: Sequence[str],
     *,
     batch_size: int = 64,
-    system: str = AGENT_SYSTEM_PROMPT,
+    system: str | None = None,
 ) -> list[dict[str, Any]]:
     """The agent's first reply to each text (as the customer's opening turn), generated in batches.
 
     Returns ``{"intent", "tool", "reply", "format_ok"}`` per text. ``tool`` is the call the reply made, or,
     when it made none (a first reply asks for identity before acting), the taxonomy's tool for the named
     intent: where the agent would route. ``intent``/``tool`` are None when the reply names no known intent.
+    ``system``: the agent's system message ("" for none; None: the policy's own, as in episodes).
     """
     tokenizer = getattr(agent_policy, "tokenizer", None)
     if tokenizer is None:
         raise ValueError("route_utterances needs an LM policy (with a tokenizer)")
     tax = load_taxonomy()
+    system = agent_system_prompt(agent_policy) if system is None else system
     routes: list[dict[str, Any]] = []
     for start in range(0, len(texts), batch_size):
         chunk = texts[start : start + batch_size]

@@ -9,6 +9,7 @@ warm start must not have seen them already.
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -35,10 +36,12 @@ def expert_demonstrations(
     max_turns: int = 6,
     max_calls_per_turn: int = 3,
     refs: str = "id",
+    agent_system: str | None = None,
 ) -> list[list[dict[str, Any]]]:
     """Agent-view conversations (``Episode.messages``) of the expert against each named customer, one per
     scenario and customer, keeping only strict passes: a demonstration that does not solve the scenario
-    the way the outcome check wants would teach the failure. ``refs`` is the expert's (:class:`ExpertAgent`)."""
+    the way the outcome check wants would teach the failure. ``refs`` is the expert's (:class:`ExpertAgent`);
+    ``agent_system`` the system message the demos open with (as :func:`~sparring.rollout.run_episodes`)."""
     unknown = sorted(set(customers) - set(CUSTOMERS))
     if unknown:
         raise ValueError(f"unknown customers {unknown}; known: {sorted(CUSTOMERS)}")
@@ -51,6 +54,7 @@ def expert_demonstrations(
             max_turns=max_turns,
             max_calls_per_turn=max_calls_per_turn,
             seed=seed,
+            agent_system=agent_system,
         )
         demos += [ep.messages for ep in episodes if ep.outcome.strict_pass]
     return demos
@@ -80,11 +84,13 @@ def intent_examples(
     Intent is what routing hangs on, and a tiny model from scratch needs ~20k labelled utterances (passes) to
     learn it (DESIGN.md's probe); through whole demos that would cost ~40x the tokens.
 
-    ``system``: the agent's system prompt, which every episode and ``route_utterances`` put first. Measured on
-    Banking77's held-out split (untied model, 6 epochs at batch 64, prompted as in episodes): 0.38 trained without
-    it (the same model scored 0.82 prompted without it too), 0.59 trained with it; a tied model did worse with it
-    (0.17 against 0.38 at 4 epochs, batch 32). Chaining 16 exchanges per conversation was worse (0.19 held-out
-    accuracy after 6 epochs against 0.55 after 4 unchained): too few optimizer steps.
+    ``system``: the agent's system message, when it reads one (``agent_sft.system_prompt``): phase 1 must prompt
+    as episodes and ``route_utterances`` do. A model from scratch learns far faster without one. Banking77's
+    held-out split (tied model, batch 64, lr 2e-3, greedy replies as ``route_utterances`` reads them): without a
+    system message 0.73 after 6 epochs, 0.83 after 10, 0.85 after 16; with the 40-token prompt first 0.02 after 2
+    epochs (chance: 0.013) and, its tokens kept out of the loss, 0.09 after 6; trained without it but prompted
+    with it (untied) 0.38. Chaining 16 exchanges per conversation was worse (0.19 after 6 epochs against 0.55
+    after 4 unchained): too few optimizer steps.
     """
     if len(texts) != len(intents):
         raise ValueError(f"{len(texts)} texts but {len(intents)} intents")
@@ -107,6 +113,7 @@ def warm_start(
     output_dir: Path,
     intent_system: str | None = None,
     intent_learning_rate: float | None = None,
+    intent_rehearsal: int = 0,
 ) -> SFTResult:
     """DA0 in two phases: (1) utterance -> ``<intent>NAME`` exchanges with the loss on the whole text,
     ``intent_epochs`` passes at ``intent_learning_rate`` (default: ``settings``'), after ``intent_system`` if
@@ -117,10 +124,15 @@ def warm_start(
     customers' language (DESIGN.md's probe: 86% with the loss on every token, 71% on the label only). Measured
     here: phase 1 alone (4 epochs, batch 32) reached 0.55 intent accuracy on held-out phrasings, mixing the
     exchanges into the demonstrations instead left the model at ~0.02. Curves carry a ``phase`` key.
+
+    ``intent_rehearsal``: that many of phase 1's exchanges (a seeded sample) join phase 2's demonstrations, whose
+    passes over a few hundred openings otherwise wear down what phase 1 learnt (Banking77's held-out split: 0.83-0.85
+    after 10-16 epochs of phase 1 alone, 0.73 after 12 epochs and phase 2 without rehearsal).
     """
     curves: list[dict[str, float]] = []
     seconds, tokens = 0.0, 0
-    if intent_epochs > 0 and texts:
+    examples = intent_examples(texts, intents, intent_system)
+    if intent_epochs > 0 and examples:
         phase1 = replace(
             settings,
             epochs=intent_epochs,
@@ -129,11 +141,11 @@ def warm_start(
             assistant_only_loss=False,
             max_length=256,
         )
-        examples = intent_examples(texts, intents, intent_system)
         first = train_sft(model, tokenizer, examples, phase1, output_dir / "intent")
         model, seconds, tokens = first.model, first.seconds, first.train_tokens
         curves += [{**c, "phase": 1} for c in first.curves]
-    second = train_sft(model, tokenizer, demos, settings, output_dir / "demos")
+    rehearsed = random.Random(settings.seed).sample(examples, min(intent_rehearsal, len(examples)))
+    second = train_sft(model, tokenizer, [*demos, *rehearsed], settings, output_dir / "demos")
     curves += [{**c, "phase": 2} for c in second.curves]
     return SFTResult(
         model=second.model, curves=curves, train_tokens=tokens + second.train_tokens, seconds=seconds + second.seconds

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from sparring.agents.chat import agent_system_prompt
 from sparring.agents.policies import LMPolicy, Policy, TurnOutput, TurnRequest
 from sparring.rollout import Episode, run_episodes
 from sparring.world.scenarios import Scenario
@@ -202,11 +203,10 @@ def make_rollout_func(
         seed = derive_seed(settings.seed, side, calls[0])
         calls[0] += 1
         model = trainer.accelerator.unwrap_model(trainer.model) if hasattr(trainer, "accelerator") else trainer.model
-        policy: Policy = LMPolicy(
+        trained = LMPolicy(
             model, tokenizer, side, max_new_tokens=settings.max_new_tokens, temperature=settings.temperature
         )
-        if wrap is not None:
-            policy = wrap(policy)
+        policy: Policy = wrap(trained) if wrap is not None else trained
         if hasattr(opponent, "act"):
             other: Policy = opponent  # type: ignore[assignment]
         else:  # one opponent per group, drawn from the group's scenario and seed
@@ -224,6 +224,7 @@ def make_rollout_func(
                 max_calls_per_turn=settings.max_calls_per_turn,
                 seed=seed,
                 tokenizer=tokenizer,
+                agent_system=agent_system_prompt(trained if side == "agent" else agent),  # a wrapper's too
             )
         finally:
             model.train(was_training)
