@@ -102,8 +102,9 @@ def test_an_agent_checkpoint_keeps_the_system_prompt_it_was_trained_with(tmp_pat
 
 
 def test_warm_start_rehearses_a_seeded_sample_of_phase_one_among_the_demos(tmp_path, monkeypatch):
-    """Phase 2 sees the demos plus ``intent_rehearsal`` of phase 1's exchanges (the same ones for a seed), with
-    phase 2's settings; phase 1 sees every exchange with the loss on the whole text."""
+    """Phase 2 sees the demos plus ``intent_rehearsal`` of phase 1's exchanges (the same ones for a seed), each
+    answered as the demos answer an opening, with phase 2's settings; phase 1 sees every exchange with the loss on
+    the whole text."""
     import sparring.train.demos as demos_module
     from sparring.train.demos import warm_start
     from sparring.train.sft import SFTResult
@@ -129,7 +130,9 @@ def test_warm_start_rehearses_a_seeded_sample_of_phase_one_among_the_demos(tmp_p
     (phase1, s1), (phase2, s2) = run(5)
     assert phase1 == intent_examples(texts, intents) and (s1.epochs, s1.batch_size, s1.assistant_only_loss) == (
         2, 16, False)  # fmt: skip
-    assert phase2[0] == demo and len(phase2) == 6 and all(ex in phase1 for ex in phase2[1:])
+    # rehearsed: phase 1 exchanges whose reply is the demos' first reply, not the bare intent
+    assert phase2[0] == demo and len(phase2) == 6
+    assert all(ex[:-1] + [{**ex[-1], "content": ""}] in phase1 and ex[-1]["content"] == "hello" for ex in phase2[1:])
     assert (s2.epochs, s2.batch_size, s2.assistant_only_loss) == (3, 4, True)
     assert run(5)[1][0] == phase2 and run(5, seed=1)[1][0] != phase2  # seeded
     assert run(0)[1][0] == [demo] and len(run(10_000)[1][0]) == 1 + len(phase1)

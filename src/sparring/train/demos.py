@@ -10,11 +10,13 @@ warm start must not have seen them already.
 from __future__ import annotations
 
 import random
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from sparring.agents.chat import message_text
 from sparring.agents.policies import Policy
 from sparring.agents.scripted import CamouflagingCustomer, CooperativeCustomer, ExpertAgent
 from sparring.rollout import agent_opening, run_episodes
@@ -125,9 +127,11 @@ def warm_start(
     here: phase 1 alone (4 epochs, batch 32) reached 0.55 intent accuracy on held-out phrasings, mixing the
     exchanges into the demonstrations instead left the model at ~0.02. Curves carry a ``phase`` key.
 
-    ``intent_rehearsal``: that many of phase 1's exchanges (a seeded sample) join phase 2's demonstrations, whose
-    passes over a few hundred openings otherwise wear down what phase 1 learnt (Banking77's held-out split: 0.83-0.85
-    after 10-16 epochs of phase 1 alone, 0.73 after 12 epochs and phase 2 without rehearsal).
+    ``intent_rehearsal``: that many of phase 1's exchanges (a seeded sample) join phase 2's demonstrations,
+    answered as the demos answer an opening (:func:`first_reply`). Phase 2's passes over a few hundred openings
+    otherwise wear down what phase 1 learnt. Banking77's held-out split: 0.83-0.85 after 10-16 epochs of phase 1
+    alone, 0.73 after 12 epochs and phase 2, 0.81 with 2,000 rehearsed. Synthetic default, 240 held-out scenarios
+    against the scripted cooperative customer: routing 0.86 -> 0.93, strict PASS 0.74 -> 0.84.
     """
     curves: list[dict[str, float]] = []
     seconds, tokens = 0.0, 0
@@ -144,12 +148,27 @@ def warm_start(
         first = train_sft(model, tokenizer, examples, phase1, output_dir / "intent")
         model, seconds, tokens = first.model, first.seconds, first.train_tokens
         curves += [{**c, "phase": 1} for c in first.curves]
-    rehearsed = random.Random(settings.seed).sample(examples, min(intent_rehearsal, len(examples)))
+    # Rehearsed exchanges end as the demos' first replies do: ending at the intent instead, they taught the agent
+    # to stop there in episodes (Banking77: strict PASS vs the scripted cooperative customer 0.81 -> 0.03).
+    picked = random.Random(settings.seed).sample(range(len(examples)), min(intent_rehearsal, len(examples)))
+    reply = first_reply(demos)
+    rehearsed = [[*examples[i][:-1], {**examples[i][-1], "content": reply}] for i in picked]
     second = train_sft(model, tokenizer, [*demos, *rehearsed], settings, output_dir / "demos")
     curves += [{**c, "phase": 2} for c in second.curves]
     return SFTResult(
         model=second.model, curves=curves, train_tokens=tokens + second.train_tokens, seconds=seconds + second.seconds
     )
+
+
+def first_reply(demos: Sequence[Sequence[dict[str, Any]]]) -> str:
+    """The text the demos' agent most often answers a customer's opening with ("" when there are none)."""
+    replies: Counter[str] = Counter()
+    for demo in demos:
+        roles = [m["role"] for m in demo]
+        i = roles.index("user") if "user" in roles else len(roles)
+        if i + 1 < len(roles) and roles[i + 1] == "assistant":
+            replies[message_text(demo[i + 1].get("content"))] += 1
+    return replies.most_common(1)[0][0] if replies else ""
 
 
 def render_messages(conversation: Sequence[dict[str, Any]]) -> str:
