@@ -35,6 +35,7 @@ def test_quick_agent_routes_heldout_utterances_far_above_chance(tmp_path):
     model = build_model(
         ModelSpec(hidden_size=48, num_layers=2, num_heads=2, num_kv_heads=2, intermediate_size=128), tok
     )
+    model.config.agent_system_prompt = ""  # as DA0 from scratch: trained and prompted without a system message
     agent = LMPolicy(model, tok, role="agent", max_new_tokens=4, greedy=True)
     tools = {name: spec.tool for name, spec in load_taxonomy().intents.items()}
 
@@ -50,7 +51,8 @@ def test_quick_agent_routes_heldout_utterances_far_above_chance(tmp_path):
     after = tool_accuracy()
     assert len(heldout) >= 30 and len(set(heldout["intent"].to_list())) == len(INTENTS)
     assert before < 0.35  # an untrained model names no intent, or a random one
-    assert after >= 0.45, (before, after)  # chance: 1/6; measured 0.54-0.65 over tokenizer and epoch variants
+    # chance: 1/6; measured 0.96 (0.54-0.65 when prompted with a system message it was not trained with)
+    assert after >= 0.8, (before, after)
 
 
 def test_intent_examples_are_read_as_the_agent_reads_a_customer_opening():
