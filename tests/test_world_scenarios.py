@@ -204,3 +204,29 @@ def test_bad_inputs_are_rejected():
         sample_scenarios(unknown, n=1, seed=0)
     only = sample_scenarios(utterances("train", 1), n=10, seed=0, personas={"impatient": 1.0})
     assert {s.persona for s in only} == {"impatient"}
+
+
+def test_the_cooperative_simulator_plays_every_scenario_cooperatively(train):
+    from sparring.agents.scripted import CooperativeCustomer, ExpertAgent
+    from sparring.evaluate.agent import evaluate_agent
+    from sparring.world.scenarios import as_cooperative
+
+    class Recording(CooperativeCustomer):
+        def __init__(self) -> None:
+            super().__init__()
+            self.personas: dict[str, str] = {}
+
+        def act(self, requests):
+            self.personas.update({r.scenario.scenario_id: r.scenario.persona for r in requests})
+            return super().act(requests)
+
+    scenarios = train[:30]
+    assert len({s.persona for s in scenarios}) > 2  # the fixture mixes personas
+    coop, other = Recording(), Recording()
+    metrics = evaluate_agent(ExpertAgent(), scenarios, {"coop": coop, "other": other})
+    assert set(coop.personas.values()) == {"cooperative"} and len(coop.personas) == len(scenarios)
+    assert other.personas == {s.scenario_id: s.persona for s in scenarios}
+    assert metrics["strict_pass_coop"] == metrics["strict_pass_other"] == 1.0  # only an LM customer reads personas
+    forced = as_cooperative(scenarios)
+    assert [{**s.to_dict(), "persona": None} for s in forced] == [{**s.to_dict(), "persona": None} for s in scenarios]
+    assert scenarios[0] is not forced[0] and {s.persona for s in scenarios} != {"cooperative"}  # inputs untouched

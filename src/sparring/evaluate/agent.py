@@ -9,14 +9,14 @@ without the cost (or the world noise) of whole episodes.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from sparring.agents.chat import agent_system_prompt, parse_agent_message
 from sparring.agents.policies import Policy, TurnRequest
 from sparring.agents.scripted import CamouflagingCustomer, CooperativeCustomer
 from sparring.rollout import agent_opening, episode_metrics, run_episodes
-from sparring.world.scenarios import Scenario
+from sparring.world.scenarios import Scenario, as_cooperative
 from sparring.world.taxonomy import load_taxonomy
 
 
@@ -33,15 +33,17 @@ def evaluate_agent(
     max_turns: int = 6,
     *,
     max_calls_per_turn: int = 3,
+    cooperative: Collection[str] = ("coop",),
 ) -> dict[str, float]:
     """``episode_metrics`` of ``agent_policy`` against each customer, suffixed ``_<key>`` (``_coop``, ``_camo``).
 
-    Every opponent plays the same scenarios with the same seed, so differences are the opponent's doing.
+    Every opponent plays the same scenarios with the same seed, so differences are the opponent's doing; those
+    named in ``cooperative`` play them all with the cooperative persona (:func:`as_cooperative`).
     """
     metrics: dict[str, float] = {}
     for key, customer in customers.items():
         episodes = run_episodes(
-            heldout_scenarios,
+            as_cooperative(heldout_scenarios) if key in cooperative else heldout_scenarios,
             agent_policy,
             customer,
             max_turns=max_turns,

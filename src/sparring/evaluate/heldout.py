@@ -2,7 +2,7 @@
 
 Every agent plays greedy, as deployed, the same held-out scenarios with the same seed against each opponent:
 
-- ``_coop``: the cooperative simulator (an LMPolicy over the simulator checkpoint),
+- ``_coop``: the cooperative simulator (an LMPolicy over the simulator checkpoint, every persona cooperative),
 - ``_camo``: the scripted camouflaging customer,
 - ``_advpool``: the pool of adversary generations, scenarios dealt round-robin to the generations (the
   simulator stands in when no adversary has trained yet), with the judge's adversary reward parts
@@ -25,7 +25,7 @@ from sparring.rollout import Episode, episode_metrics, run_episodes
 from sparring.train.checkpoints import load_checkpoint
 from sparring.train.coevolution import adversary_won
 from sparring.train.grpo import Scorer, derive_seed
-from sparring.world.scenarios import Scenario
+from sparring.world.scenarios import Scenario, as_cooperative
 
 
 def adversary_parts(scores: Sequence[dict[str, float]], faithful_min: float, suffix: str) -> dict[str, float]:
@@ -108,7 +108,7 @@ def _play(
     turns: dict[str, int],
     faithful_min: float,
 ) -> dict[str, float]:
-    metrics = episode_metrics(run_episodes(scenarios, agent, customer(simulator_dir), **turns), "_coop")
+    metrics = episode_metrics(run_episodes(as_cooperative(scenarios), agent, customer(simulator_dir), **turns), "_coop")
     metrics.update(episode_metrics(run_episodes(scenarios, agent, camo, **turns), "_camo"))
     pooled: list[Episode] = []
     for i, folder in enumerate(pool):

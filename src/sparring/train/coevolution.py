@@ -17,8 +17,8 @@
        session and the opponent's sampling state mid-episode; replaying the scenario keeps every group a
        like-for-like baseline, and the failure-heavy mix puts the groups where rewards still spread.
     5. Evaluation of the cycle's agent (greedy, as deployed) on the given scenarios against the cooperative
-       simulator (``_coop``), the current adversary (``_adv``, plus its reward parts) and every adversary
-       generation (``_advpool``), with METRICS.md names.
+       simulator (``_coop``, every persona cooperative), the current adversary (``_adv``, plus its reward parts)
+       and every adversary generation (``_advpool``), with METRICS.md names.
 
 State between cycles is plain files (:class:`CycleState`: JSON, JSONL transcripts, checkpoint folders), and every
 random draw is seeded from (seed, cycle), so a run resumed at cycle k equals an uninterrupted one.
@@ -39,7 +39,7 @@ from sparring.atomic import write_json
 from sparring.rollout import Episode, episode_metrics, run_episodes
 from sparring.train.checkpoints import load_checkpoint, save_checkpoint
 from sparring.train.grpo import GRPOSettings, Scorer, derive_seed, train_side
-from sparring.world.scenarios import Scenario
+from sparring.world.scenarios import Scenario, as_cooperative
 
 STATE_FILE, TRANSCRIPTS_FILE, METRICS_FILE = "state.json", "transcripts.jsonl", "metrics.json"
 
@@ -346,7 +346,7 @@ def _evaluate(
     def play(folder: str, part: Sequence[Scenario]) -> list[Episode]:
         return run_episodes(part, agent, customer(folder), seed=seed, **turns) if part else []
 
-    metrics = episode_metrics(play(state.simulator_dir, scenarios), "_coop")
+    metrics = episode_metrics(play(state.simulator_dir, as_cooperative(scenarios)), "_coop")
     adv = play(state.adversary_dir, scenarios)
     metrics.update(episode_metrics(adv, "_adv"))
     scores = judge.score(adv)

@@ -11,7 +11,8 @@ from __future__ import annotations
 import hashlib
 import json
 import random
-from dataclasses import asdict, dataclass, field
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -186,6 +187,15 @@ def _make(row: dict[str, Any], i: int, seed: int, persona: str, n_customers: int
     )
     scenario.expected_calls = expert_calls(scenario, build_world(scenario))
     return scenario
+
+
+def as_cooperative(scenarios: Sequence[Scenario]) -> list[Scenario]:
+    """The same scenarios, every customer cooperative: what the cooperative simulator (``_coop``) plays.
+
+    A persona only shapes an LM customer's goal (``customer_goal``): world, expected calls and judge are
+    unchanged, and scripted customers ignore it. Played with each scenario's own persona (40% cooperative), the
+    simulator hid, rambled or targeted another account in the rest, and ``_coop`` measured those personas."""
+    return [replace(s, persona="cooperative") for s in scenarios]
 
 
 def check_disjoint(train: list[Scenario], heldout: list[Scenario]) -> None:
