@@ -125,7 +125,7 @@ def _agents_summary(root: Path) -> None:
 
 
 @app.command()
-def run(profile: str = typer.Option(None, help="quick | default | scale")) -> None:
+def run(profile: str = typer.Option(None, help="quick | default | scale | banking77")) -> None:
     """Run the whole pipeline (the Dagster job `main`) and print a summary."""
     root = _prepare(profile)
     stages = _stages()
@@ -137,7 +137,7 @@ def run(profile: str = typer.Option(None, help="quick | default | scale")) -> No
 
 
 @app.command()
-def stage(name: str, profile: str = typer.Option(None, help="quick | default | scale")) -> None:
+def stage(name: str, profile: str = typer.Option(None, help="quick | default | scale | banking77")) -> None:
     """Run one stage (what `dvc repro` calls); it reads its upstream stages' files from disk."""
     root = _prepare(profile)
     known = [s.name for s in _stages()]

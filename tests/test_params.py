@@ -30,6 +30,9 @@ def test_project_params_load_in_every_profile(monkeypatch):
     assert scale.runtime.torch_threads == 0 and default.runtime.torch_threads == 1
     # An override changes only the keys it names.
     assert quick.ingest.max_text_chars == default.ingest.max_text_chars
+    b77 = load_params(ROOT / "params.yaml", "banking77")
+    assert b77.ingest.utterances.source == "banking77_csv" and b77.ingest.utterances.path.endswith("train.csv")
+    assert b77.agent_sft.intent_epochs > default.agent_sft.intent_epochs and b77.model == default.model
 
 
 def test_env_selects_profile(monkeypatch):

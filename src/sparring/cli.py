@@ -36,7 +36,7 @@ def load_or_fail(params_file: Path, profile: str | None):
 @app.command()
 def params(
     profile: str = typer.Option(
-        None, help="quick | default | scale (default: $SPARRING_PROFILE or the file's)"
+        None, help="quick | default | scale | banking77 (default: $SPARRING_PROFILE or the file's)"
     ),
     params_file: Path = typer.Option(Path("params.yaml"), "--params", help="the params file"),
 ) -> None:
@@ -48,7 +48,7 @@ def params(
 @app.command()
 def ingest(
     out: Path = typer.Option(Path("data/ingest"), help="output folder (replaced atomically)"),
-    profile: str = typer.Option(None, help="quick | default | scale"),
+    profile: str = typer.Option(None, help="quick | default | scale | banking77"),
     params_file: Path = typer.Option(Path("params.yaml"), "--params", help="the params file"),
 ) -> None:
     """Run ingestion alone, untracked (to check your own data); `sparring stage ingest` is the tracked stage."""

@@ -1,8 +1,8 @@
 """params.yaml: the one source of parameters, validated on load.
 
 Each top-level section holds the `default` profile's values and may carry a ``profiles:`` block of overrides
-per profile (quick, scale). Keeping the overrides inside their section means DVC, which tracks whole sections
-per stage, reruns a stage exactly when a value it can use changes. Every profile is validated at load time, so
+per profile (quick, scale, banking77). Keeping the overrides inside their section means DVC, which tracks whole
+sections per stage, reruns a stage exactly when a value it can use changes. Every profile is validated at load time, so
 a typo in the `scale` block is caught while running `quick`.
 """
 
@@ -16,7 +16,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-PROFILES = ("quick", "default", "scale")
+PROFILES = ("quick", "default", "scale", "banking77")
 PROFILE_ENV = "SPARRING_PROFILE"
 
 
@@ -245,7 +245,7 @@ class Evaluate(_Strict):
 
 
 class Params(_Strict):
-    profile: Literal["quick", "default", "scale"] = "default"
+    profile: Literal["quick", "default", "scale", "banking77"] = "default"
     seed: int = Field(0, ge=0)
     runtime: Runtime = Runtime()
     tracking: Tracking = Tracking()
