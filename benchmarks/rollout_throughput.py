@@ -3,7 +3,8 @@
 One tokenizer (trained on a small synthetic corpus), one tiny random-init model spec for both sides (agent and
 customer are two models of it), the same scenarios for every measurement:
 
-(a) ``run_episodes`` on all scenarios at once (KV reuse across turns on, the default; and off, for reference);
+(a) ``run_episodes`` on all scenarios at once (KV reuse across turns and a bfloat16 cache, the defaults; and
+    without reuse, and with a float32 cache, for reference);
 (b) the same engine called once per scenario (batch of 1), as a loop would;
 (c) raw batched ``model.generate`` replaying exactly the prompts (a) sent to the policies, same sampling and
     ``max_new_tokens``: the ceiling for an engine that re-encodes its prompts.
@@ -11,7 +12,10 @@ customer are two models of it), the same scenarios for every measurement:
 Prints readable lines, then one JSON object as the last line. Goals: >= 10x the loop, >= 60% of raw generate.
 Each figure is the best of ``--repeats`` runs; (b) runs ``--loop-episodes`` scenarios spread over the set
 (per-episode rates are comparable: every episode of two random-init models runs all ``max_turns`` rounds).
-Usage: ``python benchmarks/rollout_throughput.py [--episodes 64] [--max-new-tokens 24] [--max-turns 3]``.
+``--max-new-tokens`` defaults to params' customer messages (``adversary_grpo.max_new_tokens``, also the simulator's:
+64; the agent's are 96); random-init models write every message to that limit. Shorter messages make pre-fill, which
+batching cannot share out, a larger part of the work: at 24 tokens the speedup measured ~8-9x.
+Usage: ``python benchmarks/rollout_throughput.py [--episodes 64] [--max-new-tokens 64] [--max-turns 3]``.
 """
 
 from __future__ import annotations
@@ -32,9 +36,9 @@ from sparring.rollout import RolloutStats, run_episodes
 from sparring.world.scenarios import sample_scenarios
 
 
-def policies(models: tuple, tok, args: argparse.Namespace, reuse_kv: bool = True) -> tuple[LMPolicy, LMPolicy]:
-    agent = LMPolicy(models[0], tok, "agent", max_new_tokens=args.max_new_tokens, reuse_kv=reuse_kv)
-    customer = LMPolicy(models[1], tok, "customer", max_new_tokens=args.max_new_tokens, reuse_kv=reuse_kv)
+def policies(models: tuple, tok, args: argparse.Namespace, **options) -> tuple[LMPolicy, LMPolicy]:
+    agent = LMPolicy(models[0], tok, "agent", max_new_tokens=args.max_new_tokens, **options)
+    customer = LMPolicy(models[1], tok, "customer", max_new_tokens=args.max_new_tokens, **options)
     return agent, customer
 
 
@@ -76,7 +80,7 @@ def raw_generate(prompts: list[tuple[str, list[list[int]]]], models, tok, args) 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--episodes", type=int, default=64)
-    parser.add_argument("--max-new-tokens", type=int, default=24)
+    parser.add_argument("--max-new-tokens", type=int, default=64)
     parser.add_argument("--max-turns", type=int, default=3)
     parser.add_argument("--loop-episodes", type=int, default=16, help="episodes for (b); 0 = all")
     parser.add_argument("--repeats", type=int, default=3, help="best of this many runs per measurement")
@@ -98,6 +102,7 @@ def main() -> None:
     print(f"episodes={len(scenarios)} max_turns={args.max_turns} max_new_tokens={args.max_new_tokens}")
 
     pols, no_reuse_pols = policies(models, tok, args), policies(models, tok, args, reuse_kv=False)
+    f32_pols = policies(models, tok, args, kv_cache_dtype="auto")
     timed_rollout(scenarios[:4], pols, args)  # warm-up: first-call allocations and lazy imports
     # Best of --repeats for every measurement: on a shared 2-core VM the slowest runs measure the neighbours.
     runs = [timed_rollout(scenarios, pols, args, record=i == 0) for i in range(args.repeats)]
@@ -117,6 +122,11 @@ def main() -> None:
     nr_tok_s = sum(no_reuse.generated_tokens.values()) / no_reuse.total_s
     print(f"(a') batched, no KV reuse: {no_reuse.total_s:7.2f} s  {len(scenarios) / no_reuse.total_s:7.2f} "
           f"episodes/s  {nr_tok_s:8.1f} tokens/s")  # fmt: skip
+
+    f32 = min((timed_rollout(scenarios, f32_pols, args) for _ in range(args.repeats)), key=lambda r: r.total_s)
+    f32_tok_s = sum(f32.generated_tokens.values()) / f32.total_s
+    print(f"(a'') batched, float32 cache: {f32.total_s:7.2f} s  {len(scenarios) / f32.total_s:7.2f} "
+          f"episodes/s  {f32_tok_s:8.1f} tokens/s  (kv_cache_dtype='auto')")  # fmt: skip
 
     step = max(1, len(scenarios) // args.loop_episodes) if args.loop_episodes else 1
     loop_set = scenarios[::step][: args.loop_episodes or len(scenarios)]  # spread over the set
@@ -140,6 +150,7 @@ def main() -> None:
         "episodes_per_s": round(eps_s, 3),
         "tokens_per_s": round(tok_s, 1),
         "no_kv_reuse_tokens_per_s": round(nr_tok_s, 1),
+        "float32_cache_tokens_per_s": round(f32_tok_s, 1),
         "loop_episodes_per_s": round(loop_eps_s, 3),
         "loop_tokens_per_s": round(loop_tok_s, 1),
         "raw_generate_tokens_per_s": round(raw_tok_s, 1),
