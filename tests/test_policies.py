@@ -108,3 +108,15 @@ def test_one_generate_per_act_with_left_padding_and_stop(tok):
     assert set(policy._kv) == {1}
     policy.release()
     assert not policy._kv and not policy._prefixes and policy.act([]) == []
+
+
+def test_sampling_draws_each_token_with_its_softmax_probability():
+    from sparring.agents.policies import _Sample
+
+    torch.manual_seed(0)
+    scores = torch.tensor([[0.0, 1.0, float("-inf"), 2.0, -1.0]]).repeat(100_000, 1)
+    out = _Sample()(torch.zeros((100_000, 1), dtype=torch.long), scores.clone())
+    assert ((out == 0).sum(-1) == 1).all() and torch.isinf(out).sum() == out.numel() - 100_000  # one pick per row
+    freq = torch.bincount(out.argmax(-1), minlength=5).float() / 100_000
+    expected = torch.softmax(scores[0], -1)
+    assert freq[2] == 0 and torch.allclose(freq, expected, atol=0.005)  # a banned token is never drawn

@@ -125,15 +125,20 @@ class _BufferLayer(DynamicLayer):
         return self.keys, self.values
 
 
-class _Gumbel(LogitsProcessor):
-    """Sampling as argmax(scores + Gumbel noise): exact, and ~3x cheaper on CPU than ``torch.multinomial``.
+class _Sample(LogitsProcessor):
+    """Exact sampling by inverse CDF, as a processor: the scores come back -inf except at the drawn token.
 
-    ``generate`` then runs greedy; temperature and top-p are applied by processors placed before this one.
+    ``generate`` then runs greedy; temperature and top-p are applied by processors placed before this one. One
+    uniform per row instead of Gumbel noise over the whole vocabulary: at batch 64 and 4,000 tokens, 0.73 ms a
+    step against 1.6 ms for Gumbel-max (itself ~3x cheaper on CPU than ``torch.multinomial``).
     """
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
-        u = torch.rand_like(scores, dtype=torch.float32).clamp_(min=1e-20)
-        return scores - torch.log(-torch.log(u))
+        cdf = torch.softmax(scores.float(), dim=-1).cumsum_(dim=-1)
+        # u < the row's total, so the first cdf entry above u is a token of non-zero probability
+        u = torch.rand((scores.shape[0], 1), device=scores.device) * cdf[:, -1:]
+        drawn = torch.searchsorted(cdf, u, right=True).clamp_(max=scores.shape[-1] - 1)
+        return torch.full_like(scores, float("-inf")).scatter_(1, drawn, 0.0)
 
 
 class _LogProbs(LogitsProcessor):
@@ -264,7 +269,7 @@ class LMPolicy:
     """A policy over a causal LM: one batched, left-padded, KV-cached ``generate`` per ``act``.
 
     Logprobs follow TRL's convention: ``log_softmax(logits / temperature)`` at the sampled token, from the raw
-    logits (before top-p and the edge rule); sampling is exact Gumbel-max over the processed scores.
+    logits (before top-p and the edge rule); sampling is exact (inverse CDF) over the processed scores.
     ``reuse_kv`` keeps each conversation's KV cache between its turns, so a turn pre-fills only the tokens added
     since the last one (re-encoding whole conversations every turn dominated rollout time), and a prompt prefix
     of >= ``share_prefix`` tokens shared by new conversations (a system prompt) is encoded once. Models whose
@@ -328,14 +333,14 @@ class LMPolicy:
         banned = customer_banned_ids(tokenizer) if role == "customer" else []
         if banned:  # its goal's intent code and the agent's markers: never part of a customer's turn
             self._processors.append(SuppressTokensLogitsProcessor(banned, device=str(self.device)))
-        if not greedy:  # sampling = greedy over Gumbel-perturbed, temperature-scaled, top-p-filtered scores
+        if not greedy:  # sampling = a draw from the temperature-scaled, top-p-filtered scores, picked greedily
             self._processors.append(TemperatureLogitsWarper(temperature))
             if top_p < 1:
                 self._processors.append(TopPLogitsWarper(top_p))
         if self._edges is not None:
             self._processors.append(self._edges)
         if not greedy:
-            self._processors.append(_Gumbel())
+            self._processors.append(_Sample())
         self.generation_config = GenerationConfig(
             max_new_tokens=max_new_tokens,
             do_sample=False,
