@@ -277,7 +277,7 @@ class LMPolicy:
     full pre-fill. The engine calls :meth:`release` when conversations end.
 
     ``kv_cache_dtype`` (as vLLM's option of that name): "bfloat16" keeps a float32 SDPA model's buffered cache in
-    bfloat16. Batched decoding on CPU is bound by reading the cache, so rollouts of 64 episodes ran ~1.4x faster
+    bfloat16. Batched decoding on CPU is bound by reading the cache, so rollouts of 64 episodes ran 1.1-1.3x faster
     (benchmarks/rollout_throughput.py); logits move by ~1e-3, and GRPO recomputes its logprobs in the model's
     precision anyway (TRL uses a rollout's logprobs only for vLLM importance sampling). "auto": the model's dtype.
     """
