@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import os
 import weakref
-from collections.abc import Hashable, Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Hashable, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -28,16 +27,13 @@ from transformers import (
     TopPLogitsWarper,
 )
 from transformers.cache_utils import DynamicLayer
-from transformers.integrations.sdpa_attention import sdpa_attention_forward
-from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
-from transformers.modeling_utils import AttentionInterface
 
 from sparring.agents.chat import AGENT_SYSTEM_PROMPT
+from sparring.agents.kv_cache import BufferLayer, attention_over, native_gqa
 from sparring.agents.tokenizer import customer_banned_ids, end_of_turn_id
 from sparring.world.scenarios import Scenario
 
 ROLES = ("agent", "customer")
-_FORCE_GQA = "TRANSFORMERS_SDPA_FORCE_GQA"  # read by transformers' sdpa_attention at every call
 
 
 @dataclass
@@ -84,45 +80,6 @@ class _Cached:
 
     ids: list[int]
     kv: list[tuple[torch.Tensor, torch.Tensor]]
-
-
-class _BufferLayer(DynamicLayer):
-    """A ``DynamicLayer`` that writes into a buffer allocated once per ``generate``.
-
-    The stock layer ``torch.cat``s the whole cache at every decoding step; on CPU those copies took a third of
-    rollout time. Keys/values are exposed as views of the buffer, so attention reads them without copying.
-    """
-
-    def __init__(self, capacity: int, dtype: torch.dtype | None = None) -> None:
-        super().__init__()
-        self.capacity, self.length, self.buffer_dtype = capacity, 0, dtype
-
-    def allocate(self, like_k: torch.Tensor, like_v: torch.Tensor, batch: int) -> None:
-        """Zeroed (batch, heads, capacity, dim) buffers on the device of ``like_*`` (H, L, D) slices, in the
-        layer's dtype (None: theirs)."""
-        self.device = like_k.device
-        dtype = self.buffer_dtype or like_k.dtype
-        self.kbuf = like_k.new_zeros((batch, like_k.shape[-3], self.capacity, like_k.shape[-1]), dtype=dtype)
-        self.vbuf = like_v.new_zeros((batch, like_v.shape[-3], self.capacity, like_v.shape[-1]), dtype=dtype)
-        self.keys, self.values = self.kbuf[:, :, :0], self.vbuf[:, :, :0]
-        self.is_initialized = True
-
-    def lazy_initialization(self, key_states: torch.Tensor, value_states: torch.Tensor) -> None:
-        self.allocate(key_states[0], value_states[0], key_states.shape[0])
-
-    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
-        if not self.is_initialized:
-            self.lazy_initialization(key_states, value_states)
-        end = self.length + key_states.shape[-2]
-        if end > self.capacity:  # never with a correct capacity; stay correct anyway
-            self.kbuf = torch.cat([self.kbuf, torch.zeros_like(self.kbuf)], dim=2)
-            self.vbuf = torch.cat([self.vbuf, torch.zeros_like(self.vbuf)], dim=2)
-            self.capacity *= 2
-        self.kbuf[:, :, self.length : end] = key_states
-        self.vbuf[:, :, self.length : end] = value_states
-        self.length = end
-        self.keys, self.values = self.kbuf[:, :, :end], self.vbuf[:, :, :end]
-        return self.keys, self.values
 
 
 class _Sample(LogitsProcessor):
@@ -185,62 +142,6 @@ class _CleanEdges(LogitsProcessor):
         if step == self.max_new_tokens - 1:
             scores[:, self.ws_end.to(scores.device)] = float("-inf")
         return scores
-
-
-@contextmanager
-def _native_gqa(device: torch.device) -> Iterator[None]:
-    """On CPU, let SDPA read grouped K/V heads directly instead of repeating them for every query head.
-
-    transformers only does so without an attention mask (CUDA kernels need that), so left-padded batches
-    copied the whole cache per layer and step: attention ran ~3x slower. Same numbers either way.
-    """
-    if device.type != "cpu" or os.environ.get(_FORCE_GQA) is not None:
-        yield
-        return
-    os.environ[_FORCE_GQA] = "1"
-    try:
-        yield
-    finally:
-        os.environ.pop(_FORCE_GQA, None)
-
-
-_LOW_PRECISION_KV = "sparring_sdpa_low_precision_kv"
-
-
-def _sdpa_low_precision_kv(
-    module: torch.nn.Module,
-    query: torch.Tensor,
-    key: torch.Tensor,
-    value: torch.Tensor,
-    attention_mask: torch.Tensor | None,
-    **kwargs: Any,
-) -> tuple[torch.Tensor, Any]:
-    """transformers' SDPA over a KV cache kept in a lower precision than the model. Decoding (one query per row)
-    reads the narrow cache as it is, the query cast to its dtype: that step is bound by reading the cache. A
-    pre-fill widens the cache instead: it is bound by arithmetic, which CPUs do faster in float32."""
-    if query.shape[-2] > 1:
-        key, value = key.to(query.dtype), value.to(query.dtype)
-    elif attention_mask is not None and attention_mask.is_floating_point():
-        attention_mask = attention_mask.to(key.dtype)
-    out, weights = sdpa_attention_forward(module, query.to(key.dtype), key, value, attention_mask, **kwargs)
-    return out.to(query.dtype), weights
-
-
-AttentionInterface.register(_LOW_PRECISION_KV, _sdpa_low_precision_kv)
-AttentionMaskInterface.register(_LOW_PRECISION_KV, sdpa_mask)  # the masks SDPA gets
-
-
-@contextmanager
-def _attention_over(config: Any, kv_dtype: torch.dtype | None) -> Iterator[None]:
-    """While generating, let an SDPA model attend over a cache of ``kv_dtype`` (None: no change)."""
-    if kv_dtype is None:
-        yield
-        return
-    config._attn_implementation = _LOW_PRECISION_KV
-    try:
-        yield
-    finally:
-        config._attn_implementation = "sdpa"
 
 
 _EDGES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # tokenizer -> masks: decoding a big vocab costs
@@ -424,7 +325,7 @@ class LMPolicy:
         if self._edges is not None:
             self._edges.prompt_len, self._edges.max_new_tokens = total, self.max_new_tokens
         kv_dtype = self.kv_dtype
-        with torch.inference_mode(), _native_gqa(device), _attention_over(self.model.config, kv_dtype):
+        with torch.inference_mode(), native_gqa(device), attention_over(self.model.config, kv_dtype):
             kwargs: dict[str, Any] = {}
             if self.buffered:
                 capacity = total + self.max_new_tokens
@@ -465,7 +366,7 @@ class LMPolicy:
         self, requests: list[TurnRequest], pads: list[int], start: int, capacity: int, dtype: torch.dtype | None
     ) -> DynamicCache:
         """A cache of ``dtype`` buffered layers whose first ``start`` padded positions hold each row's kept KV."""
-        layers = [_BufferLayer(capacity, dtype) for _ in range(self.n_layers)]
+        layers = [BufferLayer(capacity, dtype) for _ in range(self.n_layers)]
         if start > 0:
             for i, r in enumerate(requests):
                 keep = start - pads[i]  # this row's cached tokens left of the pre-filled window
