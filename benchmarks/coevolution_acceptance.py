@@ -22,35 +22,23 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-import yaml
+from pipelines.project import copy_project
 
 ROOT = Path(__file__).resolve().parents[1]
-GENERATED = {".venv", ".git", "data", "models", "reports", "mlruns", ".dagster", "scratch", "dvc.lock", ".dvc"}
 FAITHFUL = 0.8  # the adversary's faithfulness floor in its first gym
 POOL_GAIN = 2.0  # the final agent's strict PASS vs the adversary pool, as a multiple of DA0's
 WALL_GOAL_S = 600.0
 
 
 def prepare_copy(src: Path, dst: Path, seed: int, profile: str) -> Path:
-    """``src`` copied to ``dst`` without generated folders, its params set to ``seed`` and ``profile``; relative
-    data paths (``../shared/...``) made absolute, since the copy lives elsewhere."""
-
-    def ignore(folder: str, names: list[str]) -> set[str]:
-        top = {n for n in names if n in GENERATED} if Path(folder) == src else set()
-        return top | {n for n in names if n in ("__pycache__", ".pytest_cache") or n.endswith(".egg-info")}
-
-    if dst.exists():
-        shutil.rmtree(dst)
-    shutil.copytree(src, dst, ignore=ignore)
-    raw = yaml.safe_load((src / "params.yaml").read_text(encoding="utf-8"))
-    raw["seed"], raw["profile"] = seed, profile
+    """``src`` copied to ``dst`` (:func:`pipelines.project.copy_project`), its params set to ``seed`` and
+    ``profile``; relative data paths (``../shared/...``) made absolute, since the copy lives elsewhere."""
 
     def absolute(node: Any) -> Any:
         if isinstance(node, dict):
@@ -60,9 +48,10 @@ def prepare_copy(src: Path, dst: Path, seed: int, profile: str) -> Path:
             }
         return node
 
-    raw["ingest"] = absolute(raw["ingest"])
-    (dst / "params.yaml").write_text(yaml.safe_dump(raw, sort_keys=False), encoding="utf-8")
-    return dst
+    def edit(raw: dict[str, Any]) -> None:
+        raw["seed"], raw["profile"], raw["ingest"] = seed, profile, absolute(raw["ingest"])
+
+    return copy_project(src, dst, edit)
 
 
 def finished(root: Path, profile: str, seed: int) -> dict[str, Any] | None:

@@ -57,6 +57,7 @@ def test_a_seed_copy_holds_the_sources_its_seed_and_absolute_data_paths(tmp_path
     b77 = raw["ingest"]["profiles"]["banking77"]["utterances"]["path"]
     assert Path(b77).is_absolute() and Path(b77) == (ROOT / "../shared/data/banking77/train.csv").resolve()
     assert (root / "src" / "sparring" / "rollout.py").is_file() and not (root / ".venv").exists()
+    assert (root / ".dvc" / "config").is_file() and not (root / ".dvc" / "cache").exists()  # config, not cache
     assert acceptance.finished(root, "quick", 7) is None  # nothing ran yet
     (root / "reports").mkdir()
     (root / "reports" / "metrics.json").write_text(json.dumps({"profile": "quick", "seed": 7}))

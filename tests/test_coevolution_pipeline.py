@@ -22,28 +22,19 @@ from typer.testing import CliRunner
 from assets.coevolution import N_CYCLES
 from pipelines.cli import app
 from pipelines.definitions import STAGES
+from pipelines.project import copy_project as copy_into
 from sparring.params import PROFILES, load_params
 from sparring.train.coevolution import CycleState
 from sparring.train.cycles import absolute, fingerprint, is_finished, portable
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
-GENERATED = {".venv", ".git", "data", "models", "reports", "mlruns", ".dagster", "scratch", "dvc.lock"}
 QUICK_CYCLES = load_params(ROOT / "params.yaml", "quick").coevolution.max_cycles
 EPISODE_KEYS = ("strict_pass", "routing_acc", "lookup_first", "pass", "intent_acc", "unauthorized_actions")
 
 
 def copy_project(dst: Path) -> Path:
-    def ignore(folder: str, names: list[str]) -> set[str]:
-        top = {n for n in names if n in GENERATED} if Path(folder) == ROOT else set()
-        return top | {n for n in names if n in ("__pycache__", ".pytest_cache") or n.endswith(".egg-info")}
-
-    root = dst / "project"
-    shutil.copytree(ROOT, root, ignore=ignore)
-    raw = yaml.safe_load((root / "params.yaml").read_text())
-    raw["profile"] = "quick"
-    (root / "params.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
-    return root
+    return copy_into(ROOT, dst / "project", lambda raw: raw.update(profile="quick"))
 
 
 def env_for(root: Path) -> dict:

@@ -3,7 +3,6 @@ tracked in MLflow and in the project's Dagster instance."""
 
 import hashlib
 import os
-import shutil
 import sqlite3
 import subprocess
 import sys
@@ -16,6 +15,7 @@ from typer.testing import CliRunner
 
 from pipelines.cli import app
 from pipelines.definitions import STAGES, defs
+from pipelines.project import copy_project
 from pipelines.stages import render_dvc_yaml
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -42,19 +42,11 @@ def test_dvc_and_dagster_have_the_same_stages_and_upstreams():
 
 
 def project_copy(tmp_path: Path, **ingest_overrides) -> Path:
-    root = tmp_path / "project"
-    generated = {".venv", ".git", "data", "models", "reports", "mlruns", ".dagster", "scratch", "dvc.lock"}
+    def edit(raw: dict) -> None:
+        raw["profile"] = "quick"
+        raw["ingest"].update(ingest_overrides)
 
-    def ignore(folder: str, names: list[str]) -> set[str]:
-        top = {n for n in names if n in generated} if Path(folder) == ROOT else set()
-        return top | {n for n in names if n in ("__pycache__", ".pytest_cache") or n.endswith(".egg-info")}
-
-    shutil.copytree(ROOT, root, ignore=ignore)
-    raw = yaml.safe_load((root / "params.yaml").read_text())
-    raw["profile"] = "quick"
-    raw["ingest"].update(ingest_overrides)
-    (root / "params.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
-    return root
+    return copy_project(ROOT, tmp_path / "project", edit)
 
 
 def hashes(folder: Path) -> dict[str, str]:
