@@ -14,18 +14,18 @@ from sparring.agents.policies import LMPolicy
 from sparring.agents.scripted import CamouflagingCustomer, CooperativeCustomer
 from sparring.evaluate.agent import evaluate_agent, intent_accuracy
 from sparring.evaluate.baselines import tfidf_intent_accuracy
-from sparring.train.checkpoints import load_checkpoint, model_spec, save_checkpoint, sft_settings
+from sparring.train.checkpoints import model_spec, save_checkpoint, sft_settings
 from sparring.train.demos import expert_demonstrations, warm_start
 from sparring.world.scenarios import load_scenarios
 
 STAGE = Stage(
     name="agent_sft",
     description="DA0: SFT on expert demonstrations (lookup first, the right tool, a clean end) against "
-    "cooperative customers; measured on held-out scenarios against the simulator and a camouflaging customer.",
+    "cooperative customers; measured on held-out scenarios against scripted cooperative and camouflaging customers.",
     params=("model", "agent_sft"),
     deps=("src/sparring/train", "src/sparring/evaluate", "assets/agent_sft.py"),
     outs=("models/agent_sft",),
-    upstream=("ingest", "scenarios", "tokenizer", "simulator_sft"),
+    upstream=("ingest", "scenarios", "tokenizer"),
 )
 
 
@@ -63,12 +63,9 @@ def agent_sft(ctx: StageContext) -> StageOutput:
     ctx.log.artifacts(models / "agent_sft", "checkpoint")
 
     agent = LMPolicy(result.model, tokenizer, role="agent", max_new_tokens=cfg.max_new_tokens, greedy=True)
-    sim_model, sim_tokenizer = load_checkpoint(models / "simulator_sft")
-    customers = {
-        "coop": LMPolicy(sim_model, sim_tokenizer, role="customer", max_new_tokens=p.simulator_sft.max_new_tokens),
-        "coopscripted": CooperativeCustomer(),
-        "camo": CamouflagingCustomer(seed=p.seed),
-    }
+    # Scripted customers only: DA0 against the cooperative simulator (`_coop`) is measured by `evaluate`, so this
+    # stage needs nothing of simulator_sft and `sparring run` trains the two side by side.
+    customers = {"coopscripted": CooperativeCustomer(), "camo": CamouflagingCustomer(seed=p.seed)}
     heldout = load_scenarios(data / "scenarios" / "heldout.jsonl")[: cfg.eval_scenarios]
     metrics = evaluate_agent(agent, heldout, customers, seed=p.seed)
     metrics["intent_acc_heldout_split"] = intent_accuracy(agent, test["text"].to_list(), test["intent"].to_list())

@@ -150,12 +150,15 @@ def criteria(report: dict[str, Any], gym: dict[str, float], wall_s: float) -> di
 
 
 def pipeline_seconds(root: Path) -> float:
-    """Wall seconds of every stage's last run in this copy (reports/<stage>.json), evaluation included."""
-    total = 0.0
-    for path in (root / "reports").glob("*.json"):
-        if path.stem != "metrics":
-            total += float(json.loads(path.read_text(encoding="utf-8")).get("wall_seconds") or 0.0)
-    return total
+    """Wall seconds of the last `sparring run` in this copy, from its Dagster run record (stages may overlap,
+    so their own wall seconds do not add up to it)."""
+    from dagster import DagsterInstance
+
+    with DagsterInstance.from_config(str(root / ".dagster")) as instance:
+        records = instance.get_run_records(limit=1)
+        if not records or records[0].start_time is None or records[0].end_time is None:
+            sys.exit(f"{root / '.dagster'}: no finished pipeline run")
+        return records[0].end_time - records[0].start_time
 
 
 def main() -> None:

@@ -31,3 +31,11 @@ defs = Definitions(
     jobs=[main_job],
     resources={"project": ProjectResource(), "mlflow": MlflowTracking()},
 )
+
+
+def main_job_def() -> Any:
+    """The main job resolved against ``defs``: what `sparring run` hands to Dagster's multiprocess executor, whose
+    stage processes rebuild it by importing this module (``dagster.reconstructable`` needs a module-level
+    function)."""
+    return defs.resolve_job_def("main")
+

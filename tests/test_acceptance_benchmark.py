@@ -63,3 +63,27 @@ def test_a_seed_copy_holds_the_sources_its_seed_and_absolute_data_paths(tmp_path
     (root / "reports" / "metrics.json").write_text(json.dumps({"profile": "quick", "seed": 7}))
     assert acceptance.finished(root, "quick", 7) == {"profile": "quick", "seed": 7}
     assert acceptance.finished(root, "default", 7) is None and acceptance.finished(root, "quick", 1) is None
+
+
+def test_pipeline_seconds_is_the_last_runs_wall_time_from_dagster(tmp_path):
+    import time
+
+    import pytest
+    from dagster import DagsterInstance, job, op
+
+    @op
+    def nap() -> None:
+        time.sleep(0.3)
+
+    @job
+    def pipeline():
+        nap()
+
+    (tmp_path / ".dagster").mkdir()
+    with pytest.raises(SystemExit, match="no finished pipeline run"):
+        acceptance.pipeline_seconds(tmp_path)
+    with DagsterInstance.from_config(str(tmp_path / ".dagster")) as instance:
+        t = time.perf_counter()
+        assert pipeline.execute_in_process(instance=instance).success
+        elapsed = time.perf_counter() - t
+    assert 0.3 <= acceptance.pipeline_seconds(tmp_path) <= elapsed + 0.05

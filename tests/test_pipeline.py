@@ -55,12 +55,36 @@ def hashes(folder: Path) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def dagster_run(tmp_path_factory):
-    """`sparring run` on the quick profile in a copy of the project."""
-    root = project_copy(tmp_path_factory.mktemp("dagster"))
-    env = {"SPARRING_ROOT": str(root), "DAGSTER_HOME": str(root / ".dagster"), "SPARRING_PROFILE": None}
-    result = CliRunner().invoke(app, ["run", "--profile", "quick"], env=env)
-    assert result.exit_code == 0, result.output
-    return root, result.output
+    """`sparring run` on the quick profile in a copy of the project, in its own process and with two stages at a
+    time, as the default profile runs (Dagster's multiprocess executor)."""
+
+    def edit(raw: dict) -> None:
+        raw["profile"] = "quick"
+        raw["runtime"]["profiles"]["quick"]["parallel_stages"] = 2
+
+    root = copy_project(ROOT, tmp_path_factory.mktemp("dagster") / "project", edit)
+    env = {**os.environ, "SPARRING_ROOT": str(root), "DAGSTER_HOME": str(root / ".dagster")}
+    env.pop("SPARRING_PROFILE", None)
+    result = subprocess.run(
+        [str(BIN / "sparring"), "run"], cwd=root, env=env, capture_output=True, text=True, timeout=900
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    return root, result.stdout
+
+
+def test_run_trains_the_simulator_beside_the_agent(dagster_run):
+    """With parallel_stages 2, agent_sft (which needs nothing of simulator_sft) runs while simulator_sft does."""
+    root = dagster_run[0]
+    with DagsterInstance.from_config(str(root / ".dagster")) as instance:
+        run = instance.get_runs(limit=1)[0]
+        spans: dict[str, list[float]] = {}
+        for record in instance.all_logs(run.run_id):
+            event = record.dagster_event
+            if event is not None and event.step_key in ("simulator_sft", "agent_sft"):
+                if event.event_type_value in ("STEP_START", "STEP_SUCCESS"):
+                    spans.setdefault(event.step_key, []).append(record.timestamp)
+    (sim_start, sim_end), (agent_start, agent_end) = spans["simulator_sft"], spans["agent_sft"]
+    assert sim_start < agent_end and agent_start < sim_end, spans  # the two steps overlap in time
 
 
 def test_run_writes_splits_report_mlflow_runs_and_dagster_history(dagster_run):

@@ -30,6 +30,7 @@ class _Strict(BaseModel):
 
 class Runtime(_Strict):
     torch_threads: int = Field(1, ge=0, le=256)
+    parallel_stages: int = Field(1, ge=1, le=64)  # stages `sparring run` may run at once, one process each
 
 
 class Tracking(_Strict):
