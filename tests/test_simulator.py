@@ -23,7 +23,7 @@ from sparring.agents.scripted import (
     identity_text,
     intent_code,
 )
-from sparring.agents.slots import delexicalize, slot_values
+from sparring.agents.slots import delexicalize, fact_values
 from sparring.agents.tokenizer import train_tokenizer
 from sparring.data.synthetic import OUTCOMES, generate_dialogues, utterance_frame
 from sparring.evaluate.fidelity import customer_turn_nll, dtw_distance, heldout_perplexity, simulator_fidelity
@@ -159,7 +159,7 @@ def test_goal_layout_matches_customer_goal(data):
             details=describe_slots(sc),
             seed_phrasing=sc.utterance,
         )
-        assert delexicalize(built, slot_values(sc)) == customer_goal(sc)
+        assert delexicalize(built, fact_values(sc)) == customer_goal(sc)
     turns = [
         {"role": "customer", "text": "My card from 3/4/2024 is missing."},
         {"role": "agent", "text": "Could you confirm your full name and date of birth?"},

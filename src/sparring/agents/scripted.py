@@ -24,7 +24,7 @@ from sparring.agents.chat import (
     render_agent_message,
 )
 from sparring.agents.policies import TurnOutput, TurnRequest
-from sparring.agents.slots import delexicalize, slot_values
+from sparring.agents.slots import delexicalize, describe_slots, fact_values
 from sparring.world.expert import expert_calls
 from sparring.world.scenarios import Scenario, build_world
 from sparring.world.taxonomy import load_taxonomy
@@ -44,40 +44,6 @@ _CUSTOMER_ID = re.compile(r"\b(C\d{6})\b")
 _DOB = re.compile(r"(?:date of birth|born)\D{0,12}(\d{4}-\d{2}-\d{2})\b", re.I)
 _POSTCODE = re.compile(r"postcode[^A-Z0-9]{0,12}([A-Z]{1,2}\d{1,2}[A-Z]? ?\d[A-Z]{2})\b")
 _LAST4 = re.compile(r"card ending (?:in )?(\d{4})\b", re.I)
-
-
-def describe_slots(scenario: Scenario) -> str:
-    """The customer's knowledge of their problem (``scenario.slots``) in plain words, ids and amounts verbatim.
-
-    Saying them verbatim is what lets the event log trace the agent's arguments back to the customer; the
-    amounts are spelled by :func:`~sparring.agents.slots.slot_values`, as LM customers' placeholders are filled.
-    """
-    s, v = scenario.slots, slot_values(scenario)
-    parts: list[str] = []
-    if "card_last4" in s:
-        parts.append(f"It is about my {s.get('card_kind', '')} card ending {s['card_last4']}.".replace("  ", " "))
-    if "merchant" in s:
-        what = {"atm_withdrawal": "cash withdrawal at", "direct_debit": "direct debit to", "refund": "refund from"}
-        kind = what.get(s.get("transaction_kind", ""), "card payment at")
-        parts.append(f"It is the {v['amount']} {kind} {s['merchant']} on {s['date']}.")
-        if "original_amount" in s:
-            parts.append(f"I paid {v['original_amount']} but the rate looked wrong.")
-        if "cash_received" in s:
-            parts.append(f"I only got {v['cash_received']} out of the machine.")
-    if "counterparty" in s:
-        way = "to" if s.get("direction") == "out" else "from"
-        parts.append(f"It is the {v['amount']} transfer {way} {s['counterparty']} on {s['date']}.")
-    if "beneficiary" in s:
-        parts.append(f"The payee is {s['beneficiary']}, account ending {s['account_last4']}.")
-    if "method" in s:
-        parts.append(f"It is my {v['amount']} {s['method'].replace('_', ' ')} top-up on {s['date']}.")
-    if "wallet" in s:
-        parts.append(f"I want to add it to {s['wallet'].replace('_', ' ').title()} ({s['wallet']}).")
-    if "threshold" in s:
-        parts.append(f"Top up {v['amount']} whenever my balance falls below {v['threshold']}.")
-    if "field" in s:
-        parts.append(f"Please change my {s['field']} to {s['value']}.")
-    return " ".join(parts)
 
 
 def identity_text(scenario: Scenario) -> str:
@@ -161,7 +127,7 @@ def customer_goal(scenario: Scenario) -> str:
         details=describe_slots(scenario),
         seed_phrasing=scenario.utterance,
     )
-    return delexicalize(goal, slot_values(scenario))
+    return delexicalize(goal, fact_values(scenario))  # the details fact by fact, not as [details]
 
 
 def _rng(request: TurnRequest, salt: Any) -> random.Random:

@@ -34,9 +34,24 @@ def identity_slots(facts: Mapping[str, str]) -> dict[str, str]:
 
 
 def slot_values(scenario: Scenario) -> dict[str, str]:
+    """What an LM customer's placeholders stand for: every fact (:func:`fact_values`) and ``details``, the
+    whole of :func:`describe_slots` (the sentences that name the problem's object).
+
+    ``[details]`` lets a customer state its object exactly without copying the sentence from its goal, which
+    the tiny simulator did not learn to do: copying, it stated the right details in 13% of 132 held-out
+    cooperative episodes that have some, often another kind of problem's ("It is the [amount] cash withdrawal
+    at [merchant]" for a card that will not activate), and DA0, which routes on details as much as on the
+    opening, followed them; with ``[details]``, 91%. Its goal still spells the details out fact by fact, so a
+    customer may also state them its own way."""
+    values = fact_values(scenario)
+    details = describe_slots(scenario)
+    return {**values, "details": details} if details else values
+
+
+def fact_values(scenario: Scenario) -> dict[str, str]:
     """The facts of ``scenario`` a customer states verbatim, keyed by placeholder name: the one spelling of
-    each, which :func:`~sparring.agents.scripted.describe_slots` writes and :func:`lexicalize` fills.
-    Closed-vocabulary words (card kind, top-up method, wallet) stay plain words."""
+    each, which :func:`describe_slots` writes and :func:`lexicalize` fills. Closed-vocabulary words (card
+    kind, top-up method, wallet) stay plain words."""
     s = scenario.slots
     values = {
         **identity_slots(scenario.identity),
@@ -58,6 +73,40 @@ def slot_values(scenario: Scenario) -> dict[str, str]:
         if key in s:
             values[key] = _money(s[key])
     return {k: str(v) for k, v in values.items() if v not in (None, "")}
+
+
+def describe_slots(scenario: Scenario) -> str:
+    """The customer's knowledge of their problem (``scenario.slots``) in plain words, ids and amounts verbatim.
+
+    Saying them verbatim is what lets the event log trace the agent's arguments back to the customer; the
+    amounts are spelled by :func:`fact_values`, as LM customers' placeholders are filled.
+    """
+    s, v = scenario.slots, fact_values(scenario)
+    parts: list[str] = []
+    if "card_last4" in s:
+        parts.append(f"It is about my {s.get('card_kind', '')} card ending {s['card_last4']}.".replace("  ", " "))
+    if "merchant" in s:
+        what = {"atm_withdrawal": "cash withdrawal at", "direct_debit": "direct debit to", "refund": "refund from"}
+        kind = what.get(s.get("transaction_kind", ""), "card payment at")
+        parts.append(f"It is the {v['amount']} {kind} {s['merchant']} on {s['date']}.")
+        if "original_amount" in s:
+            parts.append(f"I paid {v['original_amount']} but the rate looked wrong.")
+        if "cash_received" in s:
+            parts.append(f"I only got {v['cash_received']} out of the machine.")
+    if "counterparty" in s:
+        way = "to" if s.get("direction") == "out" else "from"
+        parts.append(f"It is the {v['amount']} transfer {way} {s['counterparty']} on {s['date']}.")
+    if "beneficiary" in s:
+        parts.append(f"The payee is {s['beneficiary']}, account ending {s['account_last4']}.")
+    if "method" in s:
+        parts.append(f"It is my {v['amount']} {s['method'].replace('_', ' ')} top-up on {s['date']}.")
+    if "wallet" in s:
+        parts.append(f"I want to add it to {s['wallet'].replace('_', ' ').title()} ({s['wallet']}).")
+    if "threshold" in s:
+        parts.append(f"Top up {v['amount']} whenever my balance falls below {v['threshold']}.")
+    if "field" in s:
+        parts.append(f"Please change my {s['field']} to {s['value']}.")
+    return " ".join(parts)
 
 
 def delexicalize(text: str, values: Mapping[str, str]) -> str:
