@@ -89,6 +89,7 @@ def evaluate(ctx: StageContext) -> StageOutput:
         agent_max_new_tokens=a_cfg.max_new_tokens,
         customer_max_new_tokens=c_cfg.max_new_tokens,
         customer_temperature=c_cfg.temperature,
+        coop_temperature=p.coevolution.coop_temperature,
         faithful_min=p.coevolution.faithful_min,
     )
     simulator = _report(ctx, "simulator_sft")

@@ -160,3 +160,32 @@ def test_stopped_state_refuses_another_cycle(tmp_path, start, scenarios):
     assert CycleState.load(tmp_path) == done
     with pytest.raises(ValueError, match="stopped"):
         run_cycle(done, scenarios, scenarios, Judge(FixedBackend()), tiny(), tmp_path / "c3")
+
+
+def test_the_cooperative_simulator_plays_evaluations_at_coop_temperature(monkeypatch, tmp_path, start, scenarios):
+    """`_coop` is played greedy by default, adversaries (here the simulator standing in for the pool) sampled."""
+    import sparring.train.coevolution as coevolution
+    from sparring.evaluate.heldout import evaluate_agents
+
+    built: list[tuple[bool, float]] = []
+
+    class Recording(coevolution.LMPolicy):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            if args[2] == "customer":
+                built.append((kwargs["greedy"], kwargs["temperature"]))
+
+    monkeypatch.setattr(coevolution, "LMPolicy", Recording)
+    judge, turns = Judge(FixedBackend()), {"max_turns": 2, "agent_max_new_tokens": 6, "customer_max_new_tokens": 6}
+    for coop_temperature, expected in ((0.0, [(True, 1.0), (False, 1.0)]), (0.7, [(False, 0.7), (False, 1.0)])):
+        built.clear()
+        results = evaluate_agents(
+            {"da0": start.agent_dir}, start.simulator_dir, [], scenarios[:2], judge,
+            coop_temperature=coop_temperature, **turns,
+        )  # fmt: skip
+        assert built == expected and results["da0"]["n_episodes_coop"] == 2
+        built.clear()  # a cycle: arena and gym customers sample; its evaluation's `_coop` is the one greedy
+        settings = replace(tiny("adversary"), coop_temperature=coop_temperature, eval_scenarios=2)
+        run_cycle(start, scenarios[:4], scenarios[8:], judge, settings, tmp_path / str(coop_temperature))
+        assert ((True, 1.0) in built) == (coop_temperature == 0.0) and (False, 1.0) in built
+        assert ((False, 0.7) in built) == (coop_temperature == 0.7)

@@ -2,7 +2,8 @@
 
 Every agent plays greedy, as deployed, the same held-out scenarios with the same seed against each opponent:
 
-- ``_coop``: the cooperative simulator (an LMPolicy over the simulator checkpoint, every persona cooperative),
+- ``_coop``: the cooperative simulator (an LMPolicy over the simulator checkpoint, every persona cooperative,
+  greedy unless ``coop_temperature`` says otherwise),
 - ``_camo``: the scripted camouflaging customer,
 - ``_advpool``: the pool of adversary generations, scenarios dealt round-robin to the generations (the
   simulator stands in when no adversary has trained yet), with the judge's adversary reward parts
@@ -23,7 +24,7 @@ from sparring.agents.policies import LMPolicy, Policy
 from sparring.agents.scripted import CamouflagingCustomer
 from sparring.rollout import Episode, episode_metrics, run_episodes
 from sparring.train.checkpoints import load_checkpoint
-from sparring.train.coevolution import adversary_won
+from sparring.train.coevolution import adversary_won, customer_policy
 from sparring.train.grpo import Scorer, derive_seed
 from sparring.world.scenarios import Scenario, as_cooperative
 
@@ -54,9 +55,11 @@ def evaluate_agents(
     agent_max_new_tokens: int = 96,
     customer_max_new_tokens: int = 64,
     customer_temperature: float = 1.0,
+    coop_temperature: float = 0.0,
     faithful_min: float = 0.5,
 ) -> dict[str, dict[str, float]]:
-    """``{name: metrics}`` for each agent checkpoint in ``agents`` against coop, camo and the adversary pool."""
+    """``{name: metrics}`` for each agent checkpoint in ``agents`` against coop, camo and the adversary pool; the
+    simulator plays ``_coop`` at ``coop_temperature`` (0: greedy), adversaries at ``customer_temperature``."""
     if not scenarios:
         raise ValueError("no held-out scenarios to evaluate on")
     cache: dict[str, Any] = {}
@@ -74,14 +77,8 @@ def evaluate_agents(
             cache[key] = loaded.eval()
         return cache[key]
 
-    def customer(folder: str | Path) -> LMPolicy:
-        return LMPolicy(
-            model(folder),
-            tokenizer,
-            "customer",
-            max_new_tokens=customer_max_new_tokens,
-            temperature=customer_temperature,
-        )
+    def customer(folder: str | Path, temperature: float = customer_temperature) -> LMPolicy:
+        return customer_policy(model(folder), tokenizer, customer_max_new_tokens, temperature)
 
     turns = {"max_turns": max_turns, "max_calls_per_turn": max_calls_per_turn, "seed": derive_seed(seed, "heldout")}
     pool = list(adversary_dirs) or [simulator_dir]
@@ -92,7 +89,8 @@ def evaluate_agents(
         key = str(Path(folder).resolve())
         if key not in done:
             agent = LMPolicy(model(folder), tokenizer, "agent", max_new_tokens=agent_max_new_tokens, greedy=True)
-            done[key] = _play(agent, customer, simulator_dir, camo, pool, scenarios, judge, turns, faithful_min)
+            coop = customer(simulator_dir, coop_temperature)
+            done[key] = _play(agent, customer, coop, camo, pool, scenarios, judge, turns, faithful_min)
         results[name] = dict(done[key])
     return results
 
@@ -100,7 +98,7 @@ def evaluate_agents(
 def _play(
     agent: Policy,
     customer: Any,
-    simulator_dir: str | Path,
+    coop: Policy,
     camo: Policy,
     pool: Sequence[str | Path],
     scenarios: Sequence[Scenario],
@@ -108,7 +106,7 @@ def _play(
     turns: dict[str, int],
     faithful_min: float,
 ) -> dict[str, float]:
-    metrics = episode_metrics(run_episodes(as_cooperative(scenarios), agent, customer(simulator_dir), **turns), "_coop")
+    metrics = episode_metrics(run_episodes(as_cooperative(scenarios), agent, coop, **turns), "_coop")
     metrics.update(episode_metrics(run_episodes(scenarios, agent, camo, **turns), "_camo"))
     pooled: list[Episode] = []
     for i, folder in enumerate(pool):

@@ -17,8 +17,8 @@
        session and the opponent's sampling state mid-episode; replaying the scenario keeps every group a
        like-for-like baseline, and the failure-heavy mix puts the groups where rewards still spread.
     5. Evaluation of the cycle's agent (greedy, as deployed) on the given scenarios against the cooperative
-       simulator (``_coop``, every persona cooperative), the current adversary (``_adv``, plus its reward parts)
-       and every adversary generation (``_advpool``), with METRICS.md names.
+       simulator (``_coop``, every persona cooperative, at ``coop_temperature``), the current adversary
+       (``_adv``, plus its reward parts) and every adversary generation (``_advpool``), with METRICS.md names.
 
 State between cycles is plain files (:class:`CycleState`: JSON, JSONL transcripts, checkpoint folders), and every
 random draw is seeded from (seed, cycle), so a run resumed at cycle k equals an uninterrupted one.
@@ -57,6 +57,7 @@ class CoevolutionSettings:
     agent_mix: dict[str, float] = field(default_factory=lambda: {"adversary": 0.5, "pool": 0.25, "coop": 0.25})
     adversary_init: str = "simulator"  # or "current": continue from the last adversary
     faithful_min: float = 0.5  # an adversary win needs at least this faithfulness
+    coop_temperature: float = 0.0  # the cooperative simulator in the cycle's evaluation (0: greedy)
     train: str = "weaker"  # which side trains: the weaker (RL-ADA), or always "agent" / "adversary" (ablations)
     eval_scenarios: int = 24  # per opponent; 0 skips evaluation
     w_da_gate: float = 0.60
@@ -124,6 +125,20 @@ def stop_reason(
 def weaker_side(w_da: float, adv_success: float) -> str:
     """The side with the lower win rate trains; a tie trains the adversary (it starts without RL)."""
     return "agent" if w_da < adv_success else "adversary"
+
+
+def customer_policy(model: Any, tokenizer: Any, max_new_tokens: int, temperature: float) -> LMPolicy:
+    """An LM customer sampling at ``temperature``; 0 plays greedy.
+
+    The cooperative simulator plays held-out evaluations greedy by default (``coop_temperature``), as the agents
+    and the simulator's own fidelity metrics do: sampled at 1.0, the 1.5M-parameter simulator misspells and
+    garbles words ("My cadr ending..."), and DA0 against it fell from 0.87 / 0.71 (routing / strict PASS, 240
+    held-out) to 0.70 / 0.46; 0.80 / 0.59 at 0.5, 0.81 / 0.55 at 0.7. Adversaries keep their gyms'
+    temperature: that is the policy they were trained as."""
+    return LMPolicy(
+        model, tokenizer, "customer", max_new_tokens=max_new_tokens, temperature=temperature or 1.0,
+        greedy=temperature == 0,
+    )
 
 
 def adversary_won(score: dict[str, float], faithful_min: float) -> bool:
@@ -203,10 +218,8 @@ def run_cycle(
             model, tok, "agent", max_new_tokens=a_cfg.max_new_tokens, temperature=a_cfg.temperature, greedy=greedy
         )
 
-    def customer(folder: str) -> LMPolicy:
-        return LMPolicy(
-            models.model(folder), tok, "customer", max_new_tokens=c_cfg.max_new_tokens, temperature=c_cfg.temperature
-        )
+    def customer(folder: str, temperature: float = c_cfg.temperature) -> LMPolicy:
+        return customer_policy(models.model(folder), tok, c_cfg.max_new_tokens, temperature)
 
     # 1. Arena: held-in scenarios x runs, both sides sampling.
     t0 = time.perf_counter()
@@ -335,7 +348,7 @@ def _agent_opponents(
 def _evaluate(
     agent: Policy,
     state: CycleState,
-    customer: Callable[[str], LMPolicy],
+    customer: Callable[..., LMPolicy],
     scenarios: Sequence[Scenario],
     judge: Scorer,
     s: CoevolutionSettings,
@@ -343,10 +356,11 @@ def _evaluate(
 ) -> dict[str, float]:
     seed = derive_seed(s.seed, "eval")  # the same draws every cycle: cycles differ by their models only
 
-    def play(folder: str, part: Sequence[Scenario]) -> list[Episode]:
-        return run_episodes(part, agent, customer(folder), seed=seed, **turns) if part else []
+    def play(folder: str, part: Sequence[Scenario], policy: Policy | None = None) -> list[Episode]:
+        return run_episodes(part, agent, policy or customer(folder), seed=seed, **turns) if part else []
 
-    metrics = episode_metrics(play(state.simulator_dir, as_cooperative(scenarios)), "_coop")
+    coop = customer(state.simulator_dir, s.coop_temperature)
+    metrics = episode_metrics(play(state.simulator_dir, as_cooperative(scenarios), coop), "_coop")
     adv = play(state.adversary_dir, scenarios)
     metrics.update(episode_metrics(adv, "_adv"))
     scores = judge.score(adv)
