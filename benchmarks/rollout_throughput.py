@@ -14,8 +14,8 @@ Each figure is the best of ``--repeats`` runs; (b) runs ``--loop-episodes`` scen
 (per-episode rates are comparable: every episode of two random-init models runs all ``max_turns`` rounds).
 ``--max-new-tokens`` defaults to params' customer messages (``adversary_grpo.max_new_tokens``, also the simulator's:
 64; the agent's are 96); random-init models write every message to that limit. Shorter messages make pre-fill, which
-batching cannot share out, a larger part of the work: at 24 tokens the speedup measured ~8-9x (at 64: 8.8-11.0x,
-median 10.3x over six runs).
+batching cannot share out, a larger part of the work: at 24 tokens the speedup measured ~8-9x (at 64: 8.8-12.3x,
+median 10.6x over nine runs).
 Usage: ``python benchmarks/rollout_throughput.py [--episodes 64] [--max-new-tokens 64] [--max-turns 3]``.
 """
 

@@ -83,13 +83,13 @@ def evaluate_agents(
     turns = {"max_turns": max_turns, "max_calls_per_turn": max_calls_per_turn, "seed": derive_seed(seed, "heldout")}
     pool = list(adversary_dirs) or [simulator_dir]
     camo = CamouflagingCustomer(seed=seed)
+    coop = customer(simulator_dir, coop_temperature)
     done: dict[str, dict[str, float]] = {}
     results: dict[str, dict[str, float]] = {}
     for name, folder in agents.items():
         key = str(Path(folder).resolve())
         if key not in done:
             agent = LMPolicy(model(folder), tokenizer, "agent", max_new_tokens=agent_max_new_tokens, greedy=True)
-            coop = customer(simulator_dir, coop_temperature)
             done[key] = _play(agent, customer, coop, camo, pool, scenarios, judge, turns, faithful_min)
         results[name] = dict(done[key])
     return results

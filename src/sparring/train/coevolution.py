@@ -356,12 +356,12 @@ def _evaluate(
 ) -> dict[str, float]:
     seed = derive_seed(s.seed, "eval")  # the same draws every cycle: cycles differ by their models only
 
-    def play(folder: str, part: Sequence[Scenario], policy: Policy | None = None) -> list[Episode]:
-        return run_episodes(part, agent, policy or customer(folder), seed=seed, **turns) if part else []
+    def play(policy: Policy, part: Sequence[Scenario]) -> list[Episode]:
+        return run_episodes(part, agent, policy, seed=seed, **turns) if part else []
 
     coop = customer(state.simulator_dir, s.coop_temperature)
-    metrics = episode_metrics(play(state.simulator_dir, as_cooperative(scenarios), coop), "_coop")
-    adv = play(state.adversary_dir, scenarios)
+    metrics = episode_metrics(play(coop, as_cooperative(scenarios)), "_coop")
+    adv = play(customer(state.adversary_dir), scenarios)
     metrics.update(episode_metrics(adv, "_adv"))
     scores = judge.score(adv)
     n = max(1, len(scores))
@@ -373,6 +373,6 @@ def _evaluate(
         adv_reward=sum(x["adv_reward"] for x in scores) / n,
     )
     pool = state.adversary_dirs or [state.simulator_dir]  # scenarios dealt round-robin to the generations
-    pooled = [ep for i, d in enumerate(pool) for ep in play(d, list(scenarios)[i :: len(pool)])]
+    pooled = [ep for i, d in enumerate(pool) for ep in play(customer(d), list(scenarios)[i :: len(pool)])]
     metrics.update(episode_metrics(pooled, "_advpool"))
     return metrics
