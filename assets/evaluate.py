@@ -42,6 +42,7 @@ STAGE = Stage(
 KEY_METRICS = (
     "strict_pass_coop",
     "routing_acc_coop",
+    "strict_pass_coopsim",
     "strict_pass_camo",
     "routing_acc_camo",
     "strict_pass_advpool",
@@ -90,6 +91,7 @@ def evaluate(ctx: StageContext) -> StageOutput:
         customer_max_new_tokens=c_cfg.max_new_tokens,
         customer_temperature=c_cfg.temperature,
         coop_temperature=p.coevolution.coop_temperature,
+        coop_opening=p.coevolution.coop_opening,
         faithful_min=p.coevolution.faithful_min,
     )
     simulator = _report(ctx, "simulator_sft")

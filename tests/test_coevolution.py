@@ -189,3 +189,44 @@ def test_the_cooperative_simulator_plays_evaluations_at_coop_temperature(monkeyp
         run_cycle(start, scenarios[:4], scenarios[8:], judge, settings, tmp_path / str(coop_temperature))
         assert ((True, 1.0) in built) == (coop_temperature == 0.0) and (False, 1.0) in built
         assert ((False, 0.7) in built) == (coop_temperature == 0.7)
+
+
+def test_coop_continues_the_scenarios_utterance_and_coopsim_writes_its_own(monkeypatch, tmp_path, start, scenarios):
+    """`_coop` opens with each held-out scenario's own utterance and the simulator writes the rest; `_coopsim` is
+    the simulator from its first word. A cycle's `_coop` follows `coop_opening` too."""
+    import sparring.evaluate.heldout as heldout
+    import sparring.train.coevolution as coevolution
+    from sparring.agents.policies import OpensWithUtterance
+
+    played: list[tuple[object, list]] = []
+
+    def recorder(real):
+        def run(scs, agent, customer, **kw):
+            episodes = real(scs, agent, customer, **kw)
+            played.append((customer, episodes))
+            return episodes
+
+        return run
+
+    def opening(ep) -> str:
+        return next(m["content"] for m in ep.messages if m["role"] == "user")
+
+    monkeypatch.setattr(heldout, "run_episodes", recorder(heldout.run_episodes))
+    judge = Judge(FixedBackend())
+    results = heldout.evaluate_agents(
+        {"da0": start.agent_dir}, start.simulator_dir, [], scenarios[:3], judge,
+        max_turns=2, agent_max_new_tokens=6, customer_max_new_tokens=6,
+    )  # fmt: skip
+    (_, coop), (_, coopsim) = played[:2]
+    assert [opening(ep) for ep in coop] == [s.utterance.strip() for s in scenarios[:3]]
+    assert not any(opening(ep) == ep.scenario.utterance.strip() for ep in coopsim)
+    assert results["da0"]["n_episodes_coop"] == results["da0"]["n_episodes_coopsim"] == 3
+
+    monkeypatch.setattr(coevolution, "run_episodes", recorder(coevolution.run_episodes))
+    for choice in ("utterance", "simulator"):
+        played.clear()
+        settings = replace(tiny("adversary"), coop_opening=choice, eval_scenarios=2)
+        run_cycle(start, scenarios[:4], scenarios[8:], judge, settings, tmp_path / choice)
+        assert any(isinstance(c, OpensWithUtterance) for c, _ in played) == (choice == "utterance")
+    with pytest.raises(ValueError, match="coop_opening"):
+        coevolution.cooperative_customer(None, "real")  # type: ignore[arg-type]

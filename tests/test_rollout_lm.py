@@ -8,7 +8,7 @@ import torch
 
 from sparring.agents.chat import ASSISTANT, END_OF_TURN, INTENT, USER, known_intents
 from sparring.agents.models import ModelSpec, build_model
-from sparring.agents.policies import LMPolicy, TurnOutput, TurnRequest
+from sparring.agents.policies import LMPolicy, OpensWithUtterance, TurnOutput, TurnRequest
 from sparring.agents.tokenizer import customer_banned_ids
 from sparring.data.synthetic import generate_utterances
 from sparring.rollout import RolloutStats, episode_metrics, run_episodes
@@ -211,3 +211,23 @@ def test_customer_never_writes_the_intent_code_or_the_agents_markers(run, tok):
     written = [t for outs in agent.outputs.values() for o in outs for t in o.token_ids]
     assert len(said) > 200 and not banned & set(said)
     assert banned & set(written)  # a random-init model writes them when not barred: the check can fail
+
+
+def test_opens_with_utterance_then_the_lm_writes(tok, models, scenarios):
+    """`_coop`'s customer: its first message is the scenario's own utterance, in both views; every later one is
+    the LM's (generated ids, logprobs), conditioned on that opening; finished conversations' KV is released."""
+
+    lm = LMPolicy(models[1], tok, "customer", max_new_tokens=MAX_NEW)
+    customer = Recording(OpensWithUtterance(lm))
+    agent = LMPolicy(models[0], tok, "agent", max_new_tokens=MAX_NEW)
+    eps = run_episodes(scenarios, agent, customer, max_turns=3, seed=0)
+    for i, ep in enumerate(eps):
+        said = [m["content"] for m in ep.messages if m["role"] == "user"]
+        own = [m["content"] for m in ep.customer_messages if m["role"] == "assistant"]
+        assert said[0] == own[0] == ep.scenario.utterance.strip()
+        outs = customer.outputs[i]
+        assert outs[0].token_ids is None  # scripted: the rollout encoded it
+        assert all(o.token_ids and o.logprobs for o in outs[1:])
+        assert own[1:] == [o.text.strip() for o in outs[1:]]  # the customer's own view: what the LM wrote
+    assert any(len(customer.outputs[i]) > 1 for i in range(len(eps)))  # the LM did write later turns
+    assert lm._kv == {}  # released through the wrapper

@@ -228,6 +228,7 @@ class Coevolution(_Strict):
     adversary_init: Literal["simulator", "current"] = "simulator"
     faithful_min: float = Field(0.5, ge=0, le=1)
     coop_temperature: float = Field(0.0, ge=0, le=5)  # the simulator as `_coop` in held-out evaluations (0: greedy)
+    coop_opening: Literal["utterance", "simulator"] = "utterance"  # `_coop` opens with the scenario's utterance
     train: Literal["weaker", "agent", "adversary"] = "weaker"
     eval_scenarios: int = Field(24, ge=0)  # held-out scenarios per opponent after each cycle (0: none)
     w_da_gate: float = Field(0.6, ge=0, le=1)

@@ -166,6 +166,29 @@ def _whitespace_edges(tokenizer: PreTrainedTokenizerBase, end_id: int) -> tuple[
     return start, end
 
 
+class OpensWithUtterance:
+    """A customer whose first message is its scenario's own utterance and whose every later message ``policy``
+    writes: the simulator continuing a real customer's opening, as replay-style user-simulator evaluations do.
+
+    What ``_coop`` plays (``coevolution.coop_opening: utterance``): held out, the scenario's utterance is a real
+    customer's words the agent never saw, and the cooperative simulator's own openings stated a problem of their
+    goal's intent only ~57% of the time, so playing them scored the simulator's slips as the agent's misroutes."""
+
+    def __init__(self, policy: Policy) -> None:
+        self.policy, self.tokenizer = policy, policy.tokenizer
+
+    def act(self, requests: list[TurnRequest]) -> list[TurnOutput]:
+        opening = [not any(m["role"] == "assistant" for m in r.messages) for r in requests]  # no own turn yet
+        later = [r for r, first in zip(requests, opening, strict=True) if not first]
+        written = iter(self.policy.act(later) if later else [])
+        return [TurnOutput(r.scenario.utterance.strip()) if first else next(written) for r, first in
+                zip(requests, opening, strict=True)]
+
+    def release(self, keys: Iterable[Hashable] | None = None) -> None:
+        if hasattr(self.policy, "release"):
+            self.policy.release(keys)
+
+
 class LMPolicy:
     """A policy over a causal LM: one batched, left-padded, KV-cached ``generate`` per ``act``.
 

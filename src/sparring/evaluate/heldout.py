@@ -3,7 +3,9 @@
 Every agent plays greedy, as deployed, the same held-out scenarios with the same seed against each opponent:
 
 - ``_coop``: the cooperative simulator (an LMPolicy over the simulator checkpoint, every persona cooperative,
-  greedy unless ``coop_temperature`` says otherwise),
+  greedy unless ``coop_temperature`` says otherwise) continuing the scenario's own held-out utterance
+  (``coop_opening``), and ``_coopsim``: the same simulator writing its opening too, where its slips (a problem
+  of another intent) count against the agent,
 - ``_camo``: the scripted camouflaging customer,
 - ``_advpool``: the pool of adversary generations, scenarios dealt round-robin to the generations (the
   simulator stands in when no adversary has trained yet), with the judge's adversary reward parts
@@ -24,7 +26,7 @@ from sparring.agents.policies import LMPolicy, Policy
 from sparring.agents.scripted import CamouflagingCustomer
 from sparring.rollout import Episode, episode_metrics, run_episodes
 from sparring.train.checkpoints import load_checkpoint
-from sparring.train.coevolution import adversary_won, customer_policy
+from sparring.train.coevolution import adversary_won, cooperative_customer, customer_policy
 from sparring.train.grpo import Scorer, derive_seed
 from sparring.world.scenarios import Scenario, as_cooperative
 
@@ -56,10 +58,12 @@ def evaluate_agents(
     customer_max_new_tokens: int = 64,
     customer_temperature: float = 1.0,
     coop_temperature: float = 0.0,
+    coop_opening: str = "utterance",
     faithful_min: float = 0.5,
 ) -> dict[str, dict[str, float]]:
-    """``{name: metrics}`` for each agent checkpoint in ``agents`` against coop, camo and the adversary pool; the
-    simulator plays ``_coop`` at ``coop_temperature`` (0: greedy), adversaries at ``customer_temperature``."""
+    """``{name: metrics}`` for each agent checkpoint in ``agents`` against coop (``coop_opening``), coopsim (the
+    simulator's own opening), camo and the adversary pool; the simulator plays ``_coop`` and ``_coopsim`` at
+    ``coop_temperature`` (0: greedy), adversaries at ``customer_temperature``."""
     if not scenarios:
         raise ValueError("no held-out scenarios to evaluate on")
     cache: dict[str, Any] = {}
@@ -83,14 +87,15 @@ def evaluate_agents(
     turns = {"max_turns": max_turns, "max_calls_per_turn": max_calls_per_turn, "seed": derive_seed(seed, "heldout")}
     pool = list(adversary_dirs) or [simulator_dir]
     camo = CamouflagingCustomer(seed=seed)
-    coop = customer(simulator_dir, coop_temperature)
+    simulator = customer(simulator_dir, coop_temperature)
+    coops = {"_coop": cooperative_customer(simulator, coop_opening), "_coopsim": simulator}
     done: dict[str, dict[str, float]] = {}
     results: dict[str, dict[str, float]] = {}
     for name, folder in agents.items():
         key = str(Path(folder).resolve())
         if key not in done:
             agent = LMPolicy(model(folder), tokenizer, "agent", max_new_tokens=agent_max_new_tokens, greedy=True)
-            done[key] = _play(agent, customer, coop, camo, pool, scenarios, judge, turns, faithful_min)
+            done[key] = _play(agent, customer, coops, camo, pool, scenarios, judge, turns, faithful_min)
         results[name] = dict(done[key])
     return results
 
@@ -98,7 +103,7 @@ def evaluate_agents(
 def _play(
     agent: Policy,
     customer: Any,
-    coop: Policy,
+    coops: Mapping[str, Policy],
     camo: Policy,
     pool: Sequence[str | Path],
     scenarios: Sequence[Scenario],
@@ -106,7 +111,9 @@ def _play(
     turns: dict[str, int],
     faithful_min: float,
 ) -> dict[str, float]:
-    metrics = episode_metrics(run_episodes(as_cooperative(scenarios), agent, coop, **turns), "_coop")
+    metrics: dict[str, float] = {}
+    for suffix, coop in coops.items():
+        metrics.update(episode_metrics(run_episodes(as_cooperative(scenarios), agent, coop, **turns), suffix))
     metrics.update(episode_metrics(run_episodes(scenarios, agent, camo, **turns), "_camo"))
     pooled: list[Episode] = []
     for i, folder in enumerate(pool):

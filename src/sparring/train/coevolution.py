@@ -17,7 +17,8 @@
        session and the opponent's sampling state mid-episode; replaying the scenario keeps every group a
        like-for-like baseline, and the failure-heavy mix puts the groups where rewards still spread.
     5. Evaluation of the cycle's agent (greedy, as deployed) on the given scenarios against the cooperative
-       simulator (``_coop``, every persona cooperative, at ``coop_temperature``), the current adversary
+       simulator (``_coop``, every persona cooperative, at ``coop_temperature``, continuing the scenario's own
+       utterance unless ``coop_opening`` is "simulator"), the current adversary
        (``_adv``, plus its reward parts) and every adversary generation (``_advpool``), with METRICS.md names.
 
 State between cycles is plain files (:class:`CycleState`: JSON, JSONL transcripts, checkpoint folders), and every
@@ -34,7 +35,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from sparring.agents.policies import LMPolicy, Policy
+from sparring.agents.policies import LMPolicy, OpensWithUtterance, Policy
 from sparring.atomic import write_json
 from sparring.rollout import Episode, episode_metrics, run_episodes
 from sparring.train.checkpoints import load_checkpoint, save_checkpoint
@@ -58,6 +59,7 @@ class CoevolutionSettings:
     adversary_init: str = "simulator"  # or "current": continue from the last adversary
     faithful_min: float = 0.5  # an adversary win needs at least this faithfulness
     coop_temperature: float = 0.0  # the cooperative simulator in the cycle's evaluation (0: greedy)
+    coop_opening: str = "utterance"  # ... opening with the scenario's utterance, or "simulator": its own words
     train: str = "weaker"  # which side trains: the weaker (RL-ADA), or always "agent" / "adversary" (ablations)
     eval_scenarios: int = 24  # per opponent; 0 skips evaluation
     w_da_gate: float = 0.60
@@ -139,6 +141,14 @@ def customer_policy(model: Any, tokenizer: Any, max_new_tokens: int, temperature
         model, tokenizer, "customer", max_new_tokens=max_new_tokens, temperature=temperature or 1.0,
         greedy=temperature == 0,
     )
+
+
+def cooperative_customer(simulator: LMPolicy, opening: str) -> Policy:
+    """The cooperative simulator as ``_coop`` plays it: after the scenario's own utterance (``"utterance"``,
+    :class:`~sparring.agents.policies.OpensWithUtterance`) or from its own first message (``"simulator"``)."""
+    if opening not in ("utterance", "simulator"):
+        raise ValueError(f"coop_opening must be utterance or simulator, got {opening!r}")
+    return OpensWithUtterance(simulator) if opening == "utterance" else simulator
 
 
 def adversary_won(score: dict[str, float], faithful_min: float) -> bool:
@@ -359,7 +369,7 @@ def _evaluate(
     def play(policy: Policy, part: Sequence[Scenario]) -> list[Episode]:
         return run_episodes(part, agent, policy, seed=seed, **turns) if part else []
 
-    coop = customer(state.simulator_dir, s.coop_temperature)
+    coop = cooperative_customer(customer(state.simulator_dir, s.coop_temperature), s.coop_opening)
     metrics = episode_metrics(play(coop, as_cooperative(scenarios)), "_coop")
     adv = play(customer(state.adversary_dir), scenarios)
     metrics.update(episode_metrics(adv, "_adv"))
