@@ -162,10 +162,10 @@ class AgentSFT(SFT):
     demos: int = Field(1000, ge=1)  # expert episodes vs cooperative customers, from train scenarios
     # Phase 1 before the demos: every ingested train utterance -> its intent (~15 tokens each), loss on the whole
     # text, this many passes (0: none) at this batch size: the routing decision at a fraction of a demo's cost.
-    intent_epochs: float = Field(4.0, ge=0)
+    intent_epochs: float = Field(8.0, ge=0)
     intent_batch_size: int = Field(32, ge=1)
     intent_learning_rate: float | None = Field(2e-3, gt=0, le=1)  # null: learning_rate
-    intent_rehearsal: int = Field(2000, ge=0)  # phase 1 exchanges replayed among phase 2's demos, against forgetting
+    intent_rehearsal: int = Field(4000, ge=0)  # phase 1 exchanges replayed among phase 2's demos, against forgetting
     # The agent reads its instructions (chat.AGENT_SYSTEM_PROMPT) as a system message, in every phase and episode;
     # its checkpoint keeps the choice (config.agent_system_prompt). Off for a model from scratch: the constant
     # prefix stalled its routing (see train/demos.py's intent_examples).
