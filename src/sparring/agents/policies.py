@@ -173,7 +173,7 @@ class OpensWithUtterance:
     What ``_coop`` plays (``coevolution.coop_opening: utterance``). The utterance comes from the ingested test
     split (Banking77's customers with that source), words the agent never trained on; the oracle recovers the
     goal's intent from the simulator's own turns only about half the time (``sim_faithfulness`` 0.54-0.57), so
-    playing its openings scored the simulator's slips as the agent's misroutes (DA0 routing 0.84, against 0.94
+    playing its openings scored the simulator's slips as the agent's misroutes (DA0 routing 0.86, against 0.94
     after the utterance)."""
 
     def __init__(self, policy: Policy) -> None:
