@@ -183,8 +183,10 @@ class OpensWithUtterance:
         opening = [not any(m["role"] == "assistant" for m in r.messages) for r in requests]  # no own turn yet
         later = [r for r, first in zip(requests, opening, strict=True) if not first]
         written = iter(self.policy.act(later) if later else [])
-        return [TurnOutput(r.scenario.utterance.strip()) if first else next(written) for r, first in
-                zip(requests, opening, strict=True)]
+        return [
+            TurnOutput(r.scenario.utterance.strip()) if first else next(written)
+            for r, first in zip(requests, opening, strict=True)
+        ]
 
     def release(self, keys: Iterable[Hashable] | None = None) -> None:
         if hasattr(self.policy, "release"):
