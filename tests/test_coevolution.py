@@ -230,3 +230,27 @@ def test_coop_continues_the_scenarios_utterance_and_coopsim_writes_its_own(monke
         assert any(isinstance(c, OpensWithUtterance) for c, _ in played) == (choice == "utterance")
     with pytest.raises(ValueError, match="coop_opening"):
         coevolution.cooperative_customer(None, "real")  # type: ignore[arg-type]
+
+
+def test_the_agents_gym_meets_the_cooperative_simulator_as_coop_opens_and_adversaries_unchanged():
+    """In the agent's gym "coop" opens with the scenario's utterance (coop_opening), while the simulator standing
+    in as the adversary before any has trained, and every adversary generation, writes its own opening."""
+    from sparring.agents.policies import OpensWithUtterance
+    from sparring.train.coevolution import _agent_opponents
+
+    class Fake:
+        tokenizer = None
+
+        def __init__(self, folder: str) -> None:
+            self.folder = folder
+
+    fresh = CycleState(cycle=0, agent_dir="a", simulator_dir="sim")
+    choose = _agent_opponents(fresh, {"coop": 1.0}, Fake, "utterance")
+    assert isinstance(choose(None, 0), OpensWithUtterance) and choose(None, 0).policy.folder == "sim"
+    assert not isinstance(_agent_opponents(fresh, {"coop": 1.0}, Fake, "simulator")(None, 0), OpensWithUtterance)
+    first = _agent_opponents(fresh, {"adversary": 1.0}, Fake, "utterance")(None, 0)
+    assert isinstance(first, Fake) and first.folder == "sim"
+    later = replace(fresh, adversary_dirs=["g1", "g2"])
+    mixed = _agent_opponents(later, {"adversary": 1.0, "pool": 1.0}, Fake, "utterance")
+    drawn = {mixed(None, seed).folder for seed in range(20)}
+    assert drawn == {"g1", "g2"}

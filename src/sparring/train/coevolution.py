@@ -275,7 +275,7 @@ def run_cycle(
             train_scenarios, transcripts, trained, s.gym_scenarios, s.replay_share, s.replay_failure_share, rng
         )
         if side == "agent":
-            opponent = _agent_opponents(state, s.agent_mix, customer)
+            opponent = _agent_opponents(state, s.agent_mix, customer, s.coop_opening)
             result = train_side(
                 models.agent,
                 tok,
@@ -333,10 +333,12 @@ def run_cycle(
 
 
 def _agent_opponents(
-    state: CycleState, mix: dict[str, float], customer: Callable[[str], LMPolicy]
+    state: CycleState, mix: dict[str, float], customer: Callable[[str], LMPolicy], coop_opening: str
 ) -> Callable[[Scenario, int], Policy]:
-    """Per group: the current adversary, an earlier generation ("pool") or the cooperative simulator ("coop")."""
+    """Per group: the current adversary, an earlier generation ("pool") or the cooperative simulator ("coop"),
+    which opens as ``_coop`` does (``coop_opening``); adversaries write their own openings."""
     policies = {d: customer(d) for d in {state.simulator_dir, *state.adversary_dirs}}
+    coop = cooperative_customer(policies[state.simulator_dir], coop_opening)  # unwrapped, it is the first adversary
     earlier = state.adversary_dirs[:-1]
     names = sorted(n for n, w in mix.items() if w > 0)
     unknown = set(names) - {"adversary", "pool", "coop"}
@@ -347,7 +349,7 @@ def _agent_opponents(
         rng = random.Random(seed)
         name = rng.choices(names, [mix[n] for n in names])[0]
         if name == "coop":
-            return policies[state.simulator_dir]
+            return coop
         if name == "pool" and earlier:
             return policies[rng.choice(earlier)]
         return policies[state.adversary_dir]
