@@ -81,13 +81,12 @@ def first_gym(root: Path, profile: str) -> dict[str, float]:
     adversary's success, misroutes and faithfulness before and after its first gym (empty if it never trained)."""
     from assets.coevolution import N_CYCLES, cycle_dir
     from sparring.agents.policies import LMPolicy
-    from sparring.evaluate.heldout import adversary_parts
     from sparring.judge.loading import load_judge
     from sparring.params import load_params
     from sparring.rollout import run_episodes
     from sparring.runtime import apply_torch_threads
     from sparring.train.checkpoints import load_checkpoint
-    from sparring.train.coevolution import CycleState
+    from sparring.train.coevolution import CycleState, adversary_parts
     from sparring.train.grpo import derive_seed
     from sparring.world.scenarios import load_scenarios
 

@@ -216,7 +216,6 @@ def test_customer_never_writes_the_intent_code_or_the_agents_markers(run, tok):
 def test_opens_with_utterance_then_the_lm_writes(tok, models, scenarios):
     """`_coop`'s customer: its first message is the scenario's own utterance, in both views; every later one is
     the LM's (generated ids, logprobs), conditioned on that opening; finished conversations' KV is released."""
-
     lm = LMPolicy(models[1], tok, "customer", max_new_tokens=MAX_NEW)
     customer = Recording(OpensWithUtterance(lm))
     agent = LMPolicy(models[0], tok, "agent", max_new_tokens=MAX_NEW)

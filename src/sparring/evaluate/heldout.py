@@ -26,22 +26,9 @@ from sparring.agents.policies import LMPolicy, Policy
 from sparring.agents.scripted import CamouflagingCustomer
 from sparring.rollout import Episode, episode_metrics, run_episodes
 from sparring.train.checkpoints import load_checkpoint
-from sparring.train.coevolution import adversary_won, cooperative_customer, customer_policy
+from sparring.train.coevolution import adversary_parts, cooperative_customer, customer_policy
 from sparring.train.grpo import Scorer, derive_seed
 from sparring.world.scenarios import Scenario, as_cooperative
-
-
-def adversary_parts(scores: Sequence[dict[str, float]], faithful_min: float, suffix: str) -> dict[str, float]:
-    """The judge's adversary reward parts over episodes, averaged, with ``suffix``."""
-    n = max(1, len(scores))
-    parts = {
-        "adv_success": sum(adversary_won(x, faithful_min) for x in scores) / n,
-        "adv_misroute": sum(x["adv_misroute"] for x in scores) / n,
-        "adv_faithfulness": sum(x["adv_faithfulness"] for x in scores) / n,
-        "adv_realism": sum(x["adv_realism"] for x in scores) / n,
-        "adv_reward": sum(x["adv_reward"] for x in scores) / n,
-    }
-    return {f"{k}{suffix}": v for k, v in parts.items()}
 
 
 def evaluate_agents(

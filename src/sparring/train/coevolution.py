@@ -155,6 +155,19 @@ def adversary_won(score: dict[str, float], faithful_min: float) -> bool:
     return bool(score["adv_misroute"]) and score["adv_faithfulness"] >= faithful_min and not score["adv_named_intent"]
 
 
+def adversary_parts(scores: Sequence[dict[str, float]], faithful_min: float, suffix: str = "") -> dict[str, float]:
+    """The judge's adversary reward parts over episodes, averaged, with ``suffix``."""
+    n = max(1, len(scores))
+    parts = {
+        "adv_success": sum(adversary_won(x, faithful_min) for x in scores) / n,
+        "adv_misroute": sum(x["adv_misroute"] for x in scores) / n,
+        "adv_faithfulness": sum(x["adv_faithfulness"] for x in scores) / n,
+        "adv_realism": sum(x["adv_realism"] for x in scores) / n,
+        "adv_reward": sum(x["adv_reward"] for x in scores) / n,
+    }
+    return {f"{k}{suffix}": v for k, v in parts.items()}
+
+
 def gym_scenarios(
     fresh: Sequence[Scenario],
     transcripts: Sequence[dict[str, Any]],
@@ -375,15 +388,7 @@ def _evaluate(
     metrics = episode_metrics(play(coop, as_cooperative(scenarios)), "_coop")
     adv = play(customer(state.adversary_dir), scenarios)
     metrics.update(episode_metrics(adv, "_adv"))
-    scores = judge.score(adv)
-    n = max(1, len(scores))
-    metrics.update(
-        adv_success=sum(adversary_won(x, s.faithful_min) for x in scores) / n,
-        adv_misroute=sum(x["adv_misroute"] for x in scores) / n,
-        adv_faithfulness=sum(x["adv_faithfulness"] for x in scores) / n,
-        adv_realism=sum(x["adv_realism"] for x in scores) / n,
-        adv_reward=sum(x["adv_reward"] for x in scores) / n,
-    )
+    metrics.update(adversary_parts(judge.score(adv), s.faithful_min))
     pool = state.adversary_dirs or [state.simulator_dir]  # scenarios dealt round-robin to the generations
     pooled = [ep for i, d in enumerate(pool) for ep in play(customer(d), list(scenarios)[i :: len(pool)])]
     metrics.update(episode_metrics(pooled, "_advpool"))
