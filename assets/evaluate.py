@@ -92,7 +92,6 @@ def evaluate(ctx: StageContext) -> StageOutput:
         customer_temperature=c_cfg.temperature,
         coop_temperature=p.coevolution.coop_temperature,
         coop_opening=p.coevolution.coop_opening,
-        faithful_min=p.coevolution.faithful_min,
     )
     simulator = _report(ctx, "simulator_sft")
     wall = {}  # every other stage's last run of this profile

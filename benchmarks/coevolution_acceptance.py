@@ -114,7 +114,7 @@ def first_gym(root: Path, profile: str) -> dict[str, float]:
             max_calls_per_turn=a_cfg.max_calls_per_turn,
             seed=derive_seed(p.seed, "heldout"),
         )
-        out.update(adversary_parts(judge.score(episodes), p.coevolution.faithful_min, f"_{name}"))
+        out.update(adversary_parts(judge.score(episodes), f"_{name}"))
     return out
 
 

@@ -61,7 +61,9 @@ def test_expert_earns_the_full_agent_reward_and_the_adversary_nothing(scenarios)
         assert s["agent_strict_pass"] == 1.0 and s["agent_format"] == 1.0 and s["agent_security"] == 0
         best = w.resolution + w.correct_tool + w.lookup_first + w.clean_end + w.format + w.strict_pass
         assert s["agent_reward"] == pytest.approx(best - w.turns * s["agent_turns"])
-        assert s["adv_misroute"] == 0.0 and s["adv_reward"] == 0.0  # the agent routed right: no win
+        # The agent routed right: no win, only the faithfulness term.
+        assert s["adv_misroute"] == 0.0 and s["adv_won"] == 0.0
+        assert s["adv_reward"] == pytest.approx(w.faithfulness * s["adv_faithfulness"])
 
 
 def test_random_agent_scores_low_and_rewards_order_agents(scenarios):
@@ -85,20 +87,42 @@ def test_refused_actions_cost_the_agent_and_are_no_adversary_win(scenarios):
     assert refused >= len(episodes) // 2
 
 
-def test_adversary_reward_is_misroute_times_faithfulness_times_realism_minus_naming(scenarios):
-    episodes = run_episodes(scenarios[:6], ExpertAgent(), CooperativeCustomer(), max_turns=6, seed=0)
-    judge = Judge(KeywordBackend(), RewardWeights(name_penalty=2.0), max_turns=6)
-    ep = episodes[0]
-    ep.outcome.correct_tool = False  # as if the agent had misrouted after identifying the customer
-    intent = ep.scenario.intent
-    ep.messages.append({"role": "user", "content": "WHERE IS MY MONEY"})  # shouted: less realistic
-    ep.messages.append({"role": "user", "content": f"it is about {intent}"})  # names the label outright
-    s = judge.score([ep])[0]
-    turns = customer_turns(ep.messages)
-    f = KeywordBackend().faithfulness([turns], [intent])[0]
-    r = KeywordBackend().realism([turns])[0]
-    assert 0 < r < 1 and s["adv_misroute"] == 1.0 and s["adv_named_intent"] == 1.0
-    assert s["adv_reward"] == pytest.approx(f * r - 2.0)
+class FixedFaithfulness(KeywordBackend):
+    """KeywordBackend's realism, with a set faithfulness for every episode."""
+
+    def __init__(self, value: float) -> None:
+        self.value = value
+
+    def faithfulness(self, turns: Sequence[Sequence[str]], intents: Sequence[str]) -> np.ndarray:
+        return np.full(len(turns), self.value)
+
+
+def _misrouted(scenarios, *extra_turns: str):
+    """An expert episode turned into a misroute after the customer was identified, with extra customer turns."""
+    ep = run_episodes(scenarios[:1], ExpertAgent(), CooperativeCustomer(), max_turns=6, seed=0)[0]
+    ep.outcome.correct_tool = False
+    ep.messages.extend({"role": "user", "content": t} for t in extra_turns)
+    return ep
+
+
+def test_adversary_reward_is_a_faithful_win_times_realism_plus_faithfulness_minus_naming(scenarios):
+    w = RewardWeights(name_penalty=2.0, faithfulness=0.5, faithful_min=0.5)
+    ep = _misrouted(scenarios, "WHERE IS MY MONEY")  # shouted: less realistic
+    r = KeywordBackend().realism([customer_turns(ep.messages)])[0]
+    assert 0 < r < 1
+    # Faithful enough: a win, paid f·realism on top of the faithfulness term.
+    s = Judge(FixedFaithfulness(0.8), w, max_turns=6).score([ep])[0]
+    assert s["adv_misroute"] == 1.0 and s["adv_won"] == 1.0
+    assert s["adv_reward"] == pytest.approx(0.8 * r + 0.5 * 0.8)
+    # A misroute by a customer who asked for something else is no win: only the faithfulness term is paid.
+    s = Judge(FixedFaithfulness(0.3), w, max_turns=6).score([ep])[0]
+    assert s["adv_misroute"] == 1.0 and s["adv_won"] == 0.0
+    assert s["adv_reward"] == pytest.approx(0.5 * 0.3)
+    # Naming the label outright is no win and costs the penalty.
+    named = _misrouted(scenarios, "WHERE IS MY MONEY", f"it is about {ep.scenario.intent}")
+    s = Judge(FixedFaithfulness(0.8), w, max_turns=6).score([named])[0]
+    assert s["adv_named_intent"] == 1.0 and s["adv_won"] == 0.0
+    assert s["adv_reward"] == pytest.approx(0.5 * 0.8 - 2.0)
 
 
 def test_llm_backend_scores_are_the_yes_share_of_the_rubric_answer():

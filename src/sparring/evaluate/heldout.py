@@ -46,7 +46,6 @@ def evaluate_agents(
     customer_temperature: float = 1.0,
     coop_temperature: float = 0.0,
     coop_opening: str = "utterance",
-    faithful_min: float = 0.5,
 ) -> dict[str, dict[str, float]]:
     """``{name: metrics}`` for each agent checkpoint in ``agents`` against coop (``coop_opening``), coopsim (the
     simulator's own opening), camo and the adversary pool; the simulator plays ``_coop`` and ``_coopsim`` at
@@ -82,7 +81,7 @@ def evaluate_agents(
         key = str(Path(folder).resolve())
         if key not in done:
             agent = LMPolicy(model(folder), tokenizer, "agent", max_new_tokens=agent_max_new_tokens, greedy=True)
-            done[key] = _play(agent, customer, coops, camo, pool, scenarios, judge, turns, faithful_min)
+            done[key] = _play(agent, customer, coops, camo, pool, scenarios, judge, turns)
         results[name] = dict(done[key])
     return results
 
@@ -96,7 +95,6 @@ def _play(
     scenarios: Sequence[Scenario],
     judge: Scorer,
     turns: dict[str, int],
-    faithful_min: float,
 ) -> dict[str, float]:
     metrics: dict[str, float] = {}
     for suffix, coop in coops.items():
@@ -108,5 +106,5 @@ def _play(
         if part:
             pooled += run_episodes(part, agent, customer(folder), **turns)
     metrics.update(episode_metrics(pooled, "_advpool"))
-    metrics.update(adversary_parts(judge.score(pooled), faithful_min, "_advpool"))
+    metrics.update(adversary_parts(judge.score(pooled), "_advpool"))
     return metrics

@@ -6,12 +6,16 @@ Agent reward — a weighted sum of the outcome check's components, each in [0, 1
 
 Adversarial customer reward — it wins only by misleading an agent it let identify it, while staying a
 believable customer who still wants what its goal says:
-    r_CA = misroute × faithfulness × realism − w_name·named_outright
+    r_CA = won × faithfulness × realism + w_faith·faithfulness − w_name·named_outright
+    won          = misroute AND faithfulness >= faithful_min AND not named_outright (the arena's win rule)
     misroute     = the customer was identified (a lookup succeeded) and the resolving tool was never called
                    successfully: withholding identity is not a win, it is just an unhelpful customer
     faithfulness = P_oracle(true intent | customer turns) / max_j P_oracle(j | customer turns), 1 when the
                    true intent is still the oracle's top guess, smoothly lower as it is buried
     realism      = mean over the customer's turns of P_discriminator(real customer)
+Why the gate and the faithfulness term: with the plain product misroute × faithfulness × realism, a customer
+who asks for another intent's problem is "misrouted" nearly every time and still earns ~0.1, and those were
+most of the adversary's rewards: its first gym lowered its faithfulness (0.44 -> 0.40 vs DA0, 120 held-out).
 
 The oracle and discriminator sit behind `JudgeBackend`: trained models (MiniLM + scikit-learn, the default)
 or an LLM with a rubric prompt (`sparring.judge.llm`, for the scale profile).
@@ -112,10 +116,13 @@ class Judge:
         out = []
         for e, t, f, r in zip(episodes, turns, faithful, realism, strict=True):
             rewards = agent_rewards(e, self.weights, self.max_turns)
+            w = self.weights
             misroute = float(_identified(e) and not e.outcome.correct_tool)
             named = float(any(self.backend.named_outright(x, e.scenario.intent) for x in t))
+            won = float(misroute and f >= w.faithful_min and not named)
             rewards.update(
-                adv_reward=misroute * float(f) * float(r) - self.weights.name_penalty * named,
+                adv_reward=won * float(f) * float(r) + w.faithfulness * float(f) - w.name_penalty * named,
+                adv_won=won,
                 adv_misroute=misroute,
                 adv_faithfulness=float(f),
                 adv_realism=float(r),

@@ -3,7 +3,8 @@
     1. Arena: the agent (DA) plays the current adversary (CA) on held-in scenarios x ``arena_runs`` (both sample,
        so the runs differ). The agent wins an episode on the judge's strict PASS: W_DA = mean(strict_pass).
        The adversary wins when it misrouted an agent that identified it (``adv_misroute``), stayed faithful
-       (faithfulness >= ``faithful_min``) and never named the intent: adv_success = mean(adversary won).
+       (faithfulness >= the judge's ``faithful_min``) and never named the intent (the judge's ``adv_won``):
+       adv_success = mean(adversary won).
     2. Stop rule (:func:`stop_reason`): W_DA >= 0.60 and |ΔW_DA| <= 0.05 over two consecutive cycles — the
        agent is good and no longer moving — or the cycle budget is spent. When the gates fire, nothing trains.
     3. The weaker side (lower of W_DA and adv_success; the rewards are not zero-sum, so each side is scored by
@@ -57,7 +58,6 @@ class CoevolutionSettings:
     max_transcripts: int = 512  # recent transcripts kept in the state
     agent_mix: dict[str, float] = field(default_factory=lambda: {"adversary": 0.5, "pool": 0.25, "coop": 0.25})
     adversary_init: str = "simulator"  # or "current": continue from the last adversary
-    faithful_min: float = 0.5  # an adversary win needs at least this faithfulness
     coop_temperature: float = 0.0  # the cooperative simulator in the cycle's evaluation (0: greedy)
     coop_opening: str = "utterance"  # ... opening with the scenario's utterance, or "simulator": its own words
     train: str = "weaker"  # which side trains: the weaker (RL-ADA), or always "agent" / "adversary" (ablations)
@@ -151,15 +151,11 @@ def cooperative_customer(simulator: LMPolicy, opening: str) -> Policy:
     return OpensWithUtterance(simulator) if opening == "utterance" else simulator
 
 
-def adversary_won(score: dict[str, float], faithful_min: float) -> bool:
-    return bool(score["adv_misroute"]) and score["adv_faithfulness"] >= faithful_min and not score["adv_named_intent"]
-
-
-def adversary_parts(scores: Sequence[dict[str, float]], faithful_min: float, suffix: str = "") -> dict[str, float]:
-    """The judge's adversary reward parts over episodes, averaged, with ``suffix``."""
+def adversary_parts(scores: Sequence[dict[str, float]], suffix: str = "") -> dict[str, float]:
+    """The judge's adversary reward parts over episodes, averaged, with ``suffix``; adv_success is its win rate."""
     n = max(1, len(scores))
     parts = {
-        "adv_success": sum(adversary_won(x, faithful_min) for x in scores) / n,
+        "adv_success": sum(x["adv_won"] for x in scores) / n,
         "adv_misroute": sum(x["adv_misroute"] for x in scores) / n,
         "adv_faithfulness": sum(x["adv_faithfulness"] for x in scores) / n,
         "adv_realism": sum(x["adv_realism"] for x in scores) / n,
@@ -257,7 +253,7 @@ def run_cycle(
     )
     scores = judge.score(episodes)
     agent_won = [bool(ep.outcome.strict_pass) for ep in episodes]
-    adv_won = [adversary_won(sc, s.faithful_min) for sc in scores]
+    adv_won = [bool(sc["adv_won"]) for sc in scores]
     w_da = sum(agent_won) / max(1, len(agent_won))
     arena_adv = sum(adv_won) / max(1, len(adv_won))
     records = [
@@ -388,7 +384,7 @@ def _evaluate(
     metrics = episode_metrics(play(coop, as_cooperative(scenarios)), "_coop")
     adv = play(customer(state.adversary_dir), scenarios)
     metrics.update(episode_metrics(adv, "_adv"))
-    metrics.update(adversary_parts(judge.score(adv), s.faithful_min))
+    metrics.update(adversary_parts(judge.score(adv)))
     pool = state.adversary_dirs or [state.simulator_dir]  # scenarios dealt round-robin to the generations
     pooled = [ep for i, d in enumerate(pool) for ep in play(customer(d), list(scenarios)[i :: len(pool)])]
     metrics.update(episode_metrics(pooled, "_advpool"))
