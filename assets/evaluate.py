@@ -92,6 +92,7 @@ def evaluate(ctx: StageContext) -> StageOutput:
         customer_temperature=c_cfg.temperature,
         coop_temperature=p.coevolution.coop_temperature,
         coop_opening=p.coevolution.coop_opening,
+        adversary_opening=p.coevolution.adversary_opening,
     )
     simulator = _report(ctx, "simulator_sft")
     wall = {}  # every other stage's last run of this profile

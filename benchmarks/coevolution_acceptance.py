@@ -86,7 +86,7 @@ def first_gym(root: Path, profile: str) -> dict[str, float]:
     from sparring.rollout import run_episodes
     from sparring.runtime import apply_torch_threads
     from sparring.train.checkpoints import load_checkpoint
-    from sparring.train.coevolution import CycleState, adversary_parts
+    from sparring.train.coevolution import CycleState, adversary_customer, adversary_parts
     from sparring.train.grpo import derive_seed
     from sparring.world.scenarios import load_scenarios
 
@@ -109,7 +109,7 @@ def first_gym(root: Path, profile: str) -> dict[str, float]:
         episodes = run_episodes(
             scenarios,
             da0,
-            customer,
+            adversary_customer(customer, p.coevolution.adversary_opening),
             max_turns=a_cfg.max_turns,
             max_calls_per_turn=a_cfg.max_calls_per_turn,
             seed=derive_seed(p.seed, "heldout"),

@@ -232,10 +232,10 @@ def test_coop_continues_the_scenarios_utterance_and_coopsim_writes_its_own(monke
         coevolution.cooperative_customer(None, "real")  # type: ignore[arg-type]
 
 
-def test_the_agents_gym_meets_the_cooperative_simulator_as_coop_opens_and_adversaries_unchanged():
-    """In the agent's gym "coop" opens with the scenario's utterance (coop_opening), while the simulator standing
-    in as the adversary before any has trained, and every adversary generation, writes its own opening."""
-    from sparring.agents.policies import OpensWithUtterance
+def test_the_agents_gym_meets_the_cooperative_simulator_as_coop_opens_and_adversaries_as_they_open():
+    """In the agent's gym "coop" opens with the scenario's utterance (coop_opening); the simulator standing in as
+    the adversary before any has trained, and every adversary generation, open as adversary_opening says."""
+    from sparring.agents.policies import ContinuesUtterance, OpensWithUtterance
     from sparring.train.coevolution import _agent_opponents
 
     class Fake:
@@ -245,12 +245,50 @@ def test_the_agents_gym_meets_the_cooperative_simulator_as_coop_opens_and_advers
             self.folder = folder
 
     fresh = CycleState(cycle=0, agent_dir="a", simulator_dir="sim")
-    choose = _agent_opponents(fresh, {"coop": 1.0}, Fake, "utterance")
+    choose = _agent_opponents(fresh, {"coop": 1.0}, Fake, "utterance", "own")
     assert isinstance(choose(None, 0), OpensWithUtterance) and choose(None, 0).policy.folder == "sim"
-    assert not isinstance(_agent_opponents(fresh, {"coop": 1.0}, Fake, "simulator")(None, 0), OpensWithUtterance)
-    first = _agent_opponents(fresh, {"adversary": 1.0}, Fake, "utterance")(None, 0)
+    assert not isinstance(
+        _agent_opponents(fresh, {"coop": 1.0}, Fake, "simulator", "own")(None, 0), OpensWithUtterance
+    )
+    first = _agent_opponents(fresh, {"adversary": 1.0}, Fake, "utterance", "own")(None, 0)
     assert isinstance(first, Fake) and first.folder == "sim"
+    first = _agent_opponents(fresh, {"adversary": 1.0}, Fake, "utterance", "utterance")(None, 0)
+    assert isinstance(first, ContinuesUtterance) and first.policy.folder == "sim"
     later = replace(fresh, adversary_dirs=["g1", "g2"])
-    mixed = _agent_opponents(later, {"adversary": 1.0, "pool": 1.0}, Fake, "utterance")
+    mixed = _agent_opponents(later, {"adversary": 1.0, "pool": 1.0}, Fake, "utterance", "own")
     drawn = {mixed(None, seed).folder for seed in range(20)}
     assert drawn == {"g1", "g2"}
+
+
+def test_adversaries_go_on_from_the_utterance_in_arena_gym_and_evaluation(monkeypatch, tmp_path, start, scenarios):
+    """With adversary_opening "utterance" every adversary message that opens an episode starts with the scenario's
+    utterance (arena, its gym's rollouts, the cycle's `_adv` and `_advpool`); with "own" none is wrapped."""
+    import sparring.train.coevolution as coevolution
+    import sparring.train.grpo as grpo
+    from sparring.agents.policies import ContinuesUtterance
+
+    played: list[tuple[object, list]] = []
+
+    def recorder(real):
+        def run(scs, agent, customer, **kw):
+            episodes = real(scs, agent, customer, **kw)
+            played.append((customer, episodes))
+            return episodes
+
+        return run
+
+    monkeypatch.setattr(coevolution, "run_episodes", recorder(coevolution.run_episodes))
+    monkeypatch.setattr(grpo, "run_episodes", recorder(grpo.run_episodes))
+    judge = Judge(FixedBackend())
+    for choice in ("utterance", "own"):
+        played.clear()
+        settings = replace(tiny("adversary"), adversary_opening=choice, eval_scenarios=2)
+        run_cycle(start, scenarios[:4], scenarios[8:], judge, settings, tmp_path / choice)
+        wrapped = [eps for c, eps in played if isinstance(c, ContinuesUtterance)]
+        # arena, every gym rollout, `_adv`, `_advpool`; `_coop` is the simulator behind OpensWithUtterance
+        assert len(wrapped) == (len(played) - 1 if choice == "utterance" else 0)
+        for ep in (ep for eps in wrapped for ep in eps):
+            said = next(m["content"] for m in ep.messages if m["role"] == "user")
+            assert said.startswith(ep.scenario.utterance.strip())
+    with pytest.raises(ValueError, match="adversary_opening"):
+        coevolution.adversary_customer(None, "scripted")  # type: ignore[arg-type]

@@ -8,10 +8,11 @@ import torch
 
 from sparring.agents.chat import ASSISTANT, END_OF_TURN, INTENT, USER, known_intents
 from sparring.agents.models import ModelSpec, build_model
-from sparring.agents.policies import LMPolicy, OpensWithUtterance, TurnOutput, TurnRequest
+from sparring.agents.policies import ContinuesUtterance, LMPolicy, OpensWithUtterance, TurnOutput, TurnRequest
 from sparring.agents.tokenizer import customer_banned_ids
 from sparring.data.synthetic import generate_utterances
 from sparring.rollout import RolloutStats, episode_metrics, run_episodes
+from sparring.train.grpo import side_sample
 from sparring.world.scenarios import sample_scenarios
 from sparring.world.taxonomy import load_taxonomy
 
@@ -229,4 +230,42 @@ def test_opens_with_utterance_then_the_lm_writes(tok, models, scenarios):
         assert all(o.token_ids and o.logprobs for o in outs[1:])
         assert own[1:] == [o.text.strip() for o in outs[1:]]  # the customer's own view: what the LM wrote
     assert any(len(customer.outputs[i]) > 1 for i in range(len(eps)))  # the LM did write later turns
+    assert lm._kv == {}  # released through the wrapper
+
+
+def test_continues_utterance_writes_after_the_scenarios_words_which_are_not_its_tokens(tok, models, scenarios):
+    """An adversary's first message: the scenario's utterance as a given prefix, then the LM's own words. Both views
+    read the whole message; only the generated ids are the customer's (mask 1), with logprobs a teacher-forced
+    pass over its view reproduces, so GRPO trains on what it wrote after the utterance and on nothing else."""
+    lm = LMPolicy(models[1], tok, "customer", max_new_tokens=MAX_NEW, kv_cache_dtype="auto")
+    customer = Recording(ContinuesUtterance(lm))
+    agent = LMPolicy(models[0], tok, "agent", max_new_tokens=MAX_NEW)
+    eps = run_episodes(scenarios, agent, customer, max_turns=3, seed=0)
+    asst, end = (tok.convert_tokens_to_ids(t) for t in (ASSISTANT, END_OF_TURN))
+    gaps = []
+    for i, ep in enumerate(eps):
+        outs, utterance = customer.outputs[i], ep.scenario.utterance.strip()
+        prefix = tok.encode(utterance, add_special_tokens=False)
+        assert outs[0].prefix_ids == prefix and all(o.prefix_ids is None for o in outs[1:])
+        said = [m["content"] for m in ep.messages if m["role"] == "user"]
+        own = [m["content"] for m in ep.customer_messages if m["role"] == "assistant"]
+        assert said[0].startswith(utterance) and own[0].startswith(utterance)
+        assert tok.decode(ep.customer_token_ids, skip_special_tokens=False) == tok.apply_chat_template(
+            ep.customer_messages, tokenize=False
+        )
+        first = segments(ep.customer_token_ids, asst, end)[0]
+        ids = ep.customer_token_ids
+        assert ids[first.start : first.start + len(prefix)] == prefix
+        assert not any(ep.customer_self_mask[first.start : first.start + len(prefix)])  # given, not its own
+        assert sum(ep.customer_self_mask) == sum(len(o.token_ids) for o in outs)
+        sample = side_sample(ep, "customer")
+        assert sample["prompt_ids"][-len(prefix) :] == prefix  # GRPO's prompt ends with the utterance
+        with torch.no_grad():
+            logp = torch.log_softmax(models[1](torch.tensor([ids])).logits[0].float(), -1)
+        gaps += [
+            abs(logp[j - 1, ids[j]].item() - lp)
+            for j, (m, lp) in enumerate(zip(ep.customer_self_mask, ep.customer_logprobs, strict=True))
+            if m and lp != 0
+        ]
+    assert len(gaps) > 30 and max(gaps) < 1e-4
     assert lm._kv == {}  # released through the wrapper

@@ -183,10 +183,6 @@ class AgentSFT(SFT):
 class SimulatorSFT(SFT):
     scripted_episodes: int = Field(500, ge=0)  # cooperative episodes: teach giving the identity facts when asked
     openings: int | None = Field(1000, ge=0)  # ingested utterances used as one-turn openings (null: all)
-    # Share of dialogue and opening goals whose seed phrasing is the opening itself, not another customer's words
-    # for the same intent: the simulator learns to open with its seed, as rollouts seed it with the scenario's
-    # own utterance.
-    seed_own_share: float = Field(0.0, ge=0, le=1)
     # Phase 0 before SFT, for a model built from config: steps of the copy drill (utterance -> the same utterance;
     # 0: none) at this batch size and learning rate. It is what lets the tiny model use its goal at all.
     copy_steps: int = Field(0, ge=0)
@@ -232,6 +228,7 @@ class Coevolution(_Strict):
         default_factory=lambda: {"adversary": 0.5, "pool": 0.25, "coop": 0.25}
     )
     adversary_init: Literal["simulator", "current"] = "simulator"
+    adversary_opening: Literal["utterance", "own"] = "utterance"  # adversaries go on from the scenario's utterance
     coop_temperature: float = Field(0.0, ge=0, le=5)  # the simulator as `_coop` in held-out evaluations (0: greedy)
     coop_opening: Literal["utterance", "simulator"] = "utterance"  # `_coop` opens with the scenario's utterance
     train: Literal["weaker", "agent", "adversary"] = "weaker"

@@ -128,22 +128,30 @@ class _View:
                 self.memo[text] = hit
         return hit
 
-    def add(self, role: str, content: list[int], kind: int = 0, logprobs: list[float] | None = None) -> None:
-        """Append ``marker + content + <|end|>``; kind 1 = own (generated), 2 = the other side's content."""
+    def add(
+        self,
+        role: str,
+        content: list[int],
+        kind: int = 0,
+        logprobs: list[float] | None = None,
+        prefix: Sequence[int] = (),
+    ) -> None:
+        """Append ``marker + prefix + content + <|end|>``; kind 1 = own (generated), 2 = the other side's content;
+        ``prefix``: ids of an own message it was given, not generated (0 in both masks)."""
         if self.tok is None:
             return
         end = self.marker["end"]
         closed = bool(content) and content[-1] == end and kind == 1
         body = content[:-1] if closed else content
-        n = len(body)
-        self.ids += [self.marker[role], *body, end]
+        n, k = len(body), len(prefix)
+        self.ids += [self.marker[role], *prefix, *body, end]
         own, other = (1 if kind == 1 else 0), (1 if kind == 2 else 0)
-        self.own += [0, *([own] * n), 1 if closed else 0]
-        self.other += [0, *([other] * n), 0]
+        self.own += [0, *([0] * k), *([own] * n), 1 if closed else 0]
+        self.other += [0, *([0] * k), *([other] * n), 0]
         if logprobs is not None and kind == 1:
-            self.logp += [0.0, *logprobs[:n], logprobs[n] if closed else 0.0]
+            self.logp += [0.0, *([0.0] * k), *logprobs[:n], logprobs[n] if closed else 0.0]
         else:
-            self.logp += [0.0] * (n + 2)
+            self.logp += [0.0] * (k + n + 2)
 
     def prompt(self) -> list[int] | None:
         return [*self.ids, self.marker["assistant"]] if self.tok is not None else None
@@ -355,10 +363,12 @@ def _customer_says(e: _Live, out: TurnOutput, c_end: int | None, shared: bool) -
         e.c.add("assistant", [*ids, e.c.marker.get("end", -1)], 1)
         ids, text = e.a.encode(out.text, memo=True)
     else:
-        e.c.add("assistant", out.token_ids, 1, out.logprobs)
+        prefix = out.prefix_ids or []  # given, not generated (ContinuesUtterance)
+        e.c.add("assistant", out.token_ids, 1, out.logprobs, prefix)
         own_text, text = out.text, lexicalize(out.text, e.values)  # its placeholders, filled (agents.slots)
-        if shared and text == own_text:  # the agent reads exactly the ids the customer generated
-            ids = out.token_ids[:-1] if out.token_ids and out.token_ids[-1] == c_end else out.token_ids
+        if shared and text == own_text:  # the agent reads exactly the ids the customer's view holds
+            body = out.token_ids[:-1] if out.token_ids and out.token_ids[-1] == c_end else out.token_ids
+            ids = [*prefix, *body]
         else:  # different tokenizers, or filled placeholders: the agent reads the text in its own tokens
             ids, text = e.a.encode(text)
     e.cmessages.append({"role": "assistant", "content": own_text.strip()})

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import weakref
 from collections.abc import Hashable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol, runtime_checkable
 
 import torch
@@ -58,11 +58,15 @@ class TurnRequest:
 
 @dataclass
 class TurnOutput:
-    """A policy's message: its text, and for LMs the generated ids (stop token included) and their logprobs."""
+    """A policy's message: its text, and for LMs the generated ids (stop token included) and their logprobs.
+
+    ``prefix_ids``: ids the message starts with that the LM was given, not generated (:class:`ContinuesUtterance`);
+    ``text`` includes them, ``token_ids`` and ``logprobs`` do not, and GRPO masks them as the environment's."""
 
     text: str
     token_ids: list[int] | None = None
     logprobs: list[float] | None = None
+    prefix_ids: list[int] | None = None
 
 
 @runtime_checkable
@@ -191,6 +195,45 @@ class OpensWithUtterance:
     def release(self, keys: Iterable[Hashable] | None = None) -> None:
         if hasattr(self.policy, "release"):
             self.policy.release(keys)
+
+
+class ContinuesUtterance:
+    """A customer LM whose first message starts with its scenario's own utterance and goes on in its own words;
+    every later message it writes whole. What adversaries play (``coevolution.adversary_opening: utterance``).
+
+    RL-ADA's adversary learned Contextual Camouflage: the request stays, buried in dense, realistic detail. The
+    1.5M-parameter simulator it starts from states another intent's problem in its own openings about half the
+    time (120 held-out scenarios vs DA0 at T=1: faithfulness 0.44), so its "wins" were mostly unfaithful; continuing
+    a real customer's request it starts faithful (0.87) and can only win by what it adds. The utterance is given
+    as a forced prefix of the message: the LM generates after it, so its logprobs are of what it wrote."""
+
+    def __init__(self, policy: LMPolicy) -> None:
+        self.policy, self.tokenizer = policy, policy.tokenizer
+
+    def act(self, requests: list[TurnRequest]) -> list[TurnOutput]:
+        prefixes = [
+            None
+            if any(m["role"] == "assistant" for m in r.messages)  # it has spoken: no prefix
+            else self.tokenizer.encode(r.scenario.utterance.strip(), add_special_tokens=False)
+            for r in requests
+        ]
+        given = [
+            r if p is None else replace(r, prompt_ids=[*(r.prompt_ids or ()), *p])
+            for r, p in zip(requests, prefixes, strict=True)
+        ]
+        outs = self.policy.act(given)
+        end = self.policy.end_id
+        for out, p in zip(outs, prefixes, strict=True):
+            if p is not None:
+                body = out.token_ids[:-1] if out.token_ids and out.token_ids[-1] == end else out.token_ids
+                out.text = self.tokenizer.decode(
+                    [*p, *body], skip_special_tokens=False, clean_up_tokenization_spaces=False
+                )
+                out.prefix_ids = p
+        return outs
+
+    def release(self, keys: Iterable[Hashable] | None = None) -> None:
+        self.policy.release(keys)
 
 
 class LMPolicy:

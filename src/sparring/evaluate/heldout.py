@@ -26,7 +26,7 @@ from sparring.agents.policies import LMPolicy, Policy
 from sparring.agents.scripted import CamouflagingCustomer
 from sparring.rollout import Episode, episode_metrics, run_episodes
 from sparring.train.checkpoints import load_checkpoint
-from sparring.train.coevolution import adversary_parts, cooperative_customer, customer_policy
+from sparring.train.coevolution import adversary_customer, adversary_parts, cooperative_customer, customer_policy
 from sparring.train.grpo import Scorer, derive_seed
 from sparring.world.scenarios import Scenario, as_cooperative
 
@@ -46,10 +46,11 @@ def evaluate_agents(
     customer_temperature: float = 1.0,
     coop_temperature: float = 0.0,
     coop_opening: str = "utterance",
+    adversary_opening: str = "utterance",
 ) -> dict[str, dict[str, float]]:
     """``{name: metrics}`` for each agent checkpoint in ``agents`` against coop (``coop_opening``), coopsim (the
     simulator's own opening), camo and the adversary pool; the simulator plays ``_coop`` and ``_coopsim`` at
-    ``coop_temperature`` (0: greedy), adversaries at ``customer_temperature``."""
+    ``coop_temperature`` (0: greedy), adversaries at ``customer_temperature``, opening as ``adversary_opening``."""
     if not scenarios:
         raise ValueError("no held-out scenarios to evaluate on")
     cache: dict[str, Any] = {}
@@ -70,6 +71,9 @@ def evaluate_agents(
     def customer(folder: str | Path, temperature: float = customer_temperature) -> LMPolicy:
         return customer_policy(model(folder), tokenizer, customer_max_new_tokens, temperature)
 
+    def adversary(folder: str | Path) -> Policy:
+        return adversary_customer(customer(folder), adversary_opening)
+
     turns = {"max_turns": max_turns, "max_calls_per_turn": max_calls_per_turn, "seed": derive_seed(seed, "heldout")}
     pool = list(adversary_dirs) or [simulator_dir]
     camo = CamouflagingCustomer(seed=seed)
@@ -81,14 +85,14 @@ def evaluate_agents(
         key = str(Path(folder).resolve())
         if key not in done:
             agent = LMPolicy(model(folder), tokenizer, "agent", max_new_tokens=agent_max_new_tokens, greedy=True)
-            done[key] = _play(agent, customer, coops, camo, pool, scenarios, judge, turns)
+            done[key] = _play(agent, adversary, coops, camo, pool, scenarios, judge, turns)
         results[name] = dict(done[key])
     return results
 
 
 def _play(
     agent: Policy,
-    customer: Any,
+    adversary: Any,
     coops: Mapping[str, Policy],
     camo: Policy,
     pool: Sequence[str | Path],
@@ -104,7 +108,7 @@ def _play(
     for i, folder in enumerate(pool):
         part = list(scenarios)[i :: len(pool)]
         if part:
-            pooled += run_episodes(part, agent, customer(folder), **turns)
+            pooled += run_episodes(part, agent, adversary(folder), **turns)
     metrics.update(episode_metrics(pooled, "_advpool"))
     metrics.update(adversary_parts(judge.score(pooled), "_advpool"))
     return metrics

@@ -36,7 +36,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from sparring.agents.policies import LMPolicy, OpensWithUtterance, Policy
+from sparring.agents.policies import ContinuesUtterance, LMPolicy, OpensWithUtterance, Policy
 from sparring.atomic import write_json
 from sparring.rollout import Episode, episode_metrics, run_episodes
 from sparring.train.checkpoints import load_checkpoint, save_checkpoint
@@ -58,6 +58,7 @@ class CoevolutionSettings:
     max_transcripts: int = 512  # recent transcripts kept in the state
     agent_mix: dict[str, float] = field(default_factory=lambda: {"adversary": 0.5, "pool": 0.25, "coop": 0.25})
     adversary_init: str = "simulator"  # or "current": continue from the last adversary
+    adversary_opening: str = "utterance"  # adversaries continue the scenario's utterance, or "own": write it all
     coop_temperature: float = 0.0  # the cooperative simulator in the cycle's evaluation (0: greedy)
     coop_opening: str = "utterance"  # ... opening with the scenario's utterance, or "simulator": its own words
     train: str = "weaker"  # which side trains: the weaker (RL-ADA), or always "agent" / "adversary" (ablations)
@@ -151,6 +152,15 @@ def cooperative_customer(simulator: LMPolicy, opening: str) -> Policy:
     return OpensWithUtterance(simulator) if opening == "utterance" else simulator
 
 
+def adversary_customer(policy: LMPolicy, opening: str) -> Policy:
+    """An adversary generation (the simulator as the first) as every arena, gym and evaluation plays it: going on
+    from the scenario's own utterance in its first message (``"utterance"``,
+    :class:`~sparring.agents.policies.ContinuesUtterance`) or writing that message whole (``"own"``)."""
+    if opening not in ("utterance", "own"):
+        raise ValueError(f"adversary_opening must be utterance or own, got {opening!r}")
+    return ContinuesUtterance(policy) if opening == "utterance" else policy
+
+
 def adversary_parts(scores: Sequence[dict[str, float]], suffix: str = "") -> dict[str, float]:
     """The judge's adversary reward parts over episodes, averaged, with ``suffix``; adv_success is its win rate."""
     n = max(1, len(scores))
@@ -240,13 +250,16 @@ def run_cycle(
     def customer(folder: str, temperature: float = c_cfg.temperature) -> LMPolicy:
         return customer_policy(models.model(folder), tok, c_cfg.max_new_tokens, temperature)
 
+    def adversary(folder: str) -> Policy:
+        return adversary_customer(customer(folder), s.adversary_opening)
+
     # 1. Arena: held-in scenarios x runs, both sides sampling.
     t0 = time.perf_counter()
     arena = _sample(train_scenarios, s.arena_scenarios, random.Random(derive_seed(s.seed, k, "arena"))) * s.arena_runs
     episodes = run_episodes(
         arena,
         agent_policy(models.agent, False),
-        customer(state.adversary_dir),
+        adversary(state.adversary_dir),
         seed=derive_seed(s.seed, k, "arena-play"),
         tokenizer=tok,
         **turns,
@@ -284,7 +297,7 @@ def run_cycle(
             train_scenarios, transcripts, trained, s.gym_scenarios, s.replay_share, s.replay_failure_share, rng
         )
         if side == "agent":
-            opponent = _agent_opponents(state, s.agent_mix, customer, s.coop_opening)
+            opponent = _agent_opponents(state, s.agent_mix, customer, s.coop_opening, s.adversary_opening)
             result = train_side(
                 models.agent,
                 tok,
@@ -309,6 +322,7 @@ def run_cycle(
                 gym,
                 judge,
                 replace(c_cfg, seed=derive_seed(s.seed, k, "grpo")),
+                wrap=lambda policy: adversary_customer(policy, s.adversary_opening),
                 report_to=report_to,
             )
             save_checkpoint(result.model, tok, out_dir / "adversary")
@@ -342,12 +356,17 @@ def run_cycle(
 
 
 def _agent_opponents(
-    state: CycleState, mix: dict[str, float], customer: Callable[[str], LMPolicy], coop_opening: str
+    state: CycleState,
+    mix: dict[str, float],
+    customer: Callable[[str], LMPolicy],
+    coop_opening: str,
+    adversary_opening: str,
 ) -> Callable[[Scenario, int], Policy]:
     """Per group: the current adversary, an earlier generation ("pool") or the cooperative simulator ("coop"),
-    which opens as ``_coop`` does (``coop_opening``); adversaries write their own openings."""
-    policies = {d: customer(d) for d in {state.simulator_dir, *state.adversary_dirs}}
-    coop = cooperative_customer(policies[state.simulator_dir], coop_opening)  # unwrapped, it is the first adversary
+    which opens as ``_coop`` does (``coop_opening``); adversaries open as ``adversary_opening`` says."""
+    lms = {d: customer(d) for d in {state.simulator_dir, *state.adversary_dirs}}
+    policies = {d: adversary_customer(p, adversary_opening) for d, p in lms.items()}  # the simulator: 1st adversary
+    coop = cooperative_customer(lms[state.simulator_dir], coop_opening)
     earlier = state.adversary_dirs[:-1]
     names = sorted(n for n, w in mix.items() if w > 0)
     unknown = set(names) - {"adversary", "pool", "coop"}
@@ -382,10 +401,14 @@ def _evaluate(
 
     coop = cooperative_customer(customer(state.simulator_dir, s.coop_temperature), s.coop_opening)
     metrics = episode_metrics(play(coop, as_cooperative(scenarios)), "_coop")
-    adv = play(customer(state.adversary_dir), scenarios)
+    adv = play(adversary_customer(customer(state.adversary_dir), s.adversary_opening), scenarios)
     metrics.update(episode_metrics(adv, "_adv"))
     metrics.update(adversary_parts(judge.score(adv)))
     pool = state.adversary_dirs or [state.simulator_dir]  # scenarios dealt round-robin to the generations
-    pooled = [ep for i, d in enumerate(pool) for ep in play(customer(d), list(scenarios)[i :: len(pool)])]
+    pooled = [
+        ep
+        for i, d in enumerate(pool)
+        for ep in play(adversary_customer(customer(d), s.adversary_opening), list(scenarios)[i :: len(pool)])
+    ]
     metrics.update(episode_metrics(pooled, "_advpool"))
     return metrics

@@ -361,6 +361,7 @@ def train_side(
     output_dir: Path | None = None,
     *,
     reward_key: str | None = None,
+    wrap: Callable[[LMPolicy], Policy] | None = None,
     report_to: Sequence[str] = (),
     callbacks: Sequence[Any] = (),
 ) -> GRPOResult:
@@ -370,7 +371,8 @@ def train_side(
     Each step plays ``scenarios_per_step`` scenarios x ``num_generations`` episodes; TRL samples the scenarios from
     ``scenarios`` (shuffled with ``settings.seed``). The reward is the judge's ``reward_key`` (default: the side's
     reward). ``output_dir`` holds the trainer's scratch (a temporary folder when None); nothing is saved there:
-    the caller saves the returned model. Deterministic in ``settings.seed`` on CPU.
+    the caller saves the returned model. ``wrap`` wraps the trained policy in every rollout (an adversary's
+    :class:`~sparring.agents.policies.ContinuesUtterance`). Deterministic in ``settings.seed`` on CPU.
     """
     if not scenarios:
         raise ValueError("no scenarios to train on")
@@ -378,7 +380,9 @@ def train_side(
     pool = list(scenarios) * -(-settings.scenarios_per_step // len(scenarios))
     random.Random(settings.seed).shuffle(pool)
     record: list[dict[str, float]] = []
-    rollout = make_rollout_func(side, tokenizer, opponent, pool, judge, settings, reward_key=reward_key, record=record)
+    rollout = make_rollout_func(
+        side, tokenizer, opponent, pool, judge, settings, reward_key=reward_key, record=record, wrap=wrap
+    )
     with tempfile.TemporaryDirectory(prefix="sparring-grpo-") as scratch:
         out = Path(output_dir) if output_dir is not None else Path(scratch)
         trainer = build_trainer(
