@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 from dataclasses import replace
+from functools import partial
 
 import numpy as np
 import polars as pl
@@ -191,6 +192,17 @@ def test_the_cooperative_simulator_plays_evaluations_at_coop_temperature(monkeyp
         assert ((False, 0.7) in built) == (coop_temperature == 0.7)
 
 
+def _recording(real, played: list[tuple[object, list]]):
+    """``real`` (a ``run_episodes``) that also appends (customer, episodes) of every call to ``played``."""
+
+    def run(scs, agent, customer, **kw):
+        episodes = real(scs, agent, customer, **kw)
+        played.append((customer, episodes))
+        return episodes
+
+    return run
+
+
 def test_coop_continues_the_scenarios_utterance_and_coopsim_writes_its_own(monkeypatch, tmp_path, start, scenarios):
     """`_coop` opens with each held-out scenario's own utterance and the simulator writes the rest; `_coopsim` is
     the simulator from its first word. A cycle's `_coop` follows `coop_opening` too."""
@@ -199,14 +211,7 @@ def test_coop_continues_the_scenarios_utterance_and_coopsim_writes_its_own(monke
     from sparring.agents.policies import OpensWithUtterance
 
     played: list[tuple[object, list]] = []
-
-    def recorder(real):
-        def run(scs, agent, customer, **kw):
-            episodes = real(scs, agent, customer, **kw)
-            played.append((customer, episodes))
-            return episodes
-
-        return run
+    recorder = partial(_recording, played=played)
 
     def opening(ep) -> str:
         return next(m["content"] for m in ep.messages if m["role"] == "user")
@@ -268,14 +273,7 @@ def test_adversaries_go_on_from_the_utterance_in_arena_gym_and_evaluation(monkey
     from sparring.agents.policies import ContinuesUtterance
 
     played: list[tuple[object, list]] = []
-
-    def recorder(real):
-        def run(scs, agent, customer, **kw):
-            episodes = real(scs, agent, customer, **kw)
-            played.append((customer, episodes))
-            return episodes
-
-        return run
+    recorder = partial(_recording, played=played)
 
     monkeypatch.setattr(coevolution, "run_episodes", recorder(coevolution.run_episodes))
     monkeypatch.setattr(grpo, "run_episodes", recorder(grpo.run_episodes))

@@ -242,11 +242,13 @@ def test_continues_utterance_writes_after_the_scenarios_words_which_are_not_its_
     agent = LMPolicy(models[0], tok, "agent", max_new_tokens=MAX_NEW)
     eps = run_episodes(scenarios, agent, customer, max_turns=3, seed=0)
     asst, end = (tok.convert_tokens_to_ids(t) for t in (ASSISTANT, END_OF_TURN))
-    gaps = []
+    gaps, went_on = [], []  # went_on: whether what it added after the utterance starts with a space
     for i, ep in enumerate(eps):
         outs, utterance = customer.outputs[i], ep.scenario.utterance.strip()
         prefix = tok.encode(utterance, add_special_tokens=False)
         assert outs[0].prefix_ids == prefix and all(o.prefix_ids is None for o in outs[1:])
+        if outs[0].token_ids[0] != end:
+            went_on.append(tok.decode(outs[0].token_ids[:1])[:1].isspace())
         said = [m["content"] for m in ep.messages if m["role"] == "user"]
         own = [m["content"] for m in ep.customer_messages if m["role"] == "assistant"]
         assert said[0].startswith(utterance) and own[0].startswith(utterance)
@@ -268,4 +270,6 @@ def test_continues_utterance_writes_after_the_scenarios_words_which_are_not_its_
             if m and lp != 0
         ]
     assert len(gaps) > 30 and max(gaps) < 1e-4
+    # The clean-edges rule bans a leading space only where a message starts, not after a given prefix.
+    assert any(went_on), went_on
     assert lm._kv == {}  # released through the wrapper

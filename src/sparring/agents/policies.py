@@ -44,7 +44,8 @@ class TurnRequest:
     (None when the rollout has no tokenizer for this side). ``messages``: the same view as HF messages
     (the agent's view for the agent; :func:`~sparring.agents.chat.swap_roles`'s view for the customer).
     ``key`` identifies the conversation across turns (KV-cache reuse); ``seed`` and ``turn`` let scripted
-    policies draw randomness that does not depend on how episodes are batched.
+    policies draw randomness that does not depend on how episodes are batched. ``prefix_ids``: ids the message
+    must start with, given to an LM rather than generated (:class:`ContinuesUtterance`).
     """
 
     role: str
@@ -54,6 +55,7 @@ class TurnRequest:
     key: Hashable = None
     seed: int = 0
     turn: int = 0
+    prefix_ids: list[int] | None = None
 
 
 @dataclass
@@ -135,11 +137,15 @@ class _CleanEdges(LogitsProcessor):
         self.ws_start, self.ws_end, self.end_id = ws_start, ws_end, end_id
         self.prompt_len = 0
         self.max_new_tokens = 1
+        self.opens: torch.Tensor | None = None  # rows whose first generated token starts the message (None: all)
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
         step = input_ids.shape[1] - self.prompt_len
-        if step == 0:
-            scores[:, self.ws_start.to(scores.device)] = float("-inf")
+        if step == 0:  # a row going on from a given prefix may start with a space
+            banned = self.ws_start.to(scores.device)[None, :]
+            if self.opens is not None:
+                banned = banned & self.opens.to(scores.device)[:, None]
+            scores.masked_fill_(banned, float("-inf"))
         else:
             after_ws = self.ws_end.to(input_ids.device)[input_ids[:, -1]]
             scores[after_ws, self.end_id] = float("-inf")
@@ -170,6 +176,11 @@ def _whitespace_edges(tokenizer: PreTrainedTokenizerBase, end_id: int) -> tuple[
     return start, end
 
 
+def _has_spoken(request: TurnRequest) -> bool:
+    """Whether this side already has a message in the conversation (its own turns are ``assistant`` in its view)."""
+    return any(m["role"] == "assistant" for m in request.messages)
+
+
 class OpensWithUtterance:
     """A customer whose first message is its scenario's own utterance and whose every later message ``policy``
     writes: the simulator continuing a held-out customer's opening, as replay-style simulator evaluations do.
@@ -184,7 +195,7 @@ class OpensWithUtterance:
         self.policy, self.tokenizer = policy, policy.tokenizer
 
     def act(self, requests: list[TurnRequest]) -> list[TurnOutput]:
-        opening = [not any(m["role"] == "assistant" for m in r.messages) for r in requests]  # no own turn yet
+        opening = [not _has_spoken(r) for r in requests]
         later = [r for r, first in zip(requests, opening, strict=True) if not first]
         written = iter(self.policy.act(later) if later else [])
         return [
@@ -204,33 +215,18 @@ class ContinuesUtterance:
     RL-ADA's adversary learned Contextual Camouflage: the request stays, buried in dense, realistic detail. The
     1.5M-parameter simulator it starts from states another intent's problem in its own openings about half the
     time (120 held-out scenarios vs DA0 at T=1: faithfulness 0.44), so its "wins" were mostly unfaithful; continuing
-    a real customer's request it starts faithful (0.87) and can only win by what it adds. The utterance is given
-    as a forced prefix of the message: the LM generates after it, so its logprobs are of what it wrote."""
+    a real customer's request it starts faithful (0.87) and can only win by what it adds. The utterance is the
+    request's ``prefix_ids``: the LM reads it as the message's start and generates after it (a space may lead what
+    it adds), so its logprobs are of what it wrote."""
 
     def __init__(self, policy: LMPolicy) -> None:
         self.policy, self.tokenizer = policy, policy.tokenizer
 
     def act(self, requests: list[TurnRequest]) -> list[TurnOutput]:
-        prefixes = [
-            None
-            if any(m["role"] == "assistant" for m in r.messages)  # it has spoken: no prefix
-            else self.tokenizer.encode(r.scenario.utterance.strip(), add_special_tokens=False)
-            for r in requests
-        ]
-        given = [
-            r if p is None else replace(r, prompt_ids=[*(r.prompt_ids or ()), *p])
-            for r, p in zip(requests, prefixes, strict=True)
-        ]
-        outs = self.policy.act(given)
-        end = self.policy.end_id
-        for out, p in zip(outs, prefixes, strict=True):
-            if p is not None:
-                body = out.token_ids[:-1] if out.token_ids and out.token_ids[-1] == end else out.token_ids
-                out.text = self.tokenizer.decode(
-                    [*p, *body], skip_special_tokens=False, clean_up_tokenization_spaces=False
-                )
-                out.prefix_ids = p
-        return outs
+        def utterance(r: TurnRequest) -> list[int]:
+            return self.tokenizer.encode(r.scenario.utterance.strip(), add_special_tokens=False)
+
+        return self.policy.act([r if _has_spoken(r) else replace(r, prefix_ids=utterance(r)) for r in requests])
 
     def release(self, keys: Iterable[Hashable] | None = None) -> None:
         self.policy.release(keys)
@@ -347,22 +343,24 @@ class LMPolicy:
         for r in requests:
             if not r.prompt_ids:
                 raise ValueError("LMPolicy needs prompt_ids: give run_episodes a tokenizer for this side")
-            p = r.prompt_ids
+            p = [*r.prompt_ids, *(r.prefix_ids or ())]  # a given prefix is read, then generation goes on
             if self.max_prompt_tokens and len(p) > self.max_prompt_tokens:
                 p = p[-self.max_prompt_tokens :]  # keep the recent context; the cache prefix check then misses
             prompts.append(p)
         self.batch_sizes.append(len(requests))
+        if self._edges is not None:
+            self._edges.opens = torch.tensor([not r.prefix_ids for r in requests])
         out, total, pads = self._generate(requests, prompts)
         seqs = out.sequences[:, total:]
         logp = self._logprobs.collect(seqs[:, -1])
         results: list[TurnOutput] = []
         lengths: list[int] = []
-        for row, lps in zip(seqs.tolist(), logp.tolist(), strict=True):
+        for r, row, lps in zip(requests, seqs.tolist(), logp.tolist(), strict=True):
             n = row.index(self.end_id) + 1 if self.end_id in row else len(row)
             lengths.append(n)
-            content = row[: n - 1] if row[n - 1] == self.end_id else row[:n]
+            content = [*(r.prefix_ids or ()), *(row[: n - 1] if row[n - 1] == self.end_id else row[:n])]
             text = self.tokenizer.decode(content, skip_special_tokens=False, clean_up_tokenization_spaces=False)
-            results.append(TurnOutput(text=text, token_ids=row[:n], logprobs=lps[:n]))
+            results.append(TurnOutput(text=text, token_ids=row[:n], logprobs=lps[:n], prefix_ids=r.prefix_ids))
         for i, r in enumerate(requests if self.reuse_kv else ()):  # KV of prompt + generated ids but the last
             if r.key is not None:
                 end = total + lengths[i] - 1

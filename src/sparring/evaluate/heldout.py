@@ -18,7 +18,7 @@ adversary trained keeps the previous agent) is played once.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -92,7 +92,7 @@ def evaluate_agents(
 
 def _play(
     agent: Policy,
-    adversary: Any,
+    adversary: Callable[[str | Path], Policy],
     coops: Mapping[str, Policy],
     camo: Policy,
     pool: Sequence[str | Path],

@@ -113,10 +113,9 @@ class Judge:
         intents = [e.scenario.intent for e in episodes]
         faithful = self.backend.faithfulness(turns, intents)
         realism = self.backend.realism(turns)
-        out = []
+        out, w = [], self.weights
         for e, t, f, r in zip(episodes, turns, faithful, realism, strict=True):
-            rewards = agent_rewards(e, self.weights, self.max_turns)
-            w = self.weights
+            rewards = agent_rewards(e, w, self.max_turns)
             misroute = float(_identified(e) and not e.outcome.correct_tool)
             named = float(any(self.backend.named_outright(x, e.scenario.intent) for x in t))
             won = float(misroute and f >= w.faithful_min and not named)

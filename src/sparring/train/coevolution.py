@@ -313,9 +313,9 @@ def run_cycle(
             models.agent = result.model
         else:
             start = state.simulator_dir if s.adversary_init == "simulator" else state.adversary_dir
-            adversary, _ = load_checkpoint(Path(start))
+            start_model, _ = load_checkpoint(Path(start))
             result = train_side(
-                adversary,
+                start_model,
                 tok,
                 "customer",
                 agent_policy(models.agent, True),
@@ -346,7 +346,14 @@ def run_cycle(
         t0 = time.perf_counter()
         metrics.update(
             _evaluate(
-                agent_policy(models.agent, True), new, customer, eval_scenarios[: s.eval_scenarios], judge, s, turns
+                agent_policy(models.agent, True),
+                new,
+                customer,
+                adversary,
+                eval_scenarios[: s.eval_scenarios],
+                judge,
+                s,
+                turns,
             )
         )
         metrics["eval_seconds"] = time.perf_counter() - t0
@@ -389,6 +396,7 @@ def _evaluate(
     agent: Policy,
     state: CycleState,
     customer: Callable[..., LMPolicy],
+    adversary: Callable[[str], Policy],
     scenarios: Sequence[Scenario],
     judge: Scorer,
     s: CoevolutionSettings,
@@ -401,14 +409,10 @@ def _evaluate(
 
     coop = cooperative_customer(customer(state.simulator_dir, s.coop_temperature), s.coop_opening)
     metrics = episode_metrics(play(coop, as_cooperative(scenarios)), "_coop")
-    adv = play(adversary_customer(customer(state.adversary_dir), s.adversary_opening), scenarios)
+    adv = play(adversary(state.adversary_dir), scenarios)
     metrics.update(episode_metrics(adv, "_adv"))
     metrics.update(adversary_parts(judge.score(adv)))
     pool = state.adversary_dirs or [state.simulator_dir]  # scenarios dealt round-robin to the generations
-    pooled = [
-        ep
-        for i, d in enumerate(pool)
-        for ep in play(adversary_customer(customer(d), s.adversary_opening), list(scenarios)[i :: len(pool)])
-    ]
+    pooled = [ep for i, d in enumerate(pool) for ep in play(adversary(d), list(scenarios)[i :: len(pool)])]
     metrics.update(episode_metrics(pooled, "_advpool"))
     return metrics
