@@ -215,7 +215,7 @@ class ContinuesUtterance:
     RL-ADA's adversary learned Contextual Camouflage: the request stays, buried in dense, realistic detail. The
     1.5M-parameter simulator it starts from states another intent's problem in its own openings about half the
     time (120 held-out scenarios vs DA0 at T=1: faithfulness 0.44), so its "wins" were mostly unfaithful; continuing
-    a real customer's request it starts faithful (0.87) and can only win by what it adds. The utterance is the
+    a real customer's request it starts faithful (0.875) and can only win by what it adds. The utterance is the
     request's ``prefix_ids``: the LM reads it as the message's start and generates after it (a space may lead what
     it adds), so its logprobs are of what it wrote."""
 
