@@ -88,7 +88,13 @@ def scenarios():
 def test_gym_mix_is_failure_heavy_and_tops_up(scenarios):
     fresh, old = scenarios[:6], scenarios[6:]
     transcripts = [
-        {"scenario": sc.to_dict(), "agent_won": i % 2 == 0, "adv_won": i % 2 == 1} for i, sc in enumerate(old * 4)
+        {
+            "scenario": sc.to_dict(),
+            "agent_won": i % 2 == 0,
+            "adv_won": i % 2 == 1,
+            "messages": [{"role": "user", "content": f"recorded opening {i} "}, {"role": "assistant", "content": ""}],
+        }
+        for i, sc in enumerate(old * 4)
     ]
     picked = gym_scenarios(fresh, transcripts, "agent", 20, 0.5, 0.7, random.Random(0))
     lost = {t["scenario"]["scenario_id"] for t in transcripts if not t["agent_won"]}
@@ -99,6 +105,64 @@ def test_gym_mix_is_failure_heavy_and_tops_up(scenarios):
     only_wins = [t for t in transcripts if t["agent_won"]]
     picked = gym_scenarios(fresh, only_wins, "agent", 8, 0.5, 0.7, random.Random(0))
     assert sum(sc.scenario_id in won for sc in picked) == 4  # no losses to replay: wins fill the replay share
+
+
+def test_the_agents_gym_replays_the_recorded_opening_and_the_adversarys_writes_afresh(scenarios):
+    """A replayed transcript gives the agent's gym the customer's recorded opening (the message it lost on), and
+    its opponent plays it before its own turns, whichever opponent the mix draws; the adversary's gym replays the
+    scenario only (its messages are what it learns), and fresh scenarios keep their utterance."""
+    from sparring.agents.policies import OpensWithUtterance
+    from sparring.train.coevolution import REPLAYED, _agent_opponents
+
+    fresh, old = scenarios[:2], scenarios[2:6]
+    transcripts = [
+        {"scenario": sc.to_dict(), "agent_won": False, "adv_won": True, "messages": [
+            {"role": "user", "content": f" opening {i} then camouflage "}, {"role": "assistant", "content": "Hi"}]}
+        for i, sc in enumerate(old)
+    ]  # fmt: skip
+    recorded = {t["scenario"]["scenario_id"]: t["messages"][0]["content"].strip() for t in transcripts}
+    agent_gym = gym_scenarios(fresh, transcripts, "agent", 6, 0.5, 0.7, random.Random(0))
+    replayed = [sc for sc in agent_gym if sc.utterance_source == REPLAYED]
+    assert len(replayed) == 3 and all(sc.utterance == recorded[sc.scenario_id] for sc in replayed)
+    assert all(sc.utterance == f.utterance for sc in agent_gym for f in fresh if sc.scenario_id == f.scenario_id)
+    adversary_gym = gym_scenarios(fresh, transcripts, "customer", 6, 0.5, 0.7, random.Random(0))
+    assert not any(sc.utterance_source == REPLAYED or sc.utterance.startswith(" opening") for sc in adversary_gym)
+
+    class Fake:
+        tokenizer = None
+
+        def __init__(self, folder: str) -> None:
+            self.folder = folder
+
+    state = CycleState(cycle=2, agent_dir="a", simulator_dir="sim", adversary_dirs=["g1", "g2"])
+    for mix, folders in (({"coop": 1.0}, {"sim"}), ({"adversary": 1.0}, {"g2"}), ({"pool": 1.0}, {"g1"})):
+        choose = _agent_opponents(state, mix, Fake, "simulator", "own")
+        drawn = [choose(replayed[0], seed) for seed in range(6)]
+        assert all(isinstance(p, OpensWithUtterance) for p in drawn) and {p.policy.folder for p in drawn} == folders
+        assert not isinstance(choose(fresh[0], 0), OpensWithUtterance)  # fresh: as the opponent opens
+
+
+def test_an_agent_gym_opens_its_replayed_groups_with_the_arenas_recorded_messages(
+    monkeypatch, tmp_path, start, scenarios
+):
+    import sparring.train.coevolution as coevolution
+    import sparring.train.grpo as grpo
+    from sparring.train.coevolution import REPLAYED
+
+    played: list[tuple[object, list]] = []
+    monkeypatch.setattr(coevolution, "run_episodes", partial(_recording, played=played)(coevolution.run_episodes))
+    arena_calls = len(played)
+    gym: list[tuple[object, list]] = []
+    monkeypatch.setattr(grpo, "run_episodes", partial(_recording, played=gym)(grpo.run_episodes))
+    settings = replace(tiny("agent"), replay_share=1.0, eval_scenarios=0)
+    run_cycle(start, scenarios[:4], scenarios[8:], Judge(FixedBackend()), settings, tmp_path / "c1")
+    arena = played[arena_calls][1]
+    openings = {next(m["content"] for m in ep.messages if m["role"] == "user").strip() for ep in arena}
+    replays = [ep for _, eps in gym for ep in eps if ep.scenario.utterance_source == REPLAYED]
+    assert replays and len(replays) == sum(len(eps) for _, eps in gym)  # replay_share 1: every group replays
+    for ep in replays:
+        said = next(m["content"] for m in ep.messages if m["role"] == "user")
+        assert said == ep.scenario.utterance and said in openings
 
 
 @pytest.fixture(scope="module")

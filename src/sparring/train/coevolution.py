@@ -13,9 +13,11 @@
        adversaries and the cooperative simulator (``agent_mix``); each new adversary starts from the simulator
        checkpoint (``adversary_init``), so every generation stays a realistic customer.
     4. Training data: fresh scenarios plus recent arena transcripts, mixed 70% failures / 30% successes of the
-       trained side. A replayed transcript enters GRPO as its SCENARIO: a fresh group of G episodes replays the
-       hidden goal that beat (or did not beat) the side. Replaying whole prefixes would need the world, the
-       session and the opponent's sampling state mid-episode; replaying the scenario keeps every group a
+       trained side. A replayed transcript enters GRPO as its scenario: a fresh group of G episodes replays the
+       hidden goal that beat (or did not beat) the side. The agent's groups also replay the customer's recorded
+       opening, the message the agent lost on (later customer turns are the opponent's); the adversary writes its
+       messages afresh, since they are what it learns. Replaying whole prefixes would need the world, the
+       session and the opponent's sampling state mid-episode; replaying the opening keeps every group a
        like-for-like baseline, and the failure-heavy mix puts the groups where rewards still spread.
     5. Evaluation of the cycle's agent (greedy, as deployed) on the given scenarios against the cooperative
        simulator (``_coop``, every persona cooperative, at ``coop_temperature``, continuing the scenario's own
@@ -42,6 +44,8 @@ from sparring.rollout import Episode, episode_metrics, run_episodes
 from sparring.train.checkpoints import load_checkpoint, save_checkpoint
 from sparring.train.grpo import GRPOSettings, Scorer, derive_seed, train_side
 from sparring.world.scenarios import Scenario, as_cooperative
+
+REPLAYED = "arena_replay"  # utterance_source of an agent-gym scenario whose utterance is a recorded opening
 
 STATE_FILE, TRANSCRIPTS_FILE, METRICS_FILE = "state.json", "transcripts.jsonl", "metrics.json"
 
@@ -193,9 +197,21 @@ def gym_scenarios(
     n_win = min(n_replay - n_loss, len(wins))
     n_loss = min(n_replay - n_win, len(losses))
     replay = rng.sample(losses, n_loss) + rng.sample(wins, n_win)
-    picked = [Scenario.from_dict(t["scenario"]) for t in replay]
+    picked = [_replayed(t, side) for t in replay]
     picked += rng.sample(list(fresh), min(n - len(picked), len(fresh)))
     return picked
+
+
+def _replayed(transcript: dict[str, Any], side: str) -> Scenario:
+    """A transcript's scenario for ``side``'s gym. The agent replays the customer's recorded opening, the message
+    it lost (or won) on: the opponent's words are the agent's state, and a fresh sample of them would be another
+    episode. Its source is :data:`REPLAYED`, so the agent's gym opens with it. The adversary's messages are its
+    own actions: it writes them afresh."""
+    scenario = Scenario.from_dict(transcript["scenario"])
+    opening = next((str(m.get("content") or "") for m in transcript["messages"] if m.get("role") == "user"), "")
+    if side != "agent" or not opening.strip():
+        return scenario
+    return replace(scenario, utterance=opening.strip(), utterance_source=REPLAYED)
 
 
 def _sample(scenarios: Sequence[Scenario], n: int, rng: random.Random) -> list[Scenario]:
@@ -370,24 +386,28 @@ def _agent_opponents(
     adversary_opening: str,
 ) -> Callable[[Scenario, int], Policy]:
     """Per group: the current adversary, an earlier generation ("pool") or the cooperative simulator ("coop"),
-    which opens as ``_coop`` does (``coop_opening``); adversaries open as ``adversary_opening`` says."""
+    which opens as ``_coop`` does (``coop_opening``); adversaries open as ``adversary_opening`` says. A replayed
+    scenario (:data:`REPLAYED`) opens with its recorded message whoever plays the later turns."""
     lms = {d: customer(d) for d in {state.simulator_dir, *state.adversary_dirs}}
     policies = {d: adversary_customer(p, adversary_opening) for d, p in lms.items()}  # the simulator: 1st adversary
     coop = cooperative_customer(lms[state.simulator_dir], coop_opening)
+    replays = {d: OpensWithUtterance(p) for d, p in lms.items()}  # one per LM, so a rollout batches its groups
     earlier = state.adversary_dirs[:-1]
     names = sorted(n for n, w in mix.items() if w > 0)
     unknown = set(names) - {"adversary", "pool", "coop"}
     if unknown or not names:
         raise ValueError(f"agent_mix: keys must be adversary/pool/coop with a positive weight, got {mix}")
 
-    def choose(scenario: Scenario, seed: int) -> Policy:
+    def choose(scenario: Scenario | None, seed: int) -> Policy:
         rng = random.Random(seed)
         name = rng.choices(names, [mix[n] for n in names])[0]
-        if name == "coop":
-            return coop
         if name == "pool" and earlier:
-            return policies[rng.choice(earlier)]
-        return policies[state.adversary_dir]
+            folder = rng.choice(earlier)
+        else:
+            folder = state.simulator_dir if name == "coop" else state.adversary_dir
+        if scenario is not None and scenario.utterance_source == REPLAYED:
+            return replays[folder]  # the recorded opening, then this opponent's turns
+        return coop if name == "coop" else policies[folder]
 
     return choose
 
