@@ -112,7 +112,7 @@ def test_the_agents_gym_replays_the_recorded_opening_and_the_adversarys_writes_a
     its opponent plays it before its own turns, whichever opponent the mix draws; the adversary's gym replays the
     scenario only (its messages are what it learns), and fresh scenarios keep their utterance."""
     from sparring.agents.policies import OpensWithUtterance
-    from sparring.train.coevolution import REPLAYED, _agent_opponents
+    from sparring.train.coevolution import REPLAYED, agent_opponents
 
     fresh, old = scenarios[:2], scenarios[2:6]
     transcripts = [
@@ -136,7 +136,7 @@ def test_the_agents_gym_replays_the_recorded_opening_and_the_adversarys_writes_a
 
     state = CycleState(cycle=2, agent_dir="a", simulator_dir="sim", adversary_dirs=["g1", "g2"])
     for mix, folders in (({"coop": 1.0}, {"sim"}), ({"adversary": 1.0}, {"g2"}), ({"pool": 1.0}, {"g1"})):
-        choose = _agent_opponents(state, mix, Fake, "simulator", "own")
+        choose = agent_opponents(state, mix, Fake, "simulator", "own")
         drawn = [choose(replayed[0], seed) for seed in range(6)]
         assert all(isinstance(p, OpensWithUtterance) for p in drawn) and {p.policy.folder for p in drawn} == folders
         assert not isinstance(choose(fresh[0], 0), OpensWithUtterance)  # fresh: as the opponent opens
@@ -305,7 +305,7 @@ def test_the_agents_gym_meets_the_cooperative_simulator_as_coop_opens_and_advers
     """In the agent's gym "coop" opens with the scenario's utterance (coop_opening); the simulator standing in as
     the adversary before any has trained, and every adversary generation, open as adversary_opening says."""
     from sparring.agents.policies import ContinuesUtterance, OpensWithUtterance
-    from sparring.train.coevolution import _agent_opponents
+    from sparring.train.coevolution import agent_opponents
 
     class Fake:
         tokenizer = None
@@ -314,17 +314,17 @@ def test_the_agents_gym_meets_the_cooperative_simulator_as_coop_opens_and_advers
             self.folder = folder
 
     fresh = CycleState(cycle=0, agent_dir="a", simulator_dir="sim")
-    choose = _agent_opponents(fresh, {"coop": 1.0}, Fake, "utterance", "own")
+    choose = agent_opponents(fresh, {"coop": 1.0}, Fake, "utterance", "own")
     assert isinstance(choose(None, 0), OpensWithUtterance) and choose(None, 0).policy.folder == "sim"
     assert not isinstance(
-        _agent_opponents(fresh, {"coop": 1.0}, Fake, "simulator", "own")(None, 0), OpensWithUtterance
+        agent_opponents(fresh, {"coop": 1.0}, Fake, "simulator", "own")(None, 0), OpensWithUtterance
     )
-    first = _agent_opponents(fresh, {"adversary": 1.0}, Fake, "utterance", "own")(None, 0)
+    first = agent_opponents(fresh, {"adversary": 1.0}, Fake, "utterance", "own")(None, 0)
     assert isinstance(first, Fake) and first.folder == "sim"
-    first = _agent_opponents(fresh, {"adversary": 1.0}, Fake, "utterance", "utterance")(None, 0)
+    first = agent_opponents(fresh, {"adversary": 1.0}, Fake, "utterance", "utterance")(None, 0)
     assert isinstance(first, ContinuesUtterance) and first.policy.folder == "sim"
     later = replace(fresh, adversary_dirs=["g1", "g2"])
-    mixed = _agent_opponents(later, {"adversary": 1.0, "pool": 1.0}, Fake, "utterance", "own")
+    mixed = agent_opponents(later, {"adversary": 1.0, "pool": 1.0}, Fake, "utterance", "own")
     drawn = {mixed(None, seed).folder for seed in range(20)}
     assert drawn == {"g1", "g2"}
 

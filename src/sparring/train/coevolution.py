@@ -313,7 +313,7 @@ def run_cycle(
             train_scenarios, transcripts, trained, s.gym_scenarios, s.replay_share, s.replay_failure_share, rng
         )
         if side == "agent":
-            opponent = _agent_opponents(state, s.agent_mix, customer, s.coop_opening, s.adversary_opening)
+            opponent = agent_opponents(state, s.agent_mix, customer, s.coop_opening, s.adversary_opening)
             result = train_side(
                 models.agent,
                 tok,
@@ -378,7 +378,7 @@ def run_cycle(
     return new, metrics
 
 
-def _agent_opponents(
+def agent_opponents(
     state: CycleState,
     mix: dict[str, float],
     customer: Callable[[str], LMPolicy],
