@@ -28,7 +28,7 @@ from sparring.judge.loading import load_judge
 from sparring.params import load_params
 from sparring.runtime import apply_torch_threads
 from sparring.train.checkpoints import load_checkpoint, save_checkpoint
-from sparring.train.coevolution import CycleState, agent_opponents, customer_policy, gym_scenarios
+from sparring.train.coevolution import CycleModels, CycleState, agent_opponents, customer_policy, gym_scenarios
 from sparring.train.cycles import absolute, grpo_settings
 from sparring.train.grpo import GRPOSettings, derive_seed, train_side
 from sparring.world.scenarios import load_scenarios
@@ -70,14 +70,11 @@ def main() -> None:
     base = grpo_settings(co.agent_grpo, derive_seed(p.seed, k, "grpo"))
     grid = {text or "params": replace(base, **overrides(text, base)) for text in args.set or [""]}
     judge = load_judge(root / "models" / "judge", p.judge, base.max_turns)
-    _, tok = load_checkpoint(Path(state.agent_dir))
-    customers: dict[str, Any] = {}
+    models = CycleModels(state.agent_dir)  # the cycle's loader: one tokenizer, each customer loaded once
+    tok, c = models.tokenizer, co.adversary_grpo
 
     def customer(folder: str) -> Any:
-        if folder not in customers:
-            customers[folder] = load_checkpoint(Path(folder))[0].eval()
-        c = co.adversary_grpo
-        return customer_policy(customers[folder], tok, c.max_new_tokens, c.temperature)
+        return customer_policy(models.model(folder), tok, c.max_new_tokens, c.temperature)
 
     opponent = agent_opponents(state, dict(co.agent_mix), customer, co.coop_opening, co.adversary_opening)
     train = load_scenarios(root / "data" / "scenarios" / "train.jsonl")
@@ -98,7 +95,6 @@ def main() -> None:
             print(f"{name}: gym {result.seconds:.0f} s, reward {rows[name]['reward_first']:.3f} -> "
                   f"{rows[name]['reward_last']:.3f}, zero-spread groups {rows[name]['frac_zero_std_groups']:.2f}",
                   flush=True)  # fmt: skip
-        c = co.adversary_grpo
         played = evaluate_agents(
             agents, state.simulator_dir, state.adversary_dirs, held, judge, seed=p.seed,
             max_turns=base.max_turns, max_calls_per_turn=base.max_calls_per_turn,
@@ -106,10 +102,11 @@ def main() -> None:
             customer_temperature=c.temperature, coop_temperature=co.coop_temperature,
             coop_opening=co.coop_opening, adversary_opening=co.adversary_opening,
         )  # fmt: skip
-    print(f"\n{'agent':40s}" + "".join(f"{m.replace('strict_pass', 'pass'):>22s}" for m in SHOWN))
+    width = max(len(name) for name in played) + 2
+    print(f"\n{'agent':{width}s}" + "".join(f"{m.replace('strict_pass', 'pass'):>22s}" for m in SHOWN))
     for name, metrics in played.items():
         rows.setdefault(name, {}).update({m: metrics[m] for m in SHOWN})
-        print(f"{name:40s}" + "".join(f"{metrics[m]:>22.3f}" for m in SHOWN))
+        print(f"{name:{width}s}" + "".join(f"{metrics[m]:>22.3f}" for m in SHOWN))
     print(json.dumps({"root": str(root), "cycle": args.cycle, "eval_scenarios": len(held), "agents": rows}))
 
 

@@ -86,7 +86,7 @@ def first_gym(root: Path, profile: str) -> dict[str, float]:
     from sparring.rollout import run_episodes
     from sparring.runtime import apply_torch_threads
     from sparring.train.checkpoints import load_checkpoint
-    from sparring.train.coevolution import CycleState, adversary_customer, adversary_parts
+    from sparring.train.coevolution import CycleState, adversary_customer, adversary_parts, customer_policy
     from sparring.train.grpo import derive_seed
     from sparring.world.scenarios import load_scenarios
 
@@ -103,9 +103,7 @@ def first_gym(root: Path, profile: str) -> dict[str, float]:
     out: dict[str, float] = {}
     for name, folder in (("simulator", state.simulator_dir), ("first_adversary", state.adversary_dirs[0])):
         customer_model, _ = load_checkpoint(root / folder)
-        customer = LMPolicy(
-            customer_model.eval(), tok, "customer", max_new_tokens=c_cfg.max_new_tokens, temperature=c_cfg.temperature
-        )
+        customer = customer_policy(customer_model.eval(), tok, c_cfg.max_new_tokens, c_cfg.temperature)
         episodes = run_episodes(
             scenarios,
             da0,

@@ -151,12 +151,11 @@ def test_an_agent_gym_opens_its_replayed_groups_with_the_arenas_recorded_message
 
     played: list[tuple[object, list]] = []
     monkeypatch.setattr(coevolution, "run_episodes", partial(_recording, played=played)(coevolution.run_episodes))
-    arena_calls = len(played)
     gym: list[tuple[object, list]] = []
     monkeypatch.setattr(grpo, "run_episodes", partial(_recording, played=gym)(grpo.run_episodes))
     settings = replace(tiny("agent"), replay_share=1.0, eval_scenarios=0)
     run_cycle(start, scenarios[:4], scenarios[8:], Judge(FixedBackend()), settings, tmp_path / "c1")
-    arena = played[arena_calls][1]
+    arena = played[0][1]  # the cycle's first rollout is its arena
     openings = {next(m["content"] for m in ep.messages if m["role"] == "user").strip() for ep in arena}
     replays = [ep for _, eps in gym for ep in eps if ep.scenario.utterance_source == REPLAYED]
     assert replays and len(replays) == sum(len(eps) for _, eps in gym)  # replay_share 1: every group replays

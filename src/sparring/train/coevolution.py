@@ -218,7 +218,7 @@ def _sample(scenarios: Sequence[Scenario], n: int, rng: random.Random) -> list[S
     return rng.sample(list(scenarios), min(n, len(scenarios)))
 
 
-class _Models:
+class CycleModels:
     """Checkpoints loaded once per cycle, sharing the agent's tokenizer (so views are built with one vocabulary)."""
 
     def __init__(self, agent_dir: str) -> None:
@@ -255,7 +255,7 @@ def run_cycle(
     k = state.cycle + 1
     a_cfg, c_cfg = s.agent, s.adversary
     turns = {"max_turns": a_cfg.max_turns, "max_calls_per_turn": a_cfg.max_calls_per_turn}
-    models = _Models(state.agent_dir)
+    models = CycleModels(state.agent_dir)
     tok = models.tokenizer
 
     def agent_policy(model: Any, greedy: bool) -> LMPolicy:
