@@ -10,7 +10,7 @@ in one run, so differences are the gym's, not the machine's. Each setting takes 
 
 Prints one row per agent, then one JSON object as the last line.
 Usage: ``python benchmarks/agent_gym.py ROOT [--cycle 4] [--set learning_rate=3e-4,temperature=1.5 ...]
-[--eval-scenarios 240]``; with no ``--set``, the params' own agent gym.
+[--eval-scenarios 240] [--gym-scenarios N]``; with no ``--set``, the params' own agent gym.
 """
 
 from __future__ import annotations
@@ -28,9 +28,10 @@ from sparring.judge.loading import load_judge
 from sparring.params import load_params
 from sparring.runtime import apply_torch_threads
 from sparring.train.checkpoints import load_checkpoint, save_checkpoint
-from sparring.train.coevolution import CycleModels, CycleState, agent_opponents, customer_policy, gym_scenarios
+from sparring.train.coevolution import CycleModels, CycleState, agent_opponents, gym_scenarios
 from sparring.train.cycles import absolute, grpo_settings
 from sparring.train.grpo import GRPOSettings, derive_seed, train_side
+from sparring.train.opponents import customer_policy
 from sparring.world.scenarios import load_scenarios
 
 SHOWN = ("strict_pass_advpool", "routing_acc_advpool", "adv_success_advpool", "strict_pass_coop",
@@ -59,6 +60,7 @@ def main() -> None:
     parser.add_argument("--cycle", type=int, default=4, help="start from models/cycles/cycle_N's state")
     parser.add_argument("--set", action="append", default=[], help="GRPO overrides, e.g. learning_rate=3e-4")
     parser.add_argument("--eval-scenarios", type=int, default=240)
+    parser.add_argument("--gym-scenarios", type=int, default=None, help="default: coevolution.gym_scenarios")
     parser.add_argument("--profile", default="default")
     args = parser.parse_args()
 
@@ -79,7 +81,8 @@ def main() -> None:
     opponent = agent_opponents(state, dict(co.agent_mix), customer, co.coop_opening, co.adversary_opening)
     train = load_scenarios(root / "data" / "scenarios" / "train.jsonl")
     rng = random.Random(derive_seed(p.seed, k, "gym"))
-    gym = gym_scenarios(train, state.transcripts, "agent", co.gym_scenarios, co.replay_share,
+    n_gym = args.gym_scenarios or co.gym_scenarios
+    gym = gym_scenarios(train, state.transcripts, "agent", n_gym, co.replay_share,
                         co.replay_failure_share, rng)  # fmt: skip
     held = load_scenarios(root / "data" / "scenarios" / "heldout.jsonl")[: args.eval_scenarios]
 

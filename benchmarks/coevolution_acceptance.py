@@ -86,8 +86,9 @@ def first_gym(root: Path, profile: str) -> dict[str, float]:
     from sparring.rollout import run_episodes
     from sparring.runtime import apply_torch_threads
     from sparring.train.checkpoints import load_checkpoint
-    from sparring.train.coevolution import CycleState, adversary_customer, adversary_parts, customer_policy
+    from sparring.train.coevolution import CycleState, adversary_parts
     from sparring.train.grpo import derive_seed
+    from sparring.train.opponents import adversary_customer, customer_policy
     from sparring.world.scenarios import load_scenarios
 
     p = load_params(root / "params.yaml", profile)

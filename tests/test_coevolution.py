@@ -228,18 +228,18 @@ def test_stopped_state_refuses_another_cycle(tmp_path, start, scenarios):
 
 def test_the_cooperative_simulator_plays_evaluations_at_coop_temperature(monkeypatch, tmp_path, start, scenarios):
     """`_coop` is played greedy by default, adversaries (here the simulator standing in for the pool) sampled."""
-    import sparring.train.coevolution as coevolution
+    import sparring.train.opponents as opponents
     from sparring.evaluate.heldout import evaluate_agents
 
     built: list[tuple[bool, float]] = []
 
-    class Recording(coevolution.LMPolicy):
+    class Recording(opponents.LMPolicy):
         def __init__(self, *args, **kwargs):
             super().__init__(*args, **kwargs)
             if args[2] == "customer":
                 built.append((kwargs["greedy"], kwargs["temperature"]))
 
-    monkeypatch.setattr(coevolution, "LMPolicy", Recording)
+    monkeypatch.setattr(opponents, "LMPolicy", Recording)
     judge, turns = Judge(FixedBackend()), {"max_turns": 2, "agent_max_new_tokens": 6, "customer_max_new_tokens": 6}
     for coop_temperature, expected in ((0.0, [(True, 1.0), (False, 1.0)]), (0.7, [(False, 0.7), (False, 1.0)])):
         built.clear()
@@ -271,6 +271,7 @@ def test_coop_continues_the_scenarios_utterance_and_coopsim_writes_its_own(monke
     the simulator from its first word. A cycle's `_coop` follows `coop_opening` too."""
     import sparring.evaluate.heldout as heldout
     import sparring.train.coevolution as coevolution
+    import sparring.train.opponents as opponents
     from sparring.agents.policies import OpensWithUtterance
 
     played: list[tuple[object, list]] = []
@@ -297,7 +298,7 @@ def test_coop_continues_the_scenarios_utterance_and_coopsim_writes_its_own(monke
         run_cycle(start, scenarios[:4], scenarios[8:], judge, settings, tmp_path / choice)
         assert any(isinstance(c, OpensWithUtterance) for c, _ in played) == (choice == "utterance")
     with pytest.raises(ValueError, match="coop_opening"):
-        coevolution.cooperative_customer(None, "real")  # type: ignore[arg-type]
+        opponents.cooperative_customer(None, "real")  # type: ignore[arg-type]
 
 
 def test_the_agents_gym_meets_the_cooperative_simulator_as_coop_opens_and_adversaries_as_they_open():
@@ -333,6 +334,7 @@ def test_adversaries_go_on_from_the_utterance_in_arena_gym_and_evaluation(monkey
     utterance (arena, its gym's rollouts, the cycle's `_adv` and `_advpool`); with "own" none is wrapped."""
     import sparring.train.coevolution as coevolution
     import sparring.train.grpo as grpo
+    import sparring.train.opponents as opponents
     from sparring.agents.policies import ContinuesUtterance
 
     played: list[tuple[object, list]] = []
@@ -352,4 +354,4 @@ def test_adversaries_go_on_from_the_utterance_in_arena_gym_and_evaluation(monkey
             said = next(m["content"] for m in ep.messages if m["role"] == "user")
             assert said.startswith(ep.scenario.utterance.strip())
     with pytest.raises(ValueError, match="adversary_opening"):
-        coevolution.adversary_customer(None, "scripted")  # type: ignore[arg-type]
+        opponents.adversary_customer(None, "scripted")  # type: ignore[arg-type]

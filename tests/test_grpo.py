@@ -230,3 +230,49 @@ def _episodes(model, tok, scenarios):
 
     agent = LMPolicy(model, tok, "agent", max_new_tokens=4)
     return run_episodes(scenarios, agent, CooperativeCustomer(), max_turns=1, seed=derive_seed(0, "probe"))
+
+
+class NamesIntent:
+    """Scripted first messages: the scenario's own intent on even episodes, another one on odd; a later turn
+    (the window must not reach it) would look its account up."""
+
+    tokenizer = None
+
+    def act(self, requests: list[TurnRequest]) -> list[TurnOutput]:
+        wrong = sorted(known_intents())
+        out = []
+        for r in requests:
+            right = r.scenario.intent
+            intent = right if r.key[1] % 2 == 0 else next(i for i in wrong if i != right)
+            out.append(TurnOutput(render_agent_message("Please tell me your customer id.", intent=intent)))
+        return out
+
+
+def test_a_first_turn_completion_is_the_agents_first_message_rewarded_on_the_intent_it_names(tok, scenarios):
+    s = settings(completion="first_turn", max_turns=4, max_calls_per_turn=3)
+    judge = Judge(FixedBackend())
+    rollout = make_rollout_func("agent", tok, CooperativeCustomer(), scenarios, judge, s, wrap=lambda _: NamesIntent())
+    out = rollout([f"{i}|" for i in (0, 1) for _ in range(G)], SimpleNamespace(model=build_model(SPEC, tok)))
+    w = judge.weights.format
+    assert out["side_reward"] == [1.0 + w if k % 2 == 0 else w for k in range(2 * G)]
+    for k in range(2 * G):
+        sample = {f: out[f][k] for f in ("prompt_ids", "completion_ids", "env_mask", "logprobs")}
+        counts = check_masks(sample, tok)
+        assert counts["user"] == counts["assistant"] == 1 and "tool" not in counts  # the opening, one agent turn
+    with pytest.raises(ValueError, match="first_turn"):
+        make_rollout_func("customer", tok, ExpertAgent(), scenarios, judge, s)
+    with pytest.raises(ValueError, match="completion"):
+        settings(completion="turn")
+
+
+def test_an_agents_group_shares_the_customers_opening_and_not_its_later_turns(tok, scenarios):
+    customer = LMPolicy(build_model(SPEC, tok), tok, "customer", max_new_tokens=8)  # untrained: every draw differs
+    model = build_model(SPEC, tok)
+    rollout = make_rollout_func("agent", tok, customer, scenarios, Judge(FixedBackend()), settings(max_turns=3))
+    out = rollout([f"{i}|" for i in (0, 1) for _ in range(G)], SimpleNamespace(model=model))
+    user = tok.convert_tokens_to_ids(USER)
+    for grp in (range(0, G), range(G, 2 * G)):
+        assert len({tuple(out["prompt_ids"][k]) for k in grp}) == 1  # the same opening: the agent's same state
+        later = [tuple(out["completion_ids"][k][out["completion_ids"][k].index(user) :]) for k in grp
+                 if user in out["completion_ids"][k]]  # fmt: skip
+        assert len(later) >= 2 and len(set(later)) > 1  # later customer turns answer each episode on its own

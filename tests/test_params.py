@@ -59,6 +59,8 @@ def test_env_selects_profile(monkeypatch):
             "ingest.profiles.scale.utterances.per_intent: ",
         ),
         (lambda r: r["ingest"]["profiles"].update(huge={}), "ingest.profiles.huge: unknown profile"),
+        (lambda r: r["coevolution"]["agent_grpo"].update(completion="turn"), "coevolution.agent_grpo.completion: "),
+        (lambda r: r["coevolution"]["adversary_grpo"].update(completion="first_turn"), "first_turn windows are the"),
     ],
 )
 def test_bad_params_are_refused_with_the_full_key_path(tmp_path, monkeypatch, edit, message):

@@ -211,6 +211,8 @@ class GRPO(_Strict):
     temperature: float = Field(1.0, gt=0)
     max_turns: int = Field(6, ge=1)
     max_calls_per_turn: int = Field(3, ge=1)
+    # one completion = the whole episode, or (agent) its first turn alone, rewarded on the intent it routes to
+    completion: Literal["episode", "first_turn"] = "episode"
 
 
 class Coevolution(_Strict):
@@ -242,6 +244,8 @@ class Coevolution(_Strict):
     def _check(self) -> Coevolution:
         if any(w < 0 for w in self.agent_mix.values()) or sum(self.agent_mix.values()) <= 0:
             raise ValueError("agent_mix weights must be non-negative and not all zero")
+        if self.adversary_grpo.completion != "episode":
+            raise ValueError("adversary_grpo.completion must be episode: first_turn windows are the agent's")
         return self
 
 

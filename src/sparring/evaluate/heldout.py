@@ -26,8 +26,9 @@ from sparring.agents.policies import LMPolicy, Policy
 from sparring.agents.scripted import CamouflagingCustomer
 from sparring.rollout import Episode, episode_metrics, run_episodes
 from sparring.train.checkpoints import load_checkpoint
-from sparring.train.coevolution import adversary_customer, adversary_parts, cooperative_customer, customer_policy
+from sparring.train.coevolution import adversary_parts
 from sparring.train.grpo import Scorer, derive_seed
+from sparring.train.opponents import adversary_customer, cooperative_customer, customer_policy
 from sparring.world.scenarios import Scenario, as_cooperative
 
 

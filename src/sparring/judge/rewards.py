@@ -4,6 +4,9 @@ Agent reward — a weighted sum of the outcome check's components, each in [0, 1
     r_DA = w_res·state_match + w_tool·correct_tool + w_look·lookup_first + w_end·clean_end
            + w_fmt·format_ok_rate + w_pass·strict_pass − w_turn·(turns / max_turns) − w_sec·unauthorized_attempts
 
+The agent's first turn alone (GRPO's ``completion: first_turn``, RL-ADA's per-turn window on the routing
+decision): r_DA,1 = [the intent its first message routes to = the goal's] + w_fmt·format_ok(first message).
+
 Adversarial customer reward — it wins only by misleading an agent it let identify it, while staying a
 believable customer who still wants what its goal says:
     r_CA = won × faithfulness × realism + w_faith·faithfulness − w_name·named_outright
@@ -97,7 +100,14 @@ def agent_rewards(episode: Any, weights: RewardWeights, max_turns: int) -> dict[
         - w.turns * parts["turns"]
         - w.security * parts["security"]
     )
-    return {"agent_reward": reward, **{f"agent_{k}": v for k, v in parts.items()}}
+    first = parsed[0] if parsed else None
+    first_turn = float(first is not None and first.intent == episode.scenario.intent)
+    first_turn += w.format * float(first is not None and first.format_ok)
+    return {
+        "agent_reward": reward,
+        "agent_first_turn_reward": first_turn,
+        **{f"agent_{k}": v for k, v in parts.items()},
+    }
 
 
 class Judge:

@@ -18,7 +18,8 @@
        opening, the message the agent lost on (later customer turns are the opponent's); the adversary writes its
        messages afresh, since they are what it learns. Replaying whole prefixes would need the world, the
        session and the opponent's sampling state mid-episode; replaying the opening keeps every group a
-       like-for-like baseline, and the failure-heavy mix puts the groups where rewards still spread.
+       like-for-like baseline (a fresh scenario's group shares its opponent's first message, ``grpo.SharedOpening``),
+       and the failure-heavy mix puts the groups where rewards still spread.
     5. Evaluation of the cycle's agent (greedy, as deployed) on the given scenarios against the cooperative
        simulator (``_coop``, every persona cooperative, at ``coop_temperature``, continuing the scenario's own
        utterance unless ``coop_opening`` is "simulator"), the current adversary
@@ -38,11 +39,12 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from sparring.agents.policies import ContinuesUtterance, LMPolicy, OpensWithUtterance, Policy
+from sparring.agents.policies import LMPolicy, OpensWithUtterance, Policy
 from sparring.atomic import write_json
 from sparring.rollout import Episode, episode_metrics, run_episodes
 from sparring.train.checkpoints import load_checkpoint, save_checkpoint
 from sparring.train.grpo import GRPOSettings, Scorer, derive_seed, train_side
+from sparring.train.opponents import adversary_customer, cooperative_customer, customer_policy
 from sparring.world.scenarios import Scenario, as_cooperative
 
 REPLAYED = "arena_replay"  # utterance_source of an agent-gym scenario whose utterance is a recorded opening
@@ -132,37 +134,6 @@ def stop_reason(
 def weaker_side(w_da: float, adv_success: float) -> str:
     """The side with the lower win rate trains; a tie trains the adversary (it starts without RL)."""
     return "agent" if w_da < adv_success else "adversary"
-
-
-def customer_policy(model: Any, tokenizer: Any, max_new_tokens: int, temperature: float) -> LMPolicy:
-    """An LM customer sampling at ``temperature``; 0 plays greedy.
-
-    The cooperative simulator plays held-out evaluations greedy by default (``coop_temperature``), as the agents
-    and the simulator's own fidelity metrics do: sampled at 1.0, the 1.5M-parameter simulator misspells and
-    garbles words ("My cadr ending..."), and DA0 against it fell from 0.87 / 0.71 (routing / strict PASS, 240
-    held-out) to 0.70 / 0.46; 0.80 / 0.59 at 0.5, 0.81 / 0.55 at 0.7. Adversaries keep their gyms'
-    temperature: that is the policy they were trained as."""
-    return LMPolicy(
-        model, tokenizer, "customer", max_new_tokens=max_new_tokens, temperature=temperature or 1.0,
-        greedy=temperature == 0,
-    )
-
-
-def cooperative_customer(simulator: LMPolicy, opening: str) -> Policy:
-    """The cooperative simulator as ``_coop`` plays it: after the scenario's own utterance (``"utterance"``,
-    :class:`~sparring.agents.policies.OpensWithUtterance`) or from its own first message (``"simulator"``)."""
-    if opening not in ("utterance", "simulator"):
-        raise ValueError(f"coop_opening must be utterance or simulator, got {opening!r}")
-    return OpensWithUtterance(simulator) if opening == "utterance" else simulator
-
-
-def adversary_customer(policy: LMPolicy, opening: str) -> Policy:
-    """An adversary generation (the simulator as the first) as every arena, gym and evaluation plays it: going on
-    from the scenario's own utterance in its first message (``"utterance"``,
-    :class:`~sparring.agents.policies.ContinuesUtterance`) or writing that message whole (``"own"``)."""
-    if opening not in ("utterance", "own"):
-        raise ValueError(f"adversary_opening must be utterance or own, got {opening!r}")
-    return ContinuesUtterance(policy) if opening == "utterance" else policy
 
 
 def adversary_parts(scores: Sequence[dict[str, float]], suffix: str = "") -> dict[str, float]:

@@ -4,15 +4,20 @@ TRL samples prompts (here: scenario keys) already repeated ``num_generations`` t
 ``rollout_func`` plays every copy as a real episode with :func:`sparring.rollout.run_episodes` (the trained side
 is an :class:`~sparring.agents.policies.LMPolicy` over the trainer's current weights, sampling; the opponent is
 frozen), so a group is ONE scenario played G times with different sampling seeds: the group baseline compares like
-with like. Each episode becomes ONE completion in the trained side's own view:
+with like. When the agent trains, its group also shares the customer's first message (:class:`SharedOpening`):
+a sampling opponent would otherwise open every episode differently, and the agent's replies to different openings
+would be ranked against each other. Each episode becomes ONE completion in the trained side's own view:
 
     prompt_ids     = the view up to the side's first generated token (system prompt, opening turns)
     completion_ids = the rest of the episode in that view (own turns, the opponent's turns, tool results)
     env_mask       = 1 exactly on the tokens the side generated, 0 on everything the opponent or a tool wrote
     logprobs       = the sampler's log-softmax(logits / T) at each token (0 off the side's tokens)
 
+With ``completion="first_turn"`` (the agent only) an episode stops after the agent's first message: RL-ADA's
+per-turn window on the routing decision, rewarded by the judge's ``agent_first_turn_reward``.
+
 Rewards come from the judge (``sparring.judge.rewards``, RL-ADA in ../shared/SEEDS.md): the agent's
-r_DA = Σ w·outcome parts, the adversary's r_CA = misroute × faithfulness × realism − w_name·named_outright.
+r_DA = Σ w·outcome parts, the adversary's r_CA = won·faithfulness·realism + w_faith·faithfulness − w_name·named.
 TRL then applies GRPO unchanged (SEEDS.md, "GRPO: one group-normalized advantage for every token"):
 
     Â_g = (R_g − mean(R_group)) / (std(R_group) + ε)      for every token of completion g with env_mask = 1
@@ -36,12 +41,15 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from sparring.agents.chat import agent_system_prompt
-from sparring.agents.policies import LMPolicy, Policy, TurnOutput, TurnRequest
+from sparring.agents.policies import LMPolicy, Policy
 from sparring.rollout import Episode, run_episodes
+from sparring.train.opponents import PerEpisodeOpponent, SharedOpening
 from sparring.world.scenarios import Scenario
 
 SIDES = ("agent", "customer")
 REWARD_KEYS = {"agent": "agent_reward", "customer": "adv_reward"}  # the judge's reward of each side
+FIRST_TURN_REWARD = "agent_first_turn_reward"  # the judge's reward of the agent's first turn alone
+COMPLETIONS = ("episode", "first_turn")
 OpponentChooser = Callable[[Scenario, int], Policy]  # (scenario, draw seed) -> the frozen opponent of one group
 
 
@@ -71,9 +79,15 @@ class GRPOSettings:
     adam_beta2: float = 0.999
     logging_steps: int = 1
     seed: int = 0
+    # What one completion is: the whole episode, or (agent only) the agent's first turn after the customer's
+    # opening, rewarded by the judge's FIRST_TURN_REWARD (the intent it routes to, and format): RL-ADA's per-turn
+    # window on the routing decision, ~1/10 of an episode's cost, with no later turn diluting its credit.
+    completion: str = "episode"
 
     def __post_init__(self) -> None:
         batch = self.num_generations * self.scenarios_per_step
+        if self.completion not in COMPLETIONS:
+            raise ValueError(f"completion must be one of {COMPLETIONS}, got {self.completion!r}")
         if self.num_generations < 2:
             raise ValueError("num_generations must be >= 2: a group of one has no baseline")
         if self.scenarios_per_step < 1 or self.max_steps < 1 or self.gradient_accumulation_steps < 1:
@@ -120,6 +134,11 @@ def derive_seed(*parts: Any) -> int:
     return int(hashlib.sha1(":".join(map(str, parts)).encode()).hexdigest()[:8], 16) & 0x7FFFFFFF
 
 
+def side_reward_key(side: str, settings: GRPOSettings) -> str:
+    """The judge's reward a side trains on: its episode reward, or the agent's first-turn reward."""
+    return FIRST_TURN_REWARD if settings.completion == "first_turn" else REWARD_KEYS[side]
+
+
 def side_sample(episode: Episode, side: str) -> dict[str, list]:
     """One completion in ``side``'s view: prompt up to its first generated token, the rest as completion."""
     if side == "agent":
@@ -139,41 +158,6 @@ def side_sample(episode: Episode, side: str) -> dict[str, list]:
     }
 
 
-class PerEpisodeOpponent:
-    """Several frozen opponents in ONE batched rollout: episode i's turns go to ``chosen[i]``.
-
-    Each ``act`` is split by opponent, so each LM opponent still generates its episodes in one batch. Relies on
-    the engine's request key ``(run, episode index, role)``. LM members must share ``tokenizer`` (the views are
-    built with it); scripted members ignore the prompt ids.
-    """
-
-    def __init__(self, chosen: Sequence[Policy], tokenizer: Any) -> None:
-        self.chosen, self.tokenizer = list(chosen), tokenizer
-        for p in self.unique():
-            tok = getattr(p, "tokenizer", None)
-            if tok is not None and tok is not tokenizer and tok.get_vocab() != tokenizer.get_vocab():
-                raise ValueError("LM opponents of one rollout must share the trained side's vocabulary")
-
-    def unique(self) -> list[Policy]:
-        return list({id(p): p for p in self.chosen}.values())
-
-    def act(self, requests: list[TurnRequest]) -> list[TurnOutput]:
-        out: list[TurnOutput | None] = [None] * len(requests)
-        by_policy: dict[int, list[int]] = {}
-        for i, r in enumerate(requests):
-            by_policy.setdefault(id(self.chosen[r.key[1]]), []).append(i)  # type: ignore[index]
-        for rows in by_policy.values():
-            policy = self.chosen[requests[rows[0]].key[1]]  # type: ignore[index]
-            for i, o in zip(rows, policy.act([requests[i] for i in rows]), strict=True):
-                out[i] = o
-        return out  # type: ignore[return-value]
-
-    def release(self, keys: Any = None) -> None:
-        for p in self.unique():
-            if hasattr(p, "release"):
-                p.release(keys)
-
-
 def make_rollout_func(
     side: str,
     tokenizer: Any,
@@ -191,7 +175,11 @@ def make_rollout_func(
     ``wrap`` wraps the trained policy (tests script some of its turns)."""
     if side not in SIDES:
         raise ValueError(f"side must be one of {SIDES}, got {side!r}")
-    key = reward_key or REWARD_KEYS[side]
+    first_turn = settings.completion == "first_turn"
+    if first_turn and side != "agent":
+        raise ValueError("completion first_turn trains the agent's routing turn; the customer trains on episodes")
+    key = reward_key or side_reward_key(side, settings)
+    turns = (1, 1) if first_turn else (settings.max_turns, settings.max_calls_per_turn)
     g = settings.num_generations
     calls = [0]
 
@@ -212,6 +200,8 @@ def make_rollout_func(
         else:  # one opponent per group, drawn from the group's scenario and seed
             chosen = [opponent(picked[i], derive_seed(seed, i // g)) for i in range(len(picked))]
             other = PerEpisodeOpponent(chosen, tokenizer)
+        if side == "agent":
+            other = SharedOpening(other, g)
         agent, customer = (policy, other) if side == "agent" else (other, policy)
         was_training = model.training
         model.eval()
@@ -220,8 +210,8 @@ def make_rollout_func(
                 picked,
                 agent,
                 customer,
-                max_turns=settings.max_turns,
-                max_calls_per_turn=settings.max_calls_per_turn,
+                max_turns=turns[0],
+                max_calls_per_turn=turns[1],
                 seed=seed,
                 tokenizer=tokenizer,
                 agent_system=agent_system_prompt(trained if side == "agent" else agent),  # a wrapper's too
@@ -392,7 +382,7 @@ def train_side(
             len(pool),
             settings,
             out,
-            reward_name=reward_key or REWARD_KEYS[side],
+            reward_name=reward_key or side_reward_key(side, settings),
             report_to=report_to,
             callbacks=callbacks,
         )

@@ -1,0 +1,118 @@
+"""The frozen customers a rollout plays against: how each is built, and how one rollout batches several.
+
+Every arena, gym and evaluation builds its LM customers here, so they all play one way: the cooperative simulator
+(``cooperative_customer``), adversary generations (``adversary_customer``), each an ``LMPolicy`` from
+``customer_policy``. ``PerEpisodeOpponent`` puts several of them in one batched rollout; ``SharedOpening`` gives an
+agent's GRPO group one customer opening.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+from sparring.agents.policies import ContinuesUtterance, LMPolicy, OpensWithUtterance, Policy, TurnOutput, TurnRequest
+
+
+def customer_policy(model: Any, tokenizer: Any, max_new_tokens: int, temperature: float) -> LMPolicy:
+    """An LM customer sampling at ``temperature``; 0 plays greedy.
+
+    The cooperative simulator plays held-out evaluations greedy by default (``coop_temperature``), as the agents
+    and the simulator's own fidelity metrics do: sampled at 1.0, the 1.5M-parameter simulator misspells and
+    garbles words ("My cadr ending..."), and DA0 against it fell from 0.87 / 0.71 (routing / strict PASS, 240
+    held-out) to 0.70 / 0.46; 0.80 / 0.59 at 0.5, 0.81 / 0.55 at 0.7. Adversaries keep their gyms'
+    temperature: that is the policy they were trained as."""
+    return LMPolicy(
+        model,
+        tokenizer,
+        "customer",
+        max_new_tokens=max_new_tokens,
+        temperature=temperature or 1.0,
+        greedy=temperature == 0,
+    )
+
+
+def cooperative_customer(simulator: LMPolicy, opening: str) -> Policy:
+    """The cooperative simulator as ``_coop`` plays it: after the scenario's own utterance (``"utterance"``,
+    :class:`~sparring.agents.policies.OpensWithUtterance`) or from its own first message (``"simulator"``)."""
+    if opening not in ("utterance", "simulator"):
+        raise ValueError(f"coop_opening must be utterance or simulator, got {opening!r}")
+    return OpensWithUtterance(simulator) if opening == "utterance" else simulator
+
+
+def adversary_customer(policy: LMPolicy, opening: str) -> Policy:
+    """An adversary generation (the simulator as the first) as every arena, gym and evaluation plays it: going on
+    from the scenario's own utterance in its first message (``"utterance"``,
+    :class:`~sparring.agents.policies.ContinuesUtterance`) or writing that message whole (``"own"``)."""
+    if opening not in ("utterance", "own"):
+        raise ValueError(f"adversary_opening must be utterance or own, got {opening!r}")
+    return ContinuesUtterance(policy) if opening == "utterance" else policy
+
+
+class PerEpisodeOpponent:
+    """Several frozen opponents in ONE batched rollout: episode i's turns go to ``chosen[i]``.
+
+    Each ``act`` is split by opponent, so each LM opponent still generates its episodes in one batch. Relies on
+    the engine's request key ``(run, episode index, role)``. LM members must share ``tokenizer`` (the views are
+    built with it); scripted members ignore the prompt ids.
+    """
+
+    def __init__(self, chosen: Sequence[Policy], tokenizer: Any) -> None:
+        self.chosen, self.tokenizer = list(chosen), tokenizer
+        for p in self.unique():
+            tok = getattr(p, "tokenizer", None)
+            if tok is not None and tok is not tokenizer and tok.get_vocab() != tokenizer.get_vocab():
+                raise ValueError("LM opponents of one rollout must share the trained side's vocabulary")
+
+    def unique(self) -> list[Policy]:
+        return list({id(p): p for p in self.chosen}.values())
+
+    def act(self, requests: list[TurnRequest]) -> list[TurnOutput]:
+        out: list[TurnOutput | None] = [None] * len(requests)
+        by_policy: dict[int, list[int]] = {}
+        for i, r in enumerate(requests):
+            by_policy.setdefault(id(self.chosen[r.key[1]]), []).append(i)  # type: ignore[index]
+        for rows in by_policy.values():
+            policy = self.chosen[requests[rows[0]].key[1]]  # type: ignore[index]
+            for i, o in zip(rows, policy.act([requests[i] for i in rows]), strict=True):
+                out[i] = o
+        return out  # type: ignore[return-value]
+
+    def release(self, keys: Any = None) -> None:
+        for p in self.unique():
+            if hasattr(p, "release"):
+                p.release(keys)
+
+
+class SharedOpening:
+    """The agent's opponent with ONE first message per group: the group's first episode's, given to all G.
+
+    A group's baseline should compare the agent's actions, not its opponents' draws: a sampling customer writes a
+    different opening in every episode of a group, so the advantage of the agent's reply to an easy opening would
+    be credited against replies to hard ones. Later customer turns stay the opponent's own samples (they answer
+    the agent). Relies on the engine's request key ``(run, episode index, role)`` and groups of ``group_size``
+    consecutive episodes, as TRL orders them."""
+
+    def __init__(self, policy: Policy, group_size: int) -> None:
+        self.policy, self.group_size = policy, group_size
+        self.tokenizer = getattr(policy, "tokenizer", None)
+
+    def act(self, requests: list[TurnRequest]) -> list[TurnOutput]:
+        group = [r.key[1] // self.group_size for r in requests]  # type: ignore[index]
+        opening = [r.turn == 0 for r in requests]
+        leaders: dict[int, TurnRequest] = {}
+        for r, g, first in zip(requests, group, opening, strict=True):
+            if first:
+                leaders.setdefault(g, r)
+        asked = list(leaders.values()) + [r for r, first in zip(requests, opening, strict=True) if not first]
+        answered = dict(zip(map(id, asked), self.policy.act(asked), strict=True))
+        written = {g: answered[id(r)] for g, r in leaders.items()}
+        return [
+            replace(written[g]) if first else answered[id(r)]
+            for r, g, first in zip(requests, group, opening, strict=True)
+        ]
+
+    def release(self, keys: Any = None) -> None:
+        if hasattr(self.policy, "release"):
+            self.policy.release(keys)
