@@ -265,14 +265,23 @@ def test_a_first_turn_completion_is_the_agents_first_message_rewarded_on_the_int
         settings(completion="turn")
 
 
-def test_an_agents_group_shares_the_customers_opening_and_not_its_later_turns(tok, scenarios):
+def test_an_agents_group_shares_the_customers_replies_until_the_agents_samples_differ(tok, scenarios):
     customer = LMPolicy(build_model(SPEC, tok), tok, "customer", max_new_tokens=8)  # untrained: every draw differs
-    model = build_model(SPEC, tok)
-    rollout = make_rollout_func("agent", tok, customer, scenarios, Judge(FixedBackend()), settings(max_turns=3))
-    out = rollout([f"{i}|" for i in (0, 1) for _ in range(G)], SimpleNamespace(model=model))
     user = tok.convert_tokens_to_ids(USER)
-    for grp in (range(0, G), range(G, 2 * G)):
-        assert len({tuple(out["prompt_ids"][k]) for k in grp}) == 1  # the same opening: the agent's same state
-        later = [tuple(out["completion_ids"][k][out["completion_ids"][k].index(user) :]) for k in grp
-                 if user in out["completion_ids"][k]]  # fmt: skip
-        assert len(later) >= 2 and len(set(later)) > 1  # later customer turns answer each episode on its own
+
+    def customer_turns(completion: list[int]) -> tuple[int, ...]:
+        return tuple(completion[completion.index(user) :]) if user in completion else ()
+
+    def greedy(lm: LMPolicy) -> LMPolicy:  # the agent's LM, greedy: a group's G episodes say the same every turn
+        return LMPolicy(lm.model, lm.tokenizer, "agent", max_new_tokens=8, greedy=True)
+
+    for wrap, branches in ((None, True), (greedy, False)):
+        rollout = make_rollout_func(
+            "agent", tok, customer, scenarios, Judge(FixedBackend()), settings(max_turns=3), wrap=wrap
+        )
+        out = rollout([f"{i}|" for i in (0, 1) for _ in range(G)], SimpleNamespace(model=build_model(SPEC, tok)))
+        for grp in (range(0, G), range(G, 2 * G)):
+            assert len({tuple(out["prompt_ids"][k]) for k in grp}) == 1  # one opening: the agent's same state
+            later = [customer_turns(out["completion_ids"][k]) for k in grp]
+            assert all(later)  # the customer spoke again in every episode ...
+            assert (len(set(later)) > 1) == branches  # ... in its own words only once the agent's words differed

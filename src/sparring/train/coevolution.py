@@ -18,8 +18,8 @@
        opening, the message the agent lost on (later customer turns are the opponent's); the adversary writes its
        messages afresh, since they are what it learns. Replaying whole prefixes would need the world, the
        session and the opponent's sampling state mid-episode; replaying the opening keeps every group a
-       like-for-like baseline (a fresh scenario's group shares its opponent's first message, ``grpo.SharedOpening``),
-       and the failure-heavy mix puts the groups where rewards still spread.
+       like-for-like baseline (a group shares its opponent's messages until the agent's differ:
+       ``opponents.SharedReplies``), and the failure-heavy mix puts the groups where rewards still spread.
     5. Evaluation of the cycle's agent (greedy, as deployed) on the given scenarios against the cooperative
        simulator (``_coop``, every persona cooperative, at ``coop_temperature``, continuing the scenario's own
        utterance unless ``coop_opening`` is "simulator"), the current adversary

@@ -4,9 +4,10 @@ TRL samples prompts (here: scenario keys) already repeated ``num_generations`` t
 ``rollout_func`` plays every copy as a real episode with :func:`sparring.rollout.run_episodes` (the trained side
 is an :class:`~sparring.agents.policies.LMPolicy` over the trainer's current weights, sampling; the opponent is
 frozen), so a group is ONE scenario played G times with different sampling seeds: the group baseline compares like
-with like. When the agent trains, its group also shares the customer's first message (:class:`SharedOpening`):
-a sampling opponent would otherwise open every episode differently, and the agent's replies to different openings
-would be ranked against each other. Each episode becomes ONE completion in the trained side's own view:
+with like. When the agent trains, its group also shares the customer's messages until the agent's samples differ
+(:class:`~sparring.train.opponents.SharedReplies`): a sampling opponent would otherwise open every episode
+differently, and the agent's replies to different openings would be ranked against each other. Each episode
+becomes ONE completion in the trained side's own view:
 
     prompt_ids     = the view up to the side's first generated token (system prompt, opening turns)
     completion_ids = the rest of the episode in that view (own turns, the opponent's turns, tool results)
@@ -43,7 +44,7 @@ from typing import Any, Protocol
 from sparring.agents.chat import agent_system_prompt
 from sparring.agents.policies import LMPolicy, Policy
 from sparring.rollout import Episode, run_episodes
-from sparring.train.opponents import PerEpisodeOpponent, SharedOpening
+from sparring.train.opponents import PerEpisodeOpponent, SharedReplies
 from sparring.world.scenarios import Scenario
 
 SIDES = ("agent", "customer")
@@ -201,7 +202,7 @@ def make_rollout_func(
             chosen = [opponent(picked[i], derive_seed(seed, i // g)) for i in range(len(picked))]
             other = PerEpisodeOpponent(chosen, tokenizer)
         if side == "agent":
-            other = SharedOpening(other, g)
+            other = SharedReplies(other, g)
         agent, customer = (policy, other) if side == "agent" else (other, policy)
         was_training = model.training
         model.eval()

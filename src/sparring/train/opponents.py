@@ -2,8 +2,8 @@
 
 Every arena, gym and evaluation builds its LM customers here, so they all play one way: the cooperative simulator
 (``cooperative_customer``), adversary generations (``adversary_customer``), each an ``LMPolicy`` from
-``customer_policy``. ``PerEpisodeOpponent`` puts several of them in one batched rollout; ``SharedOpening`` gives an
-agent's GRPO group one customer opening.
+``customer_policy``. ``PerEpisodeOpponent`` puts several of them in one batched rollout; ``SharedReplies``
+answers an agent's GRPO group's identical conversations once.
 """
 
 from __future__ import annotations
@@ -85,32 +85,36 @@ class PerEpisodeOpponent:
                 p.release(keys)
 
 
-class SharedOpening:
-    """The agent's opponent with ONE first message per group: the group's first episode's, given to all G.
+class SharedReplies:
+    """The agent's opponent answering a group's identical conversations ONCE: a group's episodes that have gone
+    the same way so far get the same customer message (the first of them's), so the group branches only where
+    the agent's own samples differ.
 
-    A group's baseline should compare the agent's actions, not its opponents' draws: a sampling customer writes a
-    different opening in every episode of a group, so the advantage of the agent's reply to an easy opening would
-    be credited against replies to hard ones. Later customer turns stay the opponent's own samples (they answer
-    the agent). Relies on the engine's request key ``(run, episode index, role)`` and groups of ``group_size``
-    consecutive episodes, as TRL orders them."""
+    A group's baseline should compare the agent's actions, not its opponent's draws: a sampling customer writes a
+    different opening in every episode of a group, and the agent's replies to an easy opening would be ranked
+    against replies to hard ones. Shared, the G episodes are one conversation until the agent first answers
+    differently, so their common tokens carry advantages that sum to zero and the credit falls on what follows
+    the branch (for a near-deterministic SFT agent: the decisions it is unsure of). After the branch, each episode
+    gets its own replies. Relies on the engine's request key ``(run, episode index, role)`` and groups of
+    ``group_size`` consecutive episodes, as TRL orders them."""
 
     def __init__(self, policy: Policy, group_size: int) -> None:
         self.policy, self.group_size = policy, group_size
         self.tokenizer = getattr(policy, "tokenizer", None)
 
     def act(self, requests: list[TurnRequest]) -> list[TurnOutput]:
-        group = [r.key[1] // self.group_size for r in requests]  # type: ignore[index]
-        opening = [r.turn == 0 for r in requests]
-        leaders: dict[int, TurnRequest] = {}
-        for r, g, first in zip(requests, group, opening, strict=True):
-            if first:
-                leaders.setdefault(g, r)
-        asked = list(leaders.values()) + [r for r, first in zip(requests, opening, strict=True) if not first]
+        def history(r: TurnRequest) -> tuple[Any, ...]:  # the customer's view of the conversation so far
+            seen = r.prompt_ids if r.prompt_ids is not None else [(m["role"], m["content"]) for m in r.messages]
+            return (r.key[1] // self.group_size, r.turn, *seen)  # type: ignore[index]
+
+        leaders: dict[tuple[Any, ...], TurnRequest] = {}
+        for r in requests:
+            leaders.setdefault(history(r), r)
+        asked = list(leaders.values())
         answered = dict(zip(map(id, asked), self.policy.act(asked), strict=True))
-        written = {g: answered[id(r)] for g, r in leaders.items()}
         return [
-            replace(written[g]) if first else answered[id(r)]
-            for r, g, first in zip(requests, group, opening, strict=True)
+            answered[id(r)] if leaders[history(r)] is r else replace(answered[id(leaders[history(r)])])
+            for r in requests
         ]
 
     def release(self, keys: Any = None) -> None:
