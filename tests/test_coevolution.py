@@ -301,7 +301,7 @@ def test_coop_continues_the_scenarios_utterance_and_coopsim_writes_its_own(monke
         opponents.cooperative_customer(None, "real")  # type: ignore[arg-type]
 
 
-def test_the_agents_gym_meets_the_cooperative_simulator_as_coop_opens_and_adversaries_as_they_open():
+def test_the_agents_gym_meets_the_cooperative_simulator_as_coop_opens_and_adversaries_as_they_open(scenarios):
     """In the agent's gym "coop" opens with the scenario's utterance (coop_opening); the simulator standing in as
     the adversary before any has trained, and every adversary generation, open as adversary_opening says."""
     from sparring.agents.policies import ContinuesUtterance, OpensWithUtterance
@@ -314,18 +314,21 @@ def test_the_agents_gym_meets_the_cooperative_simulator_as_coop_opens_and_advers
             self.folder = folder
 
     fresh = CycleState(cycle=0, agent_dir="a", simulator_dir="sim")
+    fresh_scenario = scenarios[0]  # not a replay: each opponent opens as it does
     choose = agent_opponents(fresh, {"coop": 1.0}, Fake, "utterance", "own")
-    assert isinstance(choose(None, 0), OpensWithUtterance) and choose(None, 0).policy.folder == "sim"
-    assert not isinstance(
-        agent_opponents(fresh, {"coop": 1.0}, Fake, "simulator", "own")(None, 0), OpensWithUtterance
+    assert (
+        isinstance(choose(fresh_scenario, 0), OpensWithUtterance) and choose(fresh_scenario, 0).policy.folder == "sim"
     )
-    first = agent_opponents(fresh, {"adversary": 1.0}, Fake, "utterance", "own")(None, 0)
+    assert not isinstance(
+        agent_opponents(fresh, {"coop": 1.0}, Fake, "simulator", "own")(fresh_scenario, 0), OpensWithUtterance
+    )
+    first = agent_opponents(fresh, {"adversary": 1.0}, Fake, "utterance", "own")(fresh_scenario, 0)
     assert isinstance(first, Fake) and first.folder == "sim"
-    first = agent_opponents(fresh, {"adversary": 1.0}, Fake, "utterance", "utterance")(None, 0)
+    first = agent_opponents(fresh, {"adversary": 1.0}, Fake, "utterance", "utterance")(fresh_scenario, 0)
     assert isinstance(first, ContinuesUtterance) and first.policy.folder == "sim"
     later = replace(fresh, adversary_dirs=["g1", "g2"])
     mixed = agent_opponents(later, {"adversary": 1.0, "pool": 1.0}, Fake, "utterance", "own")
-    drawn = {mixed(None, seed).folder for seed in range(20)}
+    drawn = {mixed(fresh_scenario, seed).folder for seed in range(20)}
     assert drawn == {"g1", "g2"}
 
 

@@ -233,8 +233,8 @@ def _episodes(model, tok, scenarios):
 
 
 class NamesIntent:
-    """Scripted first messages: the scenario's own intent on even episodes, another one on odd; a later turn
-    (the window must not reach it) would look its account up."""
+    """Scripted agent messages naming the scenario's own intent on even episodes and another one on odd; any
+    turn after the first (the window must not reach one) would show in the completion."""
 
     tokenizer = None
 

@@ -369,14 +369,14 @@ def agent_opponents(
     if unknown or not names:
         raise ValueError(f"agent_mix: keys must be adversary/pool/coop with a positive weight, got {mix}")
 
-    def choose(scenario: Scenario | None, seed: int) -> Policy:
+    def choose(scenario: Scenario, seed: int) -> Policy:
         rng = random.Random(seed)
         name = rng.choices(names, [mix[n] for n in names])[0]
         if name == "pool" and earlier:
             folder = rng.choice(earlier)
         else:
             folder = state.simulator_dir if name == "coop" else state.adversary_dir
-        if scenario is not None and scenario.utterance_source == REPLAYED:
+        if scenario.utterance_source == REPLAYED:
             return replays[folder]  # the recorded opening, then this opponent's turns
         return coop if name == "coop" else policies[folder]
 

@@ -103,19 +103,17 @@ class SharedReplies:
         self.tokenizer = getattr(policy, "tokenizer", None)
 
     def act(self, requests: list[TurnRequest]) -> list[TurnOutput]:
-        def history(r: TurnRequest) -> tuple[Any, ...]:  # the customer's view of the conversation so far
-            seen = r.prompt_ids if r.prompt_ids is not None else [(m["role"], m["content"]) for m in r.messages]
-            return (r.key[1] // self.group_size, r.turn, *seen)  # type: ignore[index]
+        def history(r: TurnRequest) -> tuple[Any, ...]:  # (group, the customer's view of the conversation so far)
+            seen = r.prompt_ids or [(m["role"], m["content"]) for m in r.messages]
+            return (r.key[1] // self.group_size, *seen)  # type: ignore[index]
 
-        leaders: dict[tuple[Any, ...], TurnRequest] = {}
-        for r in requests:
-            leaders.setdefault(history(r), r)
-        asked = list(leaders.values())
-        answered = dict(zip(map(id, asked), self.policy.act(asked), strict=True))
-        return [
-            answered[id(r)] if leaders[history(r)] is r else replace(answered[id(leaders[history(r)])])
-            for r in requests
-        ]
+        histories = [history(r) for r in requests]
+        first: dict[tuple[Any, ...], int] = {}  # each distinct history -> the first request that has it
+        for i, h in enumerate(histories):
+            first.setdefault(h, i)
+        asked = sorted(set(first.values()))
+        answered = dict(zip(asked, self.policy.act([requests[i] for i in asked]), strict=True))
+        return [answered[i] if i in answered else replace(answered[first[h]]) for i, h in enumerate(histories)]
 
     def release(self, keys: Any = None) -> None:
         if hasattr(self.policy, "release"):
