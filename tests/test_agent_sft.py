@@ -138,3 +138,31 @@ def test_warm_start_rehearses_a_seeded_sample_of_phase_one_among_the_demos(tmp_p
     assert (s2.epochs, s2.batch_size, s2.assistant_only_loss) == (3, 4, True)
     assert run(5)[1][0] == phase2 and run(5, seed=1)[1][0] != phase2  # seeded
     assert run(0)[1][0] == [demo] and len(run(10_000)[1][0]) == 1 + len(phase1)
+
+
+def test_expert_demonstrations_play_a_customer_policy_as_they_play_its_name(tmp_path):
+    """A policy in ``customers`` (a trained adversary in ``agent_gym.py --expert``) is played as given: the
+    scripted cooperative customer's instance yields exactly the demos its name does; a name not known is refused,
+    and so is SFT on no demos at all (an expert that passed nothing) instead of failing inside TRL."""
+    import polars as pl
+    import pytest
+
+    from sparring.agents.scripted import CooperativeCustomer
+    from sparring.train.demos import expert_demonstrations
+    from sparring.world.scenarios import sample_scenarios
+
+    tax = load_taxonomy()
+    frame = generate_utterances(2, seed=3).with_columns(
+        id=pl.format("u{}", pl.int_range(pl.len())),
+        tool=pl.col("intent").replace_strict({n: i.tool for n, i in tax.intents.items()}),
+        source=pl.lit("synthetic"),
+    )
+    scenarios = sample_scenarios(frame, 12, seed=1)
+    by_name = expert_demonstrations(scenarios, 0, ("cooperative",), refs="described")
+    by_policy = expert_demonstrations(scenarios, 0, (CooperativeCustomer(),), refs="described")
+    assert len(by_name) >= 10 and by_policy == by_name
+    assert any(m["role"] == "tool" for m in by_policy[0])  # whole episodes: looked up, resolved, ended
+    with pytest.raises(ValueError, match="nobody"):
+        expert_demonstrations(scenarios, 0, ("nobody", CooperativeCustomer()))
+    with pytest.raises(ValueError, match="no conversations"):
+        train_sft(None, None, [], SFTSettings(), tmp_path)

@@ -33,26 +33,28 @@ CUSTOMERS: dict[str, Callable[[int], Policy]] = {
 def expert_demonstrations(
     scenarios: Sequence[Scenario],
     seed: int,
-    customers: Sequence[str] = ("cooperative",),
+    customers: Sequence[str | Policy] = ("cooperative",),
     *,
     max_turns: int = 6,
     max_calls_per_turn: int = 3,
     refs: str = "id",
     agent_system: str | None = None,
 ) -> list[list[dict[str, Any]]]:
-    """Agent-view conversations (``Episode.messages``) of the expert against each named customer, one per
+    """Agent-view conversations (``Episode.messages``) of the expert against each customer, one per
     scenario and customer, keeping only strict passes: a demonstration that does not solve the scenario
-    the way the outcome check wants would teach the failure. ``refs`` is the expert's (:class:`ExpertAgent`);
-    ``agent_system`` the system message the demos open with (as :func:`~sparring.rollout.run_episodes`)."""
-    unknown = sorted(set(customers) - set(CUSTOMERS))
+    the way the outcome check wants would teach the failure. A customer is a scripted one's name
+    (:data:`CUSTOMERS`) or any policy, such as a trained adversary (``benchmarks/agent_gym.py --expert``).
+    ``refs`` is the expert's (:class:`ExpertAgent`); ``agent_system`` the system message the demos open with
+    (as :func:`~sparring.rollout.run_episodes`)."""
+    unknown = sorted(c for c in customers if isinstance(c, str) and c not in CUSTOMERS)
     if unknown:
         raise ValueError(f"unknown customers {unknown}; known: {sorted(CUSTOMERS)}")
     demos: list[list[dict[str, Any]]] = []
-    for name in customers:
+    for customer in customers:
         episodes = run_episodes(
             scenarios,
             ExpertAgent(refs=refs),
-            CUSTOMERS[name](seed),
+            CUSTOMERS[customer](seed) if isinstance(customer, str) else customer,
             max_turns=max_turns,
             max_calls_per_turn=max_calls_per_turn,
             seed=seed,

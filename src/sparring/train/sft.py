@@ -95,6 +95,8 @@ def train_sft(
     from datasets import Dataset
     from trl import SFTConfig, SFTTrainer
 
+    if not conversations:
+        raise ValueError("train_sft: no conversations to train on")
     dataset = Dataset.from_list([{"messages": flatten(c)} for c in conversations])
     config = SFTConfig(
         output_dir=str(output_dir),
