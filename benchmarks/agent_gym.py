@@ -8,9 +8,18 @@ against ``_advpool`` (every generation), ``_coop``, ``_coopsim`` and ``_camo``, 
 in one run, so differences are the gym's, not the machine's. Each setting takes ~3-6 min of gym on one core
 (15-30 steps) and ~2.5 min of evaluation per 240 scenarios.
 
+``--expert epochs=2,learning_rate=3e-4`` (repeatable) adds agents trained another way, as a control on what any
+training of the agent can reach: the scripted expert, which knows each hidden goal, plays every adversary
+generation on the held-in scenarios (``--expert-runs`` times, dealt round-robin), and the agent is SFT'd
+(agent_sft's settings with these overrides) on the expert's strict passes: the right call at the states the
+adversaries create, with no exploration needed. The last row, ``expert``, is the scripted expert itself against the
+pool on the same held-out scenarios: the strict PASS an agent that always knows the goal reaches, and how many of
+its failures the world refused for want of a customer's description of the object acted on.
+
 Prints one row per agent, then one JSON object as the last line.
 Usage: ``python benchmarks/agent_gym.py ROOT [--cycle 4] [--set learning_rate=3e-4,temperature=1.5 ...]
-[--eval-scenarios 240] [--gym-scenarios N]``; with no ``--set``, the params' own agent gym.
+[--eval-scenarios 240] [--gym-scenarios N] [--expert epochs=2 ... --expert-runs 2]``; with no ``--set`` and
+no ``--expert``, the params' own agent gym.
 """
 
 from __future__ import annotations
@@ -23,34 +32,39 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from sparring.agents.scripted import ExpertAgent
 from sparring.evaluate.heldout import evaluate_agents
 from sparring.judge.loading import load_judge
 from sparring.params import load_params
+from sparring.rollout import run_episodes
 from sparring.runtime import apply_torch_threads
-from sparring.train.checkpoints import load_checkpoint, save_checkpoint
+from sparring.train.checkpoints import load_checkpoint, save_checkpoint, sft_settings
 from sparring.train.coevolution import CycleModels, CycleState, agent_opponents, gym_scenarios
 from sparring.train.cycles import absolute, grpo_settings
+from sparring.train.demos import expert_demonstrations
 from sparring.train.grpo import GRPOSettings, derive_seed, train_side
-from sparring.train.opponents import customer_policy
+from sparring.train.opponents import adversary_customer, customer_policy
+from sparring.train.sft import train_sft
 from sparring.world.scenarios import load_scenarios
 
 SHOWN = ("strict_pass_advpool", "routing_acc_advpool", "adv_success_advpool", "strict_pass_coop",
          "routing_acc_coop", "strict_pass_coopsim", "strict_pass_camo")  # fmt: skip
 
 
-def overrides(text: str, base: GRPOSettings) -> dict[str, Any]:
-    """``"learning_rate=3e-4,max_steps=30"`` as typed GRPOSettings fields; an unknown key is refused by name."""
+def overrides(text: str, base: Any) -> dict[str, Any]:
+    """``"learning_rate=3e-4,max_steps=30"`` as typed fields of ``base`` (GRPOSettings, SFTSettings); an unknown
+    key is refused by name."""
     out: dict[str, Any] = {}
     for item in filter(None, text.split(",")):
         key, _, value = item.partition("=")
         key = key.strip()
         if not hasattr(base, key):
-            raise SystemExit(f"--set {text!r}: {key!r} is not a GRPO setting")
+            raise SystemExit(f"{text!r}: {key!r} is not a field of {type(base).__name__}")
         kind = type(getattr(base, key))
         try:
             out[key] = kind(value)
         except ValueError:
-            raise SystemExit(f"--set {text!r}: {key} wants a {kind.__name__}, got {value!r}") from None
+            raise SystemExit(f"{text!r}: {key} wants a {kind.__name__}, got {value!r}") from None
     return out
 
 
@@ -61,6 +75,8 @@ def main() -> None:
     parser.add_argument("--set", action="append", default=[], help="GRPO overrides, e.g. learning_rate=3e-4")
     parser.add_argument("--eval-scenarios", type=int, default=240)
     parser.add_argument("--gym-scenarios", type=int, default=None, help="default: coevolution.gym_scenarios")
+    parser.add_argument("--expert", action="append", default=[], help="SFT on the expert's play, e.g. epochs=2")
+    parser.add_argument("--expert-runs", type=int, default=2, help="times each held-in scenario is played")
     parser.add_argument("--profile", default="default")
     args = parser.parse_args()
 
@@ -70,7 +86,10 @@ def main() -> None:
     co, k = p.coevolution, args.cycle + 1
     state = absolute(CycleState.load(root / "models" / "cycles" / f"cycle_{args.cycle}"), root)
     base = grpo_settings(co.agent_grpo, derive_seed(p.seed, k, "grpo"))
-    grid = {text or "params": replace(base, **overrides(text, base)) for text in args.set or [""]}
+    sets = args.set or ([] if args.expert else [""])  # no --set: the params' gym, unless only --expert asked
+    grid = {text or "params": replace(base, **overrides(text, base)) for text in sets}
+    sft_base = sft_settings(p.agent_sft, p.seed)
+    sft_grid = {f"expert {text}": replace(sft_base, **overrides(text, sft_base)) for text in args.expert}
     judge = load_judge(root / "models" / "judge", p.judge, base.max_turns)
     models = CycleModels(state.agent_dir)  # the cycle's loader: one tokenizer, each customer loaded once
     tok, c = models.tokenizer, co.adversary_grpo
@@ -98,6 +117,18 @@ def main() -> None:
             print(f"{name}: gym {result.seconds:.0f} s, reward {rows[name]['reward_first']:.3f} -> "
                   f"{rows[name]['reward_last']:.3f}, zero-spread groups {rows[name]['frac_zero_std_groups']:.2f}",
                   flush=True)  # fmt: skip
+        if sft_grid:
+            demos = expert_play(state, customer, train, co.adversary_opening, args.expert_runs, base, p)
+            print(f"expert vs the adversaries: {len(demos)} strict passes to learn from", flush=True)
+            if not demos:
+                raise SystemExit(f"--expert: the expert passed no held-in scenario in {base.max_turns} turns")
+        for name, sft in sft_grid.items():
+            model, _ = load_checkpoint(Path(state.agent_dir))
+            result = train_sft(model, tok, demos, sft, Path(scratch) / "sft")
+            save_checkpoint(result.model, tok, Path(scratch) / f"agent_{len(agents)}")
+            agents[name] = Path(scratch) / f"agent_{len(agents)}"
+            rows[name] = {"sft_seconds": result.seconds, "demos": len(demos), "sft_loss": result.final_loss}
+            print(f"{name}: SFT {result.seconds:.0f} s on {len(demos)} demos, loss {result.final_loss:.4f}", flush=True)
         played = evaluate_agents(
             agents, state.simulator_dir, state.adversary_dirs, held, judge, seed=p.seed,
             max_turns=base.max_turns, max_calls_per_turn=base.max_calls_per_turn,
@@ -105,12 +136,58 @@ def main() -> None:
             customer_temperature=c.temperature, coop_temperature=co.coop_temperature,
             coop_opening=co.coop_opening, adversary_opening=co.adversary_opening,
         )  # fmt: skip
+    ceiling = expert_ceiling(state, customer, held, co.adversary_opening, base, p)
+    rows["expert"] = ceiling
+    print(f"expert (knows every goal) vs the pool: strict PASS {ceiling['strict_pass_advpool']:.3f}; "
+          f"{ceiling['undescribed_failures']} of its {ceiling['failures']} failures: the object was never described")
     width = max(len(name) for name in played) + 2
     print(f"\n{'agent':{width}s}" + "".join(f"{m.replace('strict_pass', 'pass'):>22s}" for m in SHOWN))
     for name, metrics in played.items():
         rows.setdefault(name, {}).update({m: metrics[m] for m in SHOWN})
         print(f"{name:{width}s}" + "".join(f"{metrics[m]:>22.3f}" for m in SHOWN))
     print(json.dumps({"root": str(root), "cycle": args.cycle, "eval_scenarios": len(held), "agents": rows}))
+
+
+def expert_play(
+    state: CycleState, customer: Any, train: list[Any], opening: str, runs: int, turns: GRPOSettings, p: Any
+) -> list[list[dict[str, Any]]]:
+    """The expert's strict passes against every adversary generation on ``train``, each scenario played ``runs``
+    times by different generations (round-robin), in the agent's own prompting (its checkpoint's system message)."""
+    generations = state.adversary_dirs or [state.simulator_dir]
+    system = getattr(load_checkpoint(Path(state.agent_dir))[0].config, "agent_system_prompt", "")
+    demos = []
+    for run in range(runs):
+        for i, folder in enumerate(generations):
+            demos += expert_demonstrations(
+                train[(i + run) % len(generations) :: len(generations)], derive_seed(p.seed, "expert", run),
+                (adversary_customer(customer(folder), opening),), refs=p.agent_sft.object_refs,
+                agent_system=system, max_turns=turns.max_turns, max_calls_per_turn=turns.max_calls_per_turn,
+            )  # fmt: skip
+    return demos
+
+
+def expert_ceiling(
+    state: CycleState, customer: Any, held: list[Any], opening: str, turns: GRPOSettings, p: Any
+) -> dict[str, Any]:
+    """The scripted expert against the adversary pool on ``held``, dealt round-robin and seeded as ``evaluate``'s
+    ``_advpool``: its strict PASS, and its failures whose resolving call the world refused as undescribed."""
+    generations = state.adversary_dirs or [state.simulator_dir]
+    episodes = [
+        ep
+        for i, folder in enumerate(generations)
+        for ep in run_episodes(
+            held[i :: len(generations)], ExpertAgent(refs=p.agent_sft.object_refs),
+            adversary_customer(customer(folder), opening), seed=derive_seed(p.seed, "heldout"), agent_system="",
+            max_turns=turns.max_turns, max_calls_per_turn=turns.max_calls_per_turn,
+        )  # fmt: skip
+    ]
+    failed = [ep for ep in episodes if not ep.outcome.strict_pass]
+    undescribed = [ep for ep in failed if any("has not described" in str(m["content"]) for m in ep.messages)]
+    return {
+        "strict_pass_advpool": 1 - len(failed) / max(1, len(episodes)),
+        "failures": len(failed),
+        "undescribed_failures": len(undescribed),
+    }
 
 
 if __name__ == "__main__":
