@@ -12,9 +12,10 @@ in one run, so differences are the gym's, not the machine's. Each setting takes 
 training of the agent can reach: the scripted expert, which knows each hidden goal, plays every adversary
 generation on the held-in scenarios (``--expert-runs`` times, dealt round-robin), and the agent is SFT'd
 (agent_sft's settings with these overrides) on the expert's strict passes: the right call at the states the
-adversaries create, with no exploration needed. The last row, ``expert``, is the scripted expert itself against the
-pool on the same held-out scenarios: the strict PASS an agent that always knows the goal reaches, and how many of
-its failures the world refused for want of a customer's description of the object acted on.
+adversaries create, with no exploration needed. The line above the table (``expert`` in the JSON) is the
+scripted expert itself against the pool on the same held-out scenarios: the strict PASS an agent that always knows
+the goal reaches, and how many of its failures the world refused for want of a customer's description of the
+object acted on.
 
 Prints one row per agent, then one JSON object as the last line.
 Usage: ``python benchmarks/agent_gym.py ROOT [--cycle 4] [--set learning_rate=3e-4,temperature=1.5 ...]
@@ -93,6 +94,7 @@ def main() -> None:
     judge = load_judge(root / "models" / "judge", p.judge, base.max_turns)
     models = CycleModels(state.agent_dir)  # the cycle's loader: one tokenizer, each customer loaded once
     tok, c = models.tokenizer, co.adversary_grpo
+    system = getattr(models.agent.config, "agent_system_prompt", "")  # the expert prompted as the agent is
 
     def customer(folder: str) -> Any:
         return customer_policy(models.model(folder), tok, c.max_new_tokens, c.temperature)
@@ -118,7 +120,7 @@ def main() -> None:
                   f"{rows[name]['reward_last']:.3f}, zero-spread groups {rows[name]['frac_zero_std_groups']:.2f}",
                   flush=True)  # fmt: skip
         if sft_grid:
-            demos = expert_play(state, customer, train, co.adversary_opening, args.expert_runs, base, p)
+            demos = expert_play(state, customer, train, co.adversary_opening, args.expert_runs, base, p, system)
             print(f"expert vs the adversaries: {len(demos)} strict passes to learn from", flush=True)
             if not demos:
                 raise SystemExit(f"--expert: the expert passed no held-in scenario in {base.max_turns} turns")
@@ -136,7 +138,7 @@ def main() -> None:
             customer_temperature=c.temperature, coop_temperature=co.coop_temperature,
             coop_opening=co.coop_opening, adversary_opening=co.adversary_opening,
         )  # fmt: skip
-    ceiling = expert_ceiling(state, customer, held, co.adversary_opening, base, p)
+    ceiling = expert_ceiling(state, customer, held, co.adversary_opening, base, p, system)
     rows["expert"] = ceiling
     print(f"expert (knows every goal) vs the pool: strict PASS {ceiling['strict_pass_advpool']:.3f}; "
           f"{ceiling['undescribed_failures']} of its {ceiling['failures']} failures: the object was never described")
@@ -149,12 +151,18 @@ def main() -> None:
 
 
 def expert_play(
-    state: CycleState, customer: Any, train: list[Any], opening: str, runs: int, turns: GRPOSettings, p: Any
+    state: CycleState,
+    customer: Any,
+    train: list[Any],
+    opening: str,
+    runs: int,
+    turns: GRPOSettings,
+    p: Any,
+    system: str,
 ) -> list[list[dict[str, Any]]]:
     """The expert's strict passes against every adversary generation on ``train``, each scenario played ``runs``
-    times by different generations (round-robin), in the agent's own prompting (its checkpoint's system message)."""
+    times by different generations (round-robin), after the agent's ``system`` message."""
     generations = state.adversary_dirs or [state.simulator_dir]
-    system = getattr(load_checkpoint(Path(state.agent_dir))[0].config, "agent_system_prompt", "")
     demos = []
     for run in range(runs):
         for i, folder in enumerate(generations):
@@ -167,7 +175,7 @@ def expert_play(
 
 
 def expert_ceiling(
-    state: CycleState, customer: Any, held: list[Any], opening: str, turns: GRPOSettings, p: Any
+    state: CycleState, customer: Any, held: list[Any], opening: str, turns: GRPOSettings, p: Any, system: str
 ) -> dict[str, Any]:
     """The scripted expert against the adversary pool on ``held``, dealt round-robin and seeded as ``evaluate``'s
     ``_advpool``: its strict PASS, and its failures whose resolving call the world refused as undescribed."""
@@ -177,7 +185,7 @@ def expert_ceiling(
         for i, folder in enumerate(generations)
         for ep in run_episodes(
             held[i :: len(generations)], ExpertAgent(refs=p.agent_sft.object_refs),
-            adversary_customer(customer(folder), opening), seed=derive_seed(p.seed, "heldout"), agent_system="",
+            adversary_customer(customer(folder), opening), seed=derive_seed(p.seed, "heldout"), agent_system=system,
             max_turns=turns.max_turns, max_calls_per_turn=turns.max_calls_per_turn,
         )  # fmt: skip
     ]
