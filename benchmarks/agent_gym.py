@@ -34,17 +34,16 @@ from pathlib import Path
 from typing import Any
 
 from sparring.agents.scripted import ExpertAgent
-from sparring.evaluate.heldout import evaluate_agents
+from sparring.evaluate.heldout import evaluate_agents, heldout_seed
 from sparring.judge.loading import load_judge
 from sparring.params import load_params
-from sparring.rollout import run_episodes
 from sparring.runtime import apply_torch_threads
 from sparring.train.checkpoints import load_checkpoint, save_checkpoint, sft_settings
 from sparring.train.coevolution import CycleModels, CycleState, agent_opponents, gym_scenarios
 from sparring.train.cycles import absolute, grpo_settings
 from sparring.train.demos import expert_demonstrations
 from sparring.train.grpo import GRPOSettings, derive_seed, train_side
-from sparring.train.opponents import adversary_customer, customer_policy
+from sparring.train.opponents import adversary_customer, against_pool, customer_policy
 from sparring.train.sft import train_sft
 from sparring.world.scenarios import load_scenarios
 
@@ -177,18 +176,13 @@ def expert_play(
 def expert_ceiling(
     state: CycleState, customer: Any, held: list[Any], opening: str, turns: GRPOSettings, p: Any, system: str
 ) -> dict[str, Any]:
-    """The scripted expert against the adversary pool on ``held``, dealt round-robin and seeded as ``evaluate``'s
-    ``_advpool``: its strict PASS, and its failures whose resolving call the world refused as undescribed."""
-    generations = state.adversary_dirs or [state.simulator_dir]
-    episodes = [
-        ep
-        for i, folder in enumerate(generations)
-        for ep in run_episodes(
-            held[i :: len(generations)], ExpertAgent(refs=p.agent_sft.object_refs),
-            adversary_customer(customer(folder), opening), seed=derive_seed(p.seed, "heldout"), agent_system=system,
-            max_turns=turns.max_turns, max_calls_per_turn=turns.max_calls_per_turn,
-        )  # fmt: skip
-    ]
+    """The scripted expert against the adversary pool on ``held``, dealt and seeded as ``evaluate``'s ``_advpool``:
+    its strict PASS, and its failures whose resolving call the world refused as undescribed."""
+    adversaries = [adversary_customer(customer(d), opening) for d in state.adversary_dirs or [state.simulator_dir]]
+    episodes = against_pool(
+        held, ExpertAgent(refs=p.agent_sft.object_refs), adversaries, seed=heldout_seed(p.seed),
+        agent_system=system, max_turns=turns.max_turns, max_calls_per_turn=turns.max_calls_per_turn,
+    )  # fmt: skip
     failed = [ep for ep in episodes if not ep.outcome.strict_pass]
     undescribed = [ep for ep in failed if any("has not described" in str(m["content"]) for m in ep.messages)]
     return {

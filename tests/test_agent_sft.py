@@ -144,20 +144,14 @@ def test_expert_demonstrations_play_a_customer_policy_as_they_play_its_name(tmp_
     """A policy in ``customers`` (a trained adversary in ``agent_gym.py --expert``) is played as given: the
     scripted cooperative customer's instance yields exactly the demos its name does; a name not known is refused,
     and so is SFT on no demos at all (an expert that passed nothing) instead of failing inside TRL."""
-    import polars as pl
     import pytest
 
     from sparring.agents.scripted import CooperativeCustomer
+    from sparring.data.synthetic import utterance_frame
     from sparring.train.demos import expert_demonstrations
     from sparring.world.scenarios import sample_scenarios
 
-    tax = load_taxonomy()
-    frame = generate_utterances(2, seed=3).with_columns(
-        id=pl.format("u{}", pl.int_range(pl.len())),
-        tool=pl.col("intent").replace_strict({n: i.tool for n, i in tax.intents.items()}),
-        source=pl.lit("synthetic"),
-    )
-    scenarios = sample_scenarios(frame, 12, seed=1)
+    scenarios = sample_scenarios(utterance_frame(2, seed=3), 12, seed=1)
     by_name = expert_demonstrations(scenarios, 0, ("cooperative",), refs="described")
     by_policy = expert_demonstrations(scenarios, 0, (CooperativeCustomer(),), refs="described")
     assert len(by_name) >= 10 and by_policy == by_name

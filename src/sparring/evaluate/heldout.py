@@ -24,12 +24,17 @@ from typing import Any
 
 from sparring.agents.policies import LMPolicy, Policy
 from sparring.agents.scripted import CamouflagingCustomer
-from sparring.rollout import Episode, episode_metrics, run_episodes
+from sparring.rollout import episode_metrics, run_episodes
 from sparring.train.checkpoints import load_checkpoint
 from sparring.train.coevolution import adversary_parts
 from sparring.train.grpo import Scorer, derive_seed
-from sparring.train.opponents import adversary_customer, cooperative_customer, customer_policy
+from sparring.train.opponents import adversary_customer, against_pool, cooperative_customer, customer_policy
 from sparring.world.scenarios import Scenario, as_cooperative
+
+
+def heldout_seed(seed: int) -> int:
+    """The rollout seed of every held-out evaluation under the run's ``seed``: agents compared on one draw."""
+    return derive_seed(seed, "heldout")
 
 
 def evaluate_agents(
@@ -75,7 +80,7 @@ def evaluate_agents(
     def adversary(folder: str | Path) -> Policy:
         return adversary_customer(customer(folder), adversary_opening)
 
-    turns = {"max_turns": max_turns, "max_calls_per_turn": max_calls_per_turn, "seed": derive_seed(seed, "heldout")}
+    turns = {"max_turns": max_turns, "max_calls_per_turn": max_calls_per_turn, "seed": heldout_seed(seed)}
     pool = list(adversary_dirs) or [simulator_dir]
     camo = CamouflagingCustomer(seed=seed)
     simulator = customer(simulator_dir, coop_temperature)
@@ -105,11 +110,7 @@ def _play(
     for suffix, coop in coops.items():
         metrics.update(episode_metrics(run_episodes(as_cooperative(scenarios), agent, coop, **turns), suffix))
     metrics.update(episode_metrics(run_episodes(scenarios, agent, camo, **turns), "_camo"))
-    pooled: list[Episode] = []
-    for i, folder in enumerate(pool):
-        part = list(scenarios)[i :: len(pool)]
-        if part:
-            pooled += run_episodes(part, agent, adversary(folder), **turns)
+    pooled = against_pool(list(scenarios), agent, [adversary(folder) for folder in pool], **turns)
     metrics.update(episode_metrics(pooled, "_advpool"))
     metrics.update(adversary_parts(judge.score(pooled), "_advpool"))
     return metrics

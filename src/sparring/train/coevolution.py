@@ -44,7 +44,7 @@ from sparring.atomic import write_json
 from sparring.rollout import Episode, episode_metrics, run_episodes
 from sparring.train.checkpoints import load_checkpoint, save_checkpoint
 from sparring.train.grpo import GRPOSettings, Scorer, derive_seed, train_side
-from sparring.train.opponents import adversary_customer, cooperative_customer, customer_policy
+from sparring.train.opponents import adversary_customer, against_pool, cooperative_customer, customer_policy
 from sparring.world.scenarios import Scenario, as_cooperative
 
 REPLAYED = "arena_replay"  # utterance_source of an agent-gym scenario whose utterance is a recorded opening
@@ -404,6 +404,6 @@ def _evaluate(
     metrics.update(episode_metrics(adv, "_adv"))
     metrics.update(adversary_parts(judge.score(adv)))
     pool = state.adversary_dirs or [state.simulator_dir]  # scenarios dealt round-robin to the generations
-    pooled = [ep for i, d in enumerate(pool) for ep in play(adversary(d), list(scenarios)[i :: len(pool)])]
+    pooled = against_pool(list(scenarios), agent, [adversary(d) for d in pool], seed=seed, **turns)
     metrics.update(episode_metrics(pooled, "_advpool"))
     return metrics

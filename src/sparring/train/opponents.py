@@ -3,7 +3,8 @@
 Every arena, gym and evaluation builds its LM customers here, so they all play one way: the cooperative simulator
 (``cooperative_customer``), adversary generations (``adversary_customer``), each an ``LMPolicy`` from
 ``customer_policy``. ``PerEpisodeOpponent`` puts several of them in one batched rollout; ``SharedReplies``
-answers an agent's GRPO group's identical conversations once.
+answers an agent's GRPO group's identical conversations once; ``against_pool`` deals scenarios to the adversary
+generations as every ``_advpool`` figure does.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from dataclasses import replace
 from typing import Any
 
 from sparring.agents.policies import ContinuesUtterance, LMPolicy, OpensWithUtterance, Policy, TurnOutput, TurnRequest
+from sparring.rollout import Episode, run_episodes
+from sparring.world.scenarios import Scenario
 
 
 def customer_policy(model: Any, tokenizer: Any, max_new_tokens: int, temperature: float) -> LMPolicy:
@@ -48,6 +51,20 @@ def adversary_customer(policy: LMPolicy, opening: str) -> Policy:
     if opening not in ("utterance", "own"):
         raise ValueError(f"adversary_opening must be utterance or own, got {opening!r}")
     return ContinuesUtterance(policy) if opening == "utterance" else policy
+
+
+def against_pool(
+    scenarios: Sequence[Scenario], agent: Policy, adversaries: Sequence[Policy], **play: Any
+) -> list[Episode]:
+    """``agent`` against the adversary pool (``_advpool``): scenario i goes to ``adversaries[i % n]``, each
+    generation playing its share in one batched rollout (``play``: :func:`~sparring.rollout.run_episodes`'s keyword
+    arguments). Episodes come grouped by generation, oldest first."""
+    episodes: list[Episode] = []
+    for i, adversary in enumerate(adversaries):
+        part = list(scenarios)[i :: len(adversaries)]
+        if part:
+            episodes += run_episodes(part, agent, adversary, **play)
+    return episodes
 
 
 class PerEpisodeOpponent:
