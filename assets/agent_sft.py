@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import polars as pl
 from transformers import AutoTokenizer
 
 from pipelines.stages import Stage, StageContext, StageOutput, stage_asset
 from sparring.agents.chat import AGENT_SYSTEM_PROMPT
+from sparring.agents.checkpoints import save_checkpoint
 from sparring.agents.models import build_model, count_parameters
 from sparring.agents.policies import LMPolicy
 from sparring.agents.scripted import CamouflagingCustomer, CooperativeCustomer
 from sparring.evaluate.agent import evaluate_agent, intent_accuracy
 from sparring.evaluate.baselines import tfidf_intent_accuracy
-from sparring.train.checkpoints import model_spec, save_checkpoint, sft_settings
 from sparring.train.demos import expert_demonstrations, warm_start
 from sparring.world.scenarios import load_scenarios
 
@@ -39,25 +37,13 @@ def agent_sft(ctx: StageContext) -> StageOutput:
     system = AGENT_SYSTEM_PROMPT if cfg.system_prompt else ""
     demos = expert_demonstrations(scenarios, p.seed, refs=cfg.object_refs, agent_system=system)
     train, test = (pl.read_parquet(data / "ingest" / f"{s}.parquet") for s in ("train", "test"))
-    spec = model_spec(p.model, p.seed)
+    spec = p.model
     if cfg.tie_word_embeddings is not None:
-        spec = replace(spec, tie_word_embeddings=cfg.tie_word_embeddings)
-    model = build_model(spec, tokenizer)
+        spec = spec.replace(tie_word_embeddings=cfg.tie_word_embeddings)
+    model = build_model(spec, tokenizer, seed=p.seed)
     model.config.agent_system_prompt = system  # saved with DA0: whoever loads it prompts it as it was trained
-    result = warm_start(
-        model,
-        tokenizer,
-        demos,
-        train["text"].to_list(),
-        train["intent"].to_list(),
-        sft_settings(cfg, p.seed),
-        cfg.intent_epochs,
-        cfg.intent_batch_size,
-        ctx.root / "scratch" / "agent_sft",
-        intent_system=system or None,
-        intent_learning_rate=cfg.intent_learning_rate,
-        intent_rehearsal=cfg.intent_rehearsal,
-    )
+    texts, intents = train["text"].to_list(), train["intent"].to_list()
+    result = warm_start(model, tokenizer, demos, texts, intents, cfg, ctx.root / "scratch" / "agent_sft", seed=p.seed)
     ctx.log.curves(result.curves)
     save_checkpoint(result.model, tokenizer, models / "agent_sft")
     ctx.log.artifacts(models / "agent_sft", "checkpoint")
@@ -75,7 +61,7 @@ def agent_sft(ctx: StageContext) -> StageOutput:
     metrics.update(
         parameters=count_parameters(result.model),
         demos=len(demos),
-        intent_examples=len(train) if cfg.intent_epochs > 0 else 0,
+        intent_examples=len(train) if cfg.intent is not None else 0,
         n_heldout=len(heldout),
         train_seconds=round(result.seconds, 2),
         train_tokens_per_s=round(result.tokens_per_s, 1),

@@ -21,22 +21,20 @@ from dagster import MetadataValue
 from pipelines.stages import Stage, StageContext, StageOutput, stage_asset
 from sparring.judge.loading import load_judge
 from sparring.params import PROFILES, load_params
-from sparring.train.coevolution import CycleState
-from sparring.train.cycles import (
-    coevolution_settings,
-    fingerprint,
-    is_finished,
-    load_metrics,
-    run_cycle_folder,
-)
+from sparring.train.cycle_state import CycleState
+from sparring.train.cycles import fingerprint, is_finished, load_metrics, run_cycle_folder
 from sparring.world.scenarios import load_scenarios
 
 CYCLES_DIR = "models/cycles"
 CODE = (
+    "src/sparring/settings.py",
+    "src/sparring/seeds.py",
     "src/sparring/train/coevolution.py",
+    "src/sparring/train/cycle_state.py",
     "src/sparring/train/grpo.py",
+    "src/sparring/train/opponents.py",
     "src/sparring/train/cycles.py",
-    "src/sparring/train/checkpoints.py",
+    "src/sparring/evaluate/play.py",
     "src/sparring/judge",
     "src/sparring/rollout.py",
     "src/sparring/agents",
@@ -68,7 +66,7 @@ def cycle_stage(k: int) -> Stage:
 
 
 N_CYCLES = cycle_count()
-STAGES = [cycle_stage(k) for k in range(1, N_CYCLES + 1)]
+STAGES = [cycle_stage(k) for k in range(1, N_CYCLES + 1)]  # cycle_1 ... cycle_N, by name in `stage.name`
 # Headline numbers as Dagster metadata and in the cycle's MLflow run (every numeric metric is logged too).
 HEADLINE = (
     "w_da",
@@ -100,6 +98,43 @@ def _numeric(metrics: dict[str, Any]) -> dict[str, float]:
     return {k: float(v) for k, v in metrics.items() if isinstance(v, int | float)}
 
 
+def previous_state(root: Path, k: int, max_cycles: int) -> CycleState:
+    """The state cycle k starts from: DA0 and the simulator for cycle 1, else cycle k-1's folder; a state past the
+    active profile's ``max_cycles`` (a profile with fewer cycles than the graph) is marked stopped."""
+    if k == 1:
+        previous = CycleState(agent_dir="models/agent_sft", simulator_dir="models/simulator_sft")
+    else:
+        previous = CycleState.load(root / cycle_dir(k - 1))
+    if not previous.stopped and previous.cycle >= max_cycles:
+        previous.stopped = "max_cycles"
+    return previous
+
+
+def cycle_output(state: CycleState, metrics: dict[str, Any], resumed: bool, print_: dict[str, Any]) -> StageOutput:
+    """The stage's metrics (every number), its report (the state it leaves) and its Dagster metadata."""
+    numeric = {**_numeric(metrics), "resumed": float(resumed)}
+    trained, reason = str(metrics.get("trained")), str(metrics.get("stop_reason"))
+    report = {
+        "trained": trained,
+        "stop_reason": metrics.get("stop_reason"),
+        "resumed": resumed,
+        "fingerprint": print_["fingerprint"],
+        "state": {
+            "cycle": state.cycle,
+            "agent_dir": state.agent_dir,
+            "adversary_dirs": state.adversary_dirs,
+            "w_da_history": state.w_da_history,
+            "trained_history": state.trained_history,
+        },
+    }
+    metadata = {
+        "trained": MetadataValue.text(trained),
+        "stop_reason": MetadataValue.text(reason),
+        "headline": MetadataValue.json({h: numeric[h] for h in HEADLINE if h in numeric}),
+    }
+    return StageOutput(metrics=numeric, report=report, metadata=metadata)
+
+
 def make_cycle_asset(stage: Stage, k: int) -> Any:
     @stage_asset(stage)
     def _cycle(ctx: StageContext) -> StageOutput:
@@ -111,57 +146,30 @@ def make_cycle_asset(stage: Stage, k: int) -> Any:
             ctx.dagster.log.info(f"cycle {k}: {out} was made from these inputs already: reusing it")
             state, metrics = CycleState.load(out), load_metrics(out)
         else:
-            if k == 1:
-                previous = CycleState(agent_dir="models/agent_sft", simulator_dir="models/simulator_sft")
-            else:
-                previous = CycleState.load(root / cycle_dir(k - 1))
-            cfg = p.coevolution
-            if not previous.stopped and previous.cycle >= cfg.max_cycles:  # a profile with fewer cycles
-                previous.stopped = "max_cycles"
+            cfg, scenarios = p.coevolution, root / "data" / "scenarios"
             state, metrics = run_cycle_folder(
-                previous,
+                previous_state(root, k, cfg.max_cycles),
                 k,
                 root,
                 out,
-                load_scenarios(root / "data" / "scenarios" / "train.jsonl"),
-                load_scenarios(root / "data" / "scenarios" / "heldout.jsonl"),
+                load_scenarios(scenarios / "train.jsonl"),
+                load_scenarios(scenarios / "heldout.jsonl"),
                 load_judge(root / "models" / "judge", p.judge, cfg.agent_grpo.max_turns),
-                coevolution_settings(cfg, p.seed),
+                cfg,
                 print_,
+                seed=p.seed,
                 log=ctx.dagster.log.info,
             )
-            for side in ("agent", "adversary"):
-                if metrics.get("trained") == side:
-                    ctx.log.artifacts(out / side, f"checkpoint/{side}")
-        numeric = {**_numeric(metrics), "resumed": float(resumed)}
+            if metrics.get("trained") in ("agent", "adversary"):
+                side = metrics["trained"]
+                ctx.log.artifacts(out / side, f"checkpoint/{side}")
         if not metrics.get("stopped"):
             ctx.log.trajectory("coevolution.w_da", metrics["w_da"], k)
         ctx.log.json_artifact(metrics, f"cycle_{k}_metrics.json")
-        trained, reason = str(metrics.get("trained")), str(metrics.get("stop_reason"))
-        return StageOutput(
-            metrics=numeric,
-            report={
-                "trained": trained,
-                "stop_reason": metrics.get("stop_reason"),
-                "resumed": resumed,
-                "fingerprint": print_["fingerprint"],
-                "state": {
-                    "cycle": state.cycle,
-                    "agent_dir": state.agent_dir,
-                    "adversary_dirs": state.adversary_dirs,
-                    "w_da_history": state.w_da_history,
-                    "trained_history": state.trained_history,
-                },
-            },
-            metadata={
-                "trained": MetadataValue.text(trained),
-                "stop_reason": MetadataValue.text(reason),
-                "headline": MetadataValue.json({h: numeric[h] for h in HEADLINE if h in numeric}),
-            },
-        )
+        return cycle_output(state, metrics, resumed, print_)
 
     return _cycle
 
 
-for _k, _stage in enumerate(STAGES, start=1):
-    globals()[_stage.name] = make_cycle_asset(_stage, _k)
+# The cycle assets, in order: ASSETS[k - 1] is `cycle_k`'s (Dagster's asset key is the stage's name).
+ASSETS = [make_cycle_asset(stage, k) for k, stage in enumerate(STAGES, start=1)]

@@ -16,7 +16,7 @@ from pipelines.stages import Stage, StageContext, StageOutput, stage_asset
 from sparring.atomic import write_json
 from sparring.evaluate.heldout import evaluate_agents
 from sparring.judge.loading import load_judge
-from sparring.train.coevolution import CycleState
+from sparring.train.cycle_state import CycleState
 from sparring.train.cycles import load_metrics
 from sparring.world.scenarios import load_scenarios
 
@@ -28,6 +28,7 @@ STAGE = Stage(
     params=("evaluate", "coevolution", "judge"),
     deps=(
         "src/sparring/evaluate/heldout.py",
+        "src/sparring/evaluate/play.py",
         "src/sparring/judge",
         "src/sparring/rollout.py",
         "src/sparring/agents",
@@ -66,8 +67,8 @@ def evaluate(ctx: StageContext) -> StageOutput:
     p, root = ctx.params, ctx.root
     cycles = []  # the cycles that ran (the rest recorded that co-evolution had stopped)
     agents: dict[str, Any] = {"da0": root / "models" / "agent_sft"}
-    for stage in CYCLE_STAGES:
-        folder = root / cycle_dir(int(stage.name.rsplit("_", 1)[1]))
+    for k, stage in enumerate(CYCLE_STAGES, start=1):
+        folder = root / cycle_dir(k)
         metrics = load_metrics(folder)
         if metrics.get("stopped"):
             continue
@@ -76,23 +77,15 @@ def evaluate(ctx: StageContext) -> StageOutput:
     final = CycleState.load(root / cycle_dir(N_CYCLES))
     agents["final"] = root / final.agent_dir
 
-    a_cfg, c_cfg = p.coevolution.agent_grpo, p.coevolution.adversary_grpo
     heldout = load_scenarios(root / "data" / "scenarios" / "heldout.jsonl")[: p.evaluate.eval_scenarios]
     results = evaluate_agents(
         agents,
         root / final.simulator_dir,
         [root / d for d in final.adversary_dirs],
         heldout,
-        load_judge(root / "models" / "judge", p.judge, a_cfg.max_turns),
+        load_judge(root / "models" / "judge", p.judge, p.coevolution.agent_grpo.max_turns),
+        p.coevolution,
         seed=p.seed,
-        max_turns=a_cfg.max_turns,
-        max_calls_per_turn=a_cfg.max_calls_per_turn,
-        agent_max_new_tokens=a_cfg.max_new_tokens,
-        customer_max_new_tokens=c_cfg.max_new_tokens,
-        customer_temperature=c_cfg.temperature,
-        coop_temperature=p.coevolution.coop_temperature,
-        coop_opening=p.coevolution.coop_opening,
-        adversary_opening=p.coevolution.adversary_opening,
     )
     simulator = _report(ctx, "simulator_sft")
     wall = {}  # every other stage's last run of this profile

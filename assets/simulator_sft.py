@@ -6,13 +6,12 @@ import polars as pl
 from transformers import AutoTokenizer
 
 from pipelines.stages import Stage, StageContext, StageOutput, stage_asset
+from sparring.agents.checkpoints import save_checkpoint
 from sparring.agents.models import build_model, count_parameters
 from sparring.agents.policies import LMPolicy
 from sparring.evaluate.fidelity import simulator_fidelity
 from sparring.judge.models import IntentOracle, RealismDiscriminator
-from sparring.train.checkpoints import model_spec, save_checkpoint, sft_settings
-from sparring.train.sft import SFTResult, train_sft
-from sparring.train.simulator import copy_drill, opening_drill, scripted_episodes, simulator_conversations
+from sparring.train.simulator import scripted_episodes, simulator_conversations, train_simulator
 from sparring.world.scenarios import load_scenarios
 
 STAGE = Stage(
@@ -41,39 +40,13 @@ def simulator_sft(ctx: StageContext) -> StageOutput:
         seed=p.seed,
         max_utterances=cfg.openings,
     )
-    model = build_model(model_spec(p.model, p.seed), tokenizer)
-    settings, scratch = sft_settings(cfg, p.seed), ctx.root / "scratch" / "simulator_sft"
-    # Phases 0 and 1 are for a model from config (a pretrained one reads its goal already): name -> result.
-    drills: dict[str, SFTResult] = {}
-    if cfg.copy_steps and p.model.name_or_path is None:
-        drills["copy_drill"] = copy_drill(
-            model,
-            tokenizer,
-            utterances["text"].to_list(),
-            settings,
-            cfg.copy_steps,
-            cfg.copy_batch_size,
-            cfg.copy_learning_rate,
-            scratch / "copy",
-        )
-        model = drills["copy_drill"].model
-    if cfg.opening_epochs and p.model.name_or_path is None:
-        drills["opening_drill"] = opening_drill(
-            model,
-            tokenizer,
-            utterances,
-            settings,
-            cfg.opening_epochs,
-            cfg.opening_batch_size,
-            cfg.opening_learning_rate,
-            scratch / "openings",
-        )
-        model = drills["opening_drill"].model
-    result = train_sft(  # loss on the customer's own turns only (assistant in its view): TRACER stage 1
-        model, tokenizer, conversations, settings, scratch
+    model = build_model(p.model, tokenizer, seed=p.seed)
+    scratch = ctx.root / "scratch" / "simulator_sft"
+    # The drills are for a model from config: a pretrained one reads its goal already.
+    result = train_simulator(
+        model, tokenizer, conversations, utterances, cfg, scratch, seed=p.seed, drills=p.model.name_or_path is None
     )
-    phases = {"copy_drill": 0, "opening_drill": 1, "sft": 2}
-    ctx.log.curves([{**c, "phase": phases[name]} for name, r in {**drills, "sft": result}.items() for c in r.curves])
+    ctx.log.curves(result.curves)
     save_checkpoint(result.model, tokenizer, models / "simulator_sft")
     ctx.log.artifacts(models / "simulator_sft", "checkpoint")
 
@@ -91,10 +64,11 @@ def simulator_sft(ctx: StageContext) -> StageOutput:
         **fidelity,
         "parameters": count_parameters(result.model),
         "train_conversations": len(conversations),
-        "train_seconds": round(result.seconds, 2),
-        "train_tokens_per_s": round(result.tokens_per_s, 1),
-        "final_loss": result.final_loss,
+        "train_seconds": round(result.phases["sft"].seconds, 2),  # the SFT phase; the drills' come below
+        "train_tokens_per_s": round(result.phases["sft"].tokens_per_s, 1),
+        "final_loss": result.phases["sft"].final_loss,
     }
-    for name, drill in drills.items():
-        metrics.update({f"{name}_seconds": round(drill.seconds, 2), f"{name}_final_loss": drill.final_loss})
+    for name, phase in result.phases.items():
+        if name != "sft":
+            metrics.update({f"{name}_seconds": round(phase.seconds, 2), f"{name}_final_loss": phase.final_loss})
     return StageOutput(metrics=metrics)

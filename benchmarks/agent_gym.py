@@ -29,21 +29,25 @@ import argparse
 import json
 import random
 import tempfile
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
+from sparring.agents.checkpoints import load_checkpoint, save_checkpoint
 from sparring.agents.scripted import ExpertAgent
 from sparring.evaluate.heldout import evaluate_agents, heldout_seed
+from sparring.evaluate.play import adversary_customer, against_pool
 from sparring.judge.loading import load_judge
 from sparring.params import load_params
 from sparring.runtime import apply_torch_threads
-from sparring.train.checkpoints import load_checkpoint, save_checkpoint, sft_settings
-from sparring.train.coevolution import CycleModels, CycleState, agent_opponents, gym_scenarios
-from sparring.train.cycles import absolute, grpo_settings
+from sparring.seeds import derive_seed
+from sparring.settings import GRPOSettings, Settings
+from sparring.train.coevolution import CycleModels, agent_opponents, gym_scenarios
+from sparring.train.cycle_state import CycleState
+from sparring.train.cycles import absolute
 from sparring.train.demos import expert_demonstrations
-from sparring.train.grpo import GRPOSettings, derive_seed, train_side
-from sparring.train.opponents import adversary_customer, against_pool, customer_policy
+from sparring.train.grpo import train_side
 from sparring.train.sft import train_sft
 from sparring.world.scenarios import load_scenarios
 
@@ -51,23 +55,17 @@ SHOWN = ("strict_pass_advpool", "routing_acc_advpool", "adv_success_advpool", "s
          "routing_acc_coop", "strict_pass_coopsim", "strict_pass_camo")  # fmt: skip
 
 
-def overrides(text: str, base: Any) -> dict[str, Any]:
-    """``"learning_rate=3e-4,max_steps=30"`` as typed fields of ``base`` (GRPOSettings, SFTSettings); an unknown
-    key is refused by name."""
-    out: dict[str, Any] = {}
-    for item in filter(None, text.split(",")):
-        key, _, value = item.partition("=")
-        key = key.strip()
-        if not hasattr(base, key):
-            raise SystemExit(f"{text!r}: {key!r} is not a field of {type(base).__name__}")
-        kind = type(getattr(base, key))
-        try:
-            out[key] = kind(value)
-        except ValueError:
-            raise SystemExit(f"{text!r}: {key} wants a {kind.__name__}, got {value!r}") from None
-    return out
+def overrides(text: str, base: Settings) -> Any:
+    """``base`` with ``"learning_rate=3e-4,max_steps=30"`` applied, validated as params.yaml's values are; an
+    unknown key or a wrong value is refused by name."""
+    changes = dict(item.partition("=")[::2] for item in filter(None, text.split(",")))
+    try:
+        return base.replace(**{key.strip(): value for key, value in changes.items()})
+    except ValidationError as err:
+        raise SystemExit(f"{text!r}: {err.errors()[0]['loc']}: {err.errors()[0]['msg']}") from None
 
 
+# Over 60 lines: a benchmark's measurements side by side, top to bottom, as the printout reads.
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("root", type=Path, help="a project folder whose pipeline ran (params.yaml, data, models)")
@@ -85,18 +83,14 @@ def main() -> None:
     apply_torch_threads(p.runtime.torch_threads)
     co, k = p.coevolution, args.cycle + 1
     state = absolute(CycleState.load(root / "models" / "cycles" / f"cycle_{args.cycle}"), root)
-    base = grpo_settings(co.agent_grpo, derive_seed(p.seed, k, "grpo"))
+    base, grpo_seed = co.agent_grpo, derive_seed(p.seed, k, "grpo")
     sets = args.set or ([] if args.expert else [""])  # no --set: the params' gym, unless only --expert asked
-    grid = {text or "params": replace(base, **overrides(text, base)) for text in sets}
-    sft_base = sft_settings(p.agent_sft, p.seed)
-    sft_grid = {f"expert {text}": replace(sft_base, **overrides(text, sft_base)) for text in args.expert}
+    grid = {text or "params": overrides(text, base) for text in sets}
+    sft_grid = {f"expert {text}": overrides(text, p.agent_sft.sft) for text in args.expert}
     judge = load_judge(root / "models" / "judge", p.judge, base.max_turns)
-    models = CycleModels(state.agent_dir)  # the cycle's loader: one tokenizer, each customer loaded once
-    tok, c = models.tokenizer, co.adversary_grpo
+    models = CycleModels(state, co)  # the cycle's loader: one tokenizer, each customer loaded once
+    tok, customer = models.tokenizer, models.customer
     system = getattr(models.agent.config, "agent_system_prompt", "")  # the expert prompted as the agent is
-
-    def customer(folder: str) -> Any:
-        return customer_policy(models.model(folder), tok, c.max_new_tokens, c.temperature)
 
     opponent = agent_opponents(state, dict(co.agent_mix), customer, co.coop_opening, co.adversary_opening)
     train = load_scenarios(root / "data" / "scenarios" / "train.jsonl")
@@ -111,7 +105,7 @@ def main() -> None:
         agents: dict[str, str | Path] = {"start": state.agent_dir}
         for name, settings in grid.items():
             model, _ = load_checkpoint(Path(state.agent_dir))  # every setting from the same weights
-            result = train_side(model, tok, "agent", opponent, gym, judge, settings)
+            result = train_side(model, tok, "agent", opponent, gym, judge, settings, seed=grpo_seed)
             save_checkpoint(result.model, tok, Path(scratch) / f"agent_{len(agents)}")
             agents[name] = Path(scratch) / f"agent_{len(agents)}"
             rows[name] = {"gym_seconds": result.seconds, **result.reward_stats()}
@@ -125,22 +119,18 @@ def main() -> None:
                 raise SystemExit(f"--expert: the expert passed no held-in scenario in {base.max_turns} turns")
         for name, sft in sft_grid.items():
             model, _ = load_checkpoint(Path(state.agent_dir))
-            result = train_sft(model, tok, demos, sft, Path(scratch) / "sft")
+            result = train_sft(model, tok, demos, sft, Path(scratch) / "sft", seed=p.seed)
             save_checkpoint(result.model, tok, Path(scratch) / f"agent_{len(agents)}")
             agents[name] = Path(scratch) / f"agent_{len(agents)}"
             rows[name] = {"sft_seconds": result.seconds, "demos": len(demos), "sft_loss": result.final_loss}
             print(f"{name}: SFT {result.seconds:.0f} s on {len(demos)} demos, loss {result.final_loss:.4f}", flush=True)
-        played = evaluate_agents(
-            agents, state.simulator_dir, state.adversary_dirs, held, judge, seed=p.seed,
-            max_turns=base.max_turns, max_calls_per_turn=base.max_calls_per_turn,
-            agent_max_new_tokens=base.max_new_tokens, customer_max_new_tokens=c.max_new_tokens,
-            customer_temperature=c.temperature, coop_temperature=co.coop_temperature,
-            coop_opening=co.coop_opening, adversary_opening=co.adversary_opening,
-        )  # fmt: skip
+        played = evaluate_agents(agents, state.simulator_dir, state.adversary_dirs, held, judge, co, seed=p.seed)
     ceiling = expert_ceiling(state, customer, held, co.adversary_opening, base, p, system)
     rows["expert"] = ceiling
-    print(f"expert (knows every goal) vs the pool: strict PASS {ceiling['strict_pass_advpool']:.3f}; "
-          f"{ceiling['undescribed_failures']} of its {ceiling['failures']} failures: the object was never described")
+    print(
+        f"expert (knows every goal) vs the pool: strict PASS {ceiling['strict_pass_advpool']:.3f}; "
+        f"{ceiling['undescribed_failures']} of its {ceiling['failures']} failures: the object was never described"
+    )
     width = max(len(name) for name in played) + 2
     print(f"\n{'agent':{width}s}" + "".join(f"{m.replace('strict_pass', 'pass'):>22s}" for m in SHOWN))
     for name, metrics in played.items():

@@ -80,15 +80,15 @@ def first_gym(root: Path, profile: str) -> dict[str, float]:
     """DA0 against the simulator and against the first adversary generation on the held-out scenarios: the
     adversary's success, misroutes and faithfulness before and after its first gym (empty if it never trained)."""
     from assets.coevolution import N_CYCLES, cycle_dir
+    from sparring.agents.checkpoints import load_checkpoint
     from sparring.agents.policies import LMPolicy
+    from sparring.evaluate.play import adversary_customer, adversary_parts, customer_policy
     from sparring.judge.loading import load_judge
     from sparring.params import load_params
     from sparring.rollout import run_episodes
     from sparring.runtime import apply_torch_threads
-    from sparring.train.checkpoints import load_checkpoint
-    from sparring.train.coevolution import CycleState, adversary_parts
-    from sparring.train.grpo import derive_seed
-    from sparring.train.opponents import adversary_customer, customer_policy
+    from sparring.seeds import derive_seed
+    from sparring.train.cycle_state import CycleState
     from sparring.world.scenarios import load_scenarios
 
     p = load_params(root / "params.yaml", profile)

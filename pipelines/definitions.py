@@ -10,23 +10,25 @@ from assets import agent_sft, coevolution, evaluate, ingest, judge_models, scena
 from pipelines.resources import MlflowTracking, ProjectResource
 from pipelines.stages import Stage
 
-
-def module_stages(module: Any) -> list[Stage]:
-    """The stages an assets/ module declares: its `STAGES` list (several: one per co-evolution cycle) or its one
-    `STAGE`; each stage's asset is the module attribute named after it."""
-    return list(module.STAGES) if hasattr(module, "STAGES") else [module.STAGE]
-
-
-# In pipeline order; each module declares its STAGE (or STAGES) and the asset(s) named after them.
-STAGE_MODULES = [ingest, scenarios, judge_models, tokenizer, simulator_sft, agent_sft, coevolution, evaluate]
-STAGES = [s for m in STAGE_MODULES for s in module_stages(m)]
+# Every stage with its asset, in pipeline order: one per assets/ module, and co-evolution's cycle_1 ... cycle_N.
+STAGE_ASSETS: list[tuple[Stage, Any]] = [
+    (ingest.STAGE, ingest.ingest),
+    (scenarios.STAGE, scenarios.scenarios),
+    (judge_models.STAGE, judge_models.judge_models),
+    (tokenizer.STAGE, tokenizer.tokenizer),
+    (simulator_sft.STAGE, simulator_sft.simulator_sft),
+    (agent_sft.STAGE, agent_sft.agent_sft),
+    *zip(coevolution.STAGES, coevolution.ASSETS, strict=True),
+    (evaluate.STAGE, evaluate.evaluate),
+]
+STAGES = [stage for stage, _ in STAGE_ASSETS]
 
 main_job = define_asset_job(
     "main", selection=AssetSelection.all(), description="The whole pipeline, in order."
 )
 
 defs = Definitions(
-    assets=[getattr(m, s.name) for m in STAGE_MODULES for s in module_stages(m)],
+    assets=[asset for _, asset in STAGE_ASSETS],
     asset_checks=[ingest.ingest_splits_are_sound],
     jobs=[main_job],
     resources={"project": ProjectResource(), "mlflow": MlflowTracking()},

@@ -7,8 +7,6 @@ routing a six-way decision: chance is 1/6 for the tool and 1/77 for a named inte
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import torch
 
 from sparring.agents.models import ModelSpec, build_model
@@ -16,8 +14,9 @@ from sparring.agents.policies import LMPolicy
 from sparring.agents.tokenizer import train_tokenizer
 from sparring.data.synthetic import generate_utterances
 from sparring.evaluate.agent import route_utterances
+from sparring.settings import AgentSFTSettings, SFTSettings
 from sparring.train.demos import intent_examples
-from sparring.train.sft import SFTSettings, train_sft
+from sparring.train.sft import train_sft
 from sparring.world.taxonomy import load_taxonomy
 
 INTENTS = ["card_arrival", "transaction_charged_twice", "cancel_transfer", "top_up_failed", "atm_support", "age_limit"]
@@ -33,7 +32,10 @@ def test_quick_agent_routes_heldout_utterances_far_above_chance(tmp_path):
     train, heldout = _frame(60, seed=11), _frame(8, seed=12)
     tok = train_tokenizer(train["text"].to_list(), vocab_size=700, intents=sorted(load_taxonomy().intents))
     model = build_model(
-        ModelSpec(hidden_size=48, num_layers=2, num_heads=2, num_kv_heads=2, intermediate_size=128), tok
+        ModelSpec(
+            hidden_size=48, num_layers=2, num_heads=2, num_kv_heads=2, intermediate_size=128, tie_word_embeddings=False
+        ),
+        tok,
     )
     model.config.agent_system_prompt = ""  # as DA0 from scratch: trained and prompted without a system message
     agent = LMPolicy(model, tok, role="agent", max_new_tokens=4, greedy=True)
@@ -78,11 +80,13 @@ def test_an_agent_checkpoint_keeps_the_system_prompt_it_was_trained_with(tmp_pat
     stalled its routing); its config records that, so every episode and route after a reload prompts it alike.
     A model without the record (a pretrained one, old checkpoints) reads the instructions."""
     from sparring.agents.chat import AGENT_SYSTEM_PROMPT, USER
+    from sparring.agents.checkpoints import load_checkpoint, save_checkpoint
     from sparring.agents.scripted import CooperativeCustomer
     from sparring.rollout import agent_opening, run_episodes
-    from sparring.train.checkpoints import load_checkpoint, save_checkpoint
 
-    spec = ModelSpec(hidden_size=32, num_layers=1, num_heads=2, num_kv_heads=1, intermediate_size=64)
+    spec = ModelSpec(
+        hidden_size=32, num_layers=1, num_heads=2, num_kv_heads=1, intermediate_size=64, tie_word_embeddings=False
+    )
     model = build_model(spec, tok)
     assert LMPolicy(model, tok, role="agent").system_prompt == AGENT_SYSTEM_PROMPT
     model.config.agent_system_prompt = ""
@@ -113,7 +117,7 @@ def test_warm_start_rehearses_a_seeded_sample_of_phase_one_among_the_demos(tmp_p
 
     calls = []
 
-    def fake_train_sft(model, tokenizer, conversations, settings, output_dir):
+    def fake_train_sft(model, tokenizer, conversations, settings, output_dir, seed=0):
         calls.append((list(conversations), settings))
         return SFTResult(model=model)
 
@@ -121,12 +125,13 @@ def test_warm_start_rehearses_a_seeded_sample_of_phase_one_among_the_demos(tmp_p
     frame = _frame(4, seed=3)
     texts, intents = frame["text"].to_list(), frame["intent"].to_list()
     demo = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
-    settings = SFTSettings(epochs=3, batch_size=4)
+    phases = {"intent": SFTSettings(epochs=2, batch_size=16, assistant_only_loss=False),
+              "sft": SFTSettings(epochs=3, batch_size=4)}  # fmt: skip
 
     def run(rehearsal: int, seed: int = 0):
         calls.clear()
-        warm_start(None, None, [demo], texts, intents, replace(settings, seed=seed), 2, 16, tmp_path,
-                   intent_rehearsal=rehearsal)  # fmt: skip
+        settings = AgentSFTSettings(**phases, intent_rehearsal=rehearsal)
+        warm_start(None, None, [demo], texts, intents, settings, tmp_path, seed=seed)
         return calls[0], calls[1]
 
     (phase1, s1), (phase2, s2) = run(5)

@@ -13,25 +13,21 @@ import pytest
 import torch
 
 from sparring.agents.chat import known_intents
+from sparring.agents.checkpoints import load_checkpoint, save_checkpoint
 from sparring.agents.models import ModelSpec, build_model
 from sparring.agents.tokenizer import train_tokenizer
 from sparring.data.synthetic import generate_utterances
 from sparring.judge.rewards import Judge
-from sparring.train.checkpoints import load_checkpoint, save_checkpoint
-from sparring.train.coevolution import (
-    CoevolutionSettings,
-    CycleState,
-    gym_scenarios,
-    run_cycle,
-    stop_reason,
-    weaker_side,
-)
-from sparring.train.grpo import GRPOSettings
+from sparring.settings import CoevolutionSettings, GRPOSettings
+from sparring.train.coevolution import gym_scenarios, run_cycle, stop_reason, weaker_side
+from sparring.train.cycle_state import CycleState
 from sparring.world.scenarios import sample_scenarios
 from sparring.world.taxonomy import load_taxonomy
 
 torch.set_num_threads(1)
-SPEC = ModelSpec(hidden_size=48, num_layers=2, num_heads=2, num_kv_heads=1, intermediate_size=96)
+SPEC = ModelSpec(
+    hidden_size=48, num_layers=2, num_heads=2, num_kv_heads=1, intermediate_size=96, tie_word_embeddings=False
+)
 
 
 class FixedBackend:
@@ -63,13 +59,13 @@ class FixedBackend:
     ],
 )
 def test_stop_rule(history, expected):
-    assert stop_reason(history) == expected
+    assert stop_reason(history, CoevolutionSettings(max_cycles=8)) == expected
 
 
 def test_stop_rule_window_and_budget():
-    assert stop_reason([0.6, 0.62, 0.7], window=3) is None
-    assert stop_reason([0.5, 0.6, 0.62, 0.65], window=3) == "gates"
-    assert stop_reason([0.1, 0.2], max_cycles=2) == "max_cycles"
+    assert stop_reason([0.6, 0.62, 0.7], CoevolutionSettings(window=3, max_cycles=8)) is None
+    assert stop_reason([0.5, 0.6, 0.62, 0.65], CoevolutionSettings(window=3, max_cycles=8)) == "gates"
+    assert stop_reason([0.1, 0.2], CoevolutionSettings(max_cycles=2)) == "max_cycles"
     assert weaker_side(0.3, 0.5) == "agent" and weaker_side(0.6, 0.2) == "adversary"
     assert weaker_side(0.0, 0.0) == "adversary"
 
@@ -125,7 +121,7 @@ def test_the_agents_gym_replays_the_recorded_opening_and_the_adversarys_writes_a
     replayed = [sc for sc in agent_gym if sc.utterance_source == REPLAYED]
     assert len(replayed) == 3 and all(sc.utterance == recorded[sc.scenario_id] for sc in replayed)
     assert all(sc.utterance == f.utterance for sc in agent_gym for f in fresh if sc.scenario_id == f.scenario_id)
-    adversary_gym = gym_scenarios(fresh, transcripts, "customer", 6, 0.5, 0.7, random.Random(0))
+    adversary_gym = gym_scenarios(fresh, transcripts, "adversary", 6, 0.5, 0.7, random.Random(0))
     assert not any(sc.utterance_source == REPLAYED or sc.utterance.startswith(" opening") for sc in adversary_gym)
 
     class Fake:
@@ -153,8 +149,8 @@ def test_an_agent_gym_opens_its_replayed_groups_with_the_arenas_recorded_message
     monkeypatch.setattr(coevolution, "run_episodes", partial(_recording, played=played)(coevolution.run_episodes))
     gym: list[tuple[object, list]] = []
     monkeypatch.setattr(grpo, "run_episodes", partial(_recording, played=gym)(grpo.run_episodes))
-    settings = replace(tiny("agent"), replay_share=1.0, eval_scenarios=0)
-    run_cycle(start, scenarios[:4], scenarios[8:], Judge(FixedBackend()), settings, tmp_path / "c1")
+    settings = tiny("agent").replace(replay_share=1.0, eval_scenarios=0)
+    run_cycle(start, scenarios[:4], scenarios[8:], Judge(FixedBackend()), settings, tmp_path / "c1", seed=5)
     arena = played[0][1]  # the cycle's first rollout is its arena
     openings = {next(m["content"] for m in ep.messages if m["role"] == "user").strip() for ep in arena}
     replays = [ep for _, eps in gym for ep in eps if ep.scenario.utterance_source == REPLAYED]
@@ -170,7 +166,7 @@ def start(tmp_path_factory, scenarios):
     root = tmp_path_factory.mktemp("coev")
     tok = train_tokenizer(generate_utterances(3, 0)["text"].to_list(), 700, sorted(known_intents()))
     save_checkpoint(build_model(SPEC, tok), tok, root / "da0")
-    save_checkpoint(build_model(replace(SPEC, seed=1), tok), tok, root / "sim")
+    save_checkpoint(build_model(SPEC, tok, seed=1), tok, root / "sim")
     return CycleState(agent_dir=str(root / "da0"), simulator_dir=str(root / "sim"))
 
 
@@ -181,7 +177,14 @@ def tiny(train: str = "weaker") -> CoevolutionSettings:
         num_generations=4, scenarios_per_step=2, max_steps=2, max_new_tokens=6, max_turns=2, learning_rate=1e-2
     )
     return CoevolutionSettings(
-        agent=grpo, adversary=grpo, arena_scenarios=3, gym_scenarios=4, eval_scenarios=3, train=train, seed=5
+        agent_grpo=grpo, adversary_grpo=grpo, arena_scenarios=3, gym_scenarios=4, eval_scenarios=3, train=train
+    )
+
+
+def short_episodes(**kw) -> CoevolutionSettings:
+    """Held-out evaluations' episode shape for tests: two turns, six tokens a message."""
+    return CoevolutionSettings(
+        agent_grpo=GRPOSettings(max_turns=2, max_new_tokens=6), adversary_grpo=GRPOSettings(max_new_tokens=6), **kw
     )
 
 
@@ -192,7 +195,7 @@ def comparable(metrics: dict) -> dict:
 def test_cycles_are_deterministic_and_resume_from_files(tmp_path, start, scenarios):
     judge = Judge(FixedBackend())
     train, heldout = scenarios[:8], scenarios[8:]
-    first, m1 = run_cycle(start, train, heldout, judge, tiny(), tmp_path / "a1")
+    first, m1 = run_cycle(start, train, heldout, judge, tiny(), tmp_path / "a1", seed=5)
     assert m1["trained"] == "adversary" and m1["w_da"] == 0.0  # random DA0 never passes; a tie trains the CA
     assert first.adversary_dirs == [str(tmp_path / "a1" / "adversary")] and first.agent_dir == start.agent_dir
     assert len(first.transcripts) == 6 and first.cycle == 1 and first.stopped is None
@@ -203,15 +206,15 @@ def test_cycles_are_deterministic_and_resume_from_files(tmp_path, start, scenari
     base, _ = load_checkpoint(start.simulator_dir)  # the adversary started from the simulator and moved
     assert not torch.equal(sim.lm_head.weight, base.lm_head.weight)
 
-    second, m2 = run_cycle(first, train, heldout, judge, tiny("agent"), tmp_path / "a2")
+    second, m2 = run_cycle(first, train, heldout, judge, tiny("agent"), tmp_path / "a2", seed=5)
     assert m2["trained"] == "agent" and second.agent_dir == str(tmp_path / "a2" / "agent")
     assert second.w_da_history == [m1["w_da"], m2["w_da"]] and second.trained_history == ["adversary", "agent"]
 
     # Same seed again, cycle 2 resumed from the files cycle 1 left: the same metrics and weights.
-    again, r1 = run_cycle(start, train, heldout, judge, tiny(), tmp_path / "b1")
+    again, r1 = run_cycle(start, train, heldout, judge, tiny(), tmp_path / "b1", seed=5)
     loaded = CycleState.load(tmp_path / "b1")
     assert loaded == again
-    _, r2 = run_cycle(loaded, train, heldout, judge, tiny("agent"), tmp_path / "b2")
+    _, r2 = run_cycle(loaded, train, heldout, judge, tiny("agent"), tmp_path / "b2", seed=5)
     assert comparable(r1) == comparable(m1) and comparable(r2) == comparable(m2)
     a, _ = load_checkpoint(tmp_path / "a2" / "agent")
     b, _ = load_checkpoint(tmp_path / "b2" / "agent")
@@ -223,34 +226,34 @@ def test_stopped_state_refuses_another_cycle(tmp_path, start, scenarios):
     done.save(tmp_path)
     assert CycleState.load(tmp_path) == done
     with pytest.raises(ValueError, match="stopped"):
-        run_cycle(done, scenarios, scenarios, Judge(FixedBackend()), tiny(), tmp_path / "c3")
+        run_cycle(done, scenarios, scenarios, Judge(FixedBackend()), tiny(), tmp_path / "c3", seed=5)
 
 
 def test_the_cooperative_simulator_plays_evaluations_at_coop_temperature(monkeypatch, tmp_path, start, scenarios):
     """`_coop` is played greedy by default, adversaries (here the simulator standing in for the pool) sampled."""
-    import sparring.train.opponents as opponents
+    import sparring.evaluate.play as play
     from sparring.evaluate.heldout import evaluate_agents
 
     built: list[tuple[bool, float]] = []
 
-    class Recording(opponents.LMPolicy):
+    class Recording(play.LMPolicy):
         def __init__(self, *args, **kwargs):
             super().__init__(*args, **kwargs)
             if args[2] == "customer":
                 built.append((kwargs["greedy"], kwargs["temperature"]))
 
-    monkeypatch.setattr(opponents, "LMPolicy", Recording)
-    judge, turns = Judge(FixedBackend()), {"max_turns": 2, "agent_max_new_tokens": 6, "customer_max_new_tokens": 6}
+    monkeypatch.setattr(play, "LMPolicy", Recording)
+    judge = Judge(FixedBackend())
     for coop_temperature, expected in ((0.0, [(True, 1.0), (False, 1.0)]), (0.7, [(False, 0.7), (False, 1.0)])):
         built.clear()
         results = evaluate_agents(
             {"da0": start.agent_dir}, start.simulator_dir, [], scenarios[:2], judge,
-            coop_temperature=coop_temperature, **turns,
+            short_episodes(coop_temperature=coop_temperature),
         )  # fmt: skip
         assert built == expected and results["da0"]["n_episodes_coop"] == 2
         built.clear()  # a cycle: arena and gym customers sample; its evaluation's `_coop` is the one greedy
-        settings = replace(tiny("adversary"), coop_temperature=coop_temperature, eval_scenarios=2)
-        run_cycle(start, scenarios[:4], scenarios[8:], judge, settings, tmp_path / str(coop_temperature))
+        settings = tiny("adversary").replace(coop_temperature=coop_temperature, eval_scenarios=2)
+        run_cycle(start, scenarios[:4], scenarios[8:], judge, settings, tmp_path / str(coop_temperature), seed=5)
         assert ((True, 1.0) in built) == (coop_temperature == 0.0) and (False, 1.0) in built
         assert ((False, 0.7) in built) == (coop_temperature == 0.7)
 
@@ -270,8 +273,8 @@ def test_coop_continues_the_scenarios_utterance_and_coopsim_writes_its_own(monke
     """`_coop` opens with each held-out scenario's own utterance and the simulator writes the rest; `_coopsim` is
     the simulator from its first word. A cycle's `_coop` follows `coop_opening` too."""
     import sparring.evaluate.heldout as heldout
+    import sparring.evaluate.play as play
     import sparring.train.coevolution as coevolution
-    import sparring.train.opponents as opponents
     from sparring.agents.policies import OpensWithUtterance
 
     played: list[tuple[object, list]] = []
@@ -283,9 +286,8 @@ def test_coop_continues_the_scenarios_utterance_and_coopsim_writes_its_own(monke
     monkeypatch.setattr(heldout, "run_episodes", recorder(heldout.run_episodes))
     judge = Judge(FixedBackend())
     results = heldout.evaluate_agents(
-        {"da0": start.agent_dir}, start.simulator_dir, [], scenarios[:3], judge,
-        max_turns=2, agent_max_new_tokens=6, customer_max_new_tokens=6,
-    )  # fmt: skip
+        {"da0": start.agent_dir}, start.simulator_dir, [], scenarios[:3], judge, short_episodes()
+    )
     (_, coop), (_, coopsim) = played[:2]
     assert [opening(ep) for ep in coop] == [s.utterance.strip() for s in scenarios[:3]]
     assert not any(opening(ep) == ep.scenario.utterance.strip() for ep in coopsim)
@@ -294,11 +296,11 @@ def test_coop_continues_the_scenarios_utterance_and_coopsim_writes_its_own(monke
     monkeypatch.setattr(coevolution, "run_episodes", recorder(coevolution.run_episodes))
     for choice in ("utterance", "simulator"):
         played.clear()
-        settings = replace(tiny("adversary"), coop_opening=choice, eval_scenarios=2)
-        run_cycle(start, scenarios[:4], scenarios[8:], judge, settings, tmp_path / choice)
+        settings = tiny("adversary").replace(coop_opening=choice, eval_scenarios=2)
+        run_cycle(start, scenarios[:4], scenarios[8:], judge, settings, tmp_path / choice, seed=5)
         assert any(isinstance(c, OpensWithUtterance) for c, _ in played) == (choice == "utterance")
     with pytest.raises(ValueError, match="coop_opening"):
-        opponents.cooperative_customer(None, "real")  # type: ignore[arg-type]
+        play.cooperative_customer(None, "real")  # type: ignore[arg-type]
 
 
 def test_the_agents_gym_meets_the_cooperative_simulator_as_coop_opens_and_adversaries_as_they_open(scenarios):
@@ -335,9 +337,9 @@ def test_the_agents_gym_meets_the_cooperative_simulator_as_coop_opens_and_advers
 def test_adversaries_go_on_from_the_utterance_in_arena_gym_and_evaluation(monkeypatch, tmp_path, start, scenarios):
     """With adversary_opening "utterance" every adversary message that opens an episode starts with the scenario's
     utterance (arena, its gym's rollouts, the cycle's `_adv` and `_advpool`); with "own" none is wrapped."""
+    import sparring.evaluate.play as play
     import sparring.train.coevolution as coevolution
     import sparring.train.grpo as grpo
-    import sparring.train.opponents as opponents
     from sparring.agents.policies import ContinuesUtterance
 
     played: list[tuple[object, list]] = []
@@ -348,8 +350,8 @@ def test_adversaries_go_on_from_the_utterance_in_arena_gym_and_evaluation(monkey
     judge = Judge(FixedBackend())
     for choice in ("utterance", "own"):
         played.clear()
-        settings = replace(tiny("adversary"), adversary_opening=choice, eval_scenarios=2)
-        run_cycle(start, scenarios[:4], scenarios[8:], judge, settings, tmp_path / choice)
+        settings = tiny("adversary").replace(adversary_opening=choice, eval_scenarios=2)
+        run_cycle(start, scenarios[:4], scenarios[8:], judge, settings, tmp_path / choice, seed=5)
         wrapped = [eps for c, eps in played if isinstance(c, ContinuesUtterance)]
         # arena, every gym rollout, `_adv`, `_advpool`; `_coop` is the simulator behind OpensWithUtterance
         assert len(wrapped) == (len(played) - 1 if choice == "utterance" else 0)
@@ -357,4 +359,4 @@ def test_adversaries_go_on_from_the_utterance_in_arena_gym_and_evaluation(monkey
             said = next(m["content"] for m in ep.messages if m["role"] == "user")
             assert said.startswith(ep.scenario.utterance.strip())
     with pytest.raises(ValueError, match="adversary_opening"):
-        opponents.adversary_customer(None, "scripted")  # type: ignore[arg-type]
+        play.adversary_customer(None, "scripted")  # type: ignore[arg-type]

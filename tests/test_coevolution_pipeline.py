@@ -24,7 +24,7 @@ from pipelines.cli import app
 from pipelines.definitions import STAGES
 from pipelines.project import copy_project as copy_into
 from sparring.params import PROFILES, load_params
-from sparring.train.coevolution import CycleState
+from sparring.train.cycle_state import CycleState
 from sparring.train.cycles import absolute, fingerprint, is_finished, portable
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -26,12 +26,16 @@ from sparring.agents.scripted import CamouflagingCustomer, CooperativeCustomer, 
 from sparring.agents.tokenizer import train_tokenizer
 from sparring.data.synthetic import generate_utterances
 from sparring.judge.rewards import Judge
-from sparring.train.grpo import GRPOSettings, derive_seed, make_rollout_func, side_sample, train_side
+from sparring.seeds import derive_seed
+from sparring.settings import GRPOSettings
+from sparring.train.grpo import make_rollout_func, side_sample, train_side
 from sparring.world.scenarios import sample_scenarios
 from sparring.world.taxonomy import load_taxonomy
 
 torch.set_num_threads(1)
-SPEC = ModelSpec(hidden_size=48, num_layers=2, num_heads=2, num_kv_heads=1, intermediate_size=96)
+SPEC = ModelSpec(
+    hidden_size=48, num_layers=2, num_heads=2, num_kv_heads=1, intermediate_size=96, tie_word_embeddings=False
+)
 G = 4
 
 
@@ -65,7 +69,9 @@ def scenarios():
 
 
 def settings(**kw) -> GRPOSettings:
-    base = dict(num_generations=G, scenarios_per_step=2, max_new_tokens=8, max_turns=2, max_calls_per_turn=2)
+    base = dict(
+        num_generations=G, scenarios_per_step=2, max_steps=20, max_new_tokens=8, max_turns=2, max_calls_per_turn=2
+    )
     return GRPOSettings(**{**base, **kw})
 
 
@@ -211,8 +217,8 @@ def test_grpo_steps_change_weights_and_raise_a_learnable_reward(tok, scenarios):
     start = {k: v.clone() for k, v in model.state_dict().items()}
     probe = [side_sample(ep, "agent")["prompt_ids"] for ep in _episodes(model, tok, scenarios)]
     before = even_mass(model, probe)
-    s = settings(max_steps=16, learning_rate=3e-2, loss_type="grpo", seed=3)
-    result = train_side(model, tok, "agent", CooperativeCustomer(), scenarios, EvenTokens(), s)
+    s = settings(max_steps=16, learning_rate=3e-2, loss_type="grpo")
+    result = train_side(model, tok, "agent", CooperativeCustomer(), scenarios, EvenTokens(), s, seed=3)
     assert len(result.steps) == 16 and result.update_tokens > 0 and result.trained_tokens > 0
     losses = [c["loss"] for c in result.curves if "loss" in c]
     assert losses and all(np.isfinite(losses))

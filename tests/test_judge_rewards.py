@@ -138,6 +138,7 @@ def test_llm_backend_scores_are_the_yes_share_of_the_rubric_answer():
             num_kv_heads=2,
             intermediate_size=64,
             max_position_embeddings=1024,
+            tie_word_embeddings=False,
         ),
         tok,
     )

@@ -32,7 +32,7 @@ def test_project_params_load_in_every_profile(monkeypatch):
     assert quick.ingest.max_text_chars == default.ingest.max_text_chars
     b77 = load_params(ROOT / "params.yaml", "banking77")
     assert b77.ingest.utterances.source == "banking77_csv" and b77.ingest.utterances.path.endswith("train.csv")
-    assert b77.agent_sft.intent_epochs > default.agent_sft.intent_epochs and b77.model == default.model
+    assert b77.agent_sft.intent.epochs > default.agent_sft.intent.epochs and b77.model == default.model
 
 
 def test_env_selects_profile(monkeypatch):
@@ -85,3 +85,25 @@ def test_flat_names_are_stable():
     flat = load_params(ROOT / "params.yaml", "quick").flat()
     assert flat["ingest.utterances.per_intent"] == 12
     assert flat["profile"] == "quick" and "seed" in flat
+
+
+def test_params_yaml_says_what_the_code_defaults_are(monkeypatch):
+    """The default profile of params.yaml and the settings types' defaults are one set of values: a reader of
+    either sees what runs (a value changed in one place only fails here)."""
+    from sparring.params import Params
+
+    monkeypatch.delenv("SPARRING_PROFILE", raising=False)
+    assert load_params(ROOT / "params.yaml", "default") == Params()
+
+
+def test_the_trainers_read_the_settings_params_yaml_declares():
+    """params.yaml's trainer sections are the library's settings types themselves, not copies of their fields."""
+    from sparring.params import Params
+    from sparring.settings import AgentSFTSettings, CoevolutionSettings, GRPOSettings, ModelSpec, SimulatorSFTSettings
+
+    fields = Params.model_fields
+    assert fields["model"].annotation is ModelSpec
+    assert fields["agent_sft"].annotation is AgentSFTSettings
+    assert fields["simulator_sft"].annotation is SimulatorSFTSettings
+    assert fields["coevolution"].annotation is CoevolutionSettings
+    assert CoevolutionSettings.model_fields["agent_grpo"].annotation is GRPOSettings

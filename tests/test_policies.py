@@ -13,27 +13,31 @@ from sparring.agents.tokenizer import train_tokenizer
 from sparring.data.synthetic import generate_utterances
 
 torch.set_num_threads(1)
-TINY = ModelSpec(hidden_size=64, num_layers=2, num_heads=2, num_kv_heads=1, intermediate_size=128)
+TINY = ModelSpec(
+    hidden_size=64, num_layers=2, num_heads=2, num_kv_heads=1, intermediate_size=128, tie_word_embeddings=False
+)
 
 
 @pytest.mark.parametrize("arch", ["llama", "qwen2"])
 def test_default_spec_builds_a_small_model_wired_to_the_tokenizer(tok, arch):
-    model = build_model(ModelSpec(arch=arch), tok)
+    model = build_model(ModelSpec(arch=arch, tie_word_embeddings=False), tok)
     assert model.config.model_type == arch
     assert 1_000_000 <= count_parameters(model) <= 5_000_000
     assert model.get_input_embeddings().num_embeddings == len(tok)
     end = tok.convert_tokens_to_ids(END_OF_TURN)
     assert model.config.eos_token_id == model.generation_config.eos_token_id == end
     assert model.config.pad_token_id == tok.pad_token_id and not model.training
-    same = build_model(ModelSpec(arch=arch), tok)  # the init seed makes building deterministic
+    same = build_model(
+        ModelSpec(arch=arch, tie_word_embeddings=False), tok
+    )  # the init seed makes building deterministic
     assert all(torch.equal(a, b) for a, b in zip(model.parameters(), same.parameters(), strict=True))
 
 
 def test_tied_embeddings_survive_save_and_reload(tok, tmp_path):
-    from sparring.train.checkpoints import load_checkpoint, save_checkpoint
+    from sparring.agents.checkpoints import load_checkpoint, save_checkpoint
 
     model = build_model(ModelSpec(hidden_size=32, num_layers=1, num_heads=2, tie_word_embeddings=True), tok)
-    untied = build_model(ModelSpec(hidden_size=32, num_layers=1, num_heads=2), tok)
+    untied = build_model(ModelSpec(hidden_size=32, num_layers=1, num_heads=2, tie_word_embeddings=False), tok)
     assert model.get_output_embeddings().weight is model.get_input_embeddings().weight
     assert count_parameters(untied) - count_parameters(model) == len(tok) * 32
     save_checkpoint(model, tok, tmp_path / "tied")

@@ -17,7 +17,9 @@ from sparring.world.scenarios import sample_scenarios
 from sparring.world.taxonomy import load_taxonomy
 
 torch.set_num_threads(1)
-SPEC = ModelSpec(hidden_size=64, num_layers=2, num_heads=2, num_kv_heads=1, intermediate_size=128)
+SPEC = ModelSpec(
+    hidden_size=64, num_layers=2, num_heads=2, num_kv_heads=1, intermediate_size=128, tie_word_embeddings=False
+)
 MAX_NEW = 16
 
 
@@ -34,7 +36,7 @@ def scenarios():
 
 @pytest.fixture(scope="module")
 def models(tok):
-    return build_model(SPEC, tok), build_model(ModelSpec(**{**SPEC.to_dict(), "seed": 1}), tok)
+    return build_model(SPEC, tok), build_model(SPEC, tok, seed=1)
 
 
 class Recording:

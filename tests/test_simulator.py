@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from sparring.agents.chat import INTENT, known_intents
+from sparring.agents.customer_view import extract_identity
 from sparring.agents.models import ModelSpec, build_model
 from sparring.agents.policies import LMPolicy
 from sparring.agents.scripted import (
@@ -28,11 +29,11 @@ from sparring.agents.tokenizer import train_tokenizer
 from sparring.data.synthetic import OUTCOMES, generate_dialogues, utterance_frame
 from sparring.evaluate.fidelity import customer_turn_nll, dtw_distance, heldout_perplexity, simulator_fidelity
 from sparring.judge.models import IntentOracle, OracleConfig, RealismDiscriminator
-from sparring.train.sft import SFTSettings, train_sft
+from sparring.settings import SFTSettings
+from sparring.train.sft import train_sft
 from sparring.train.simulator import (
     copy_drill,
     copy_exercises,
-    extract_identity,
     opening_drill,
     opening_exercises,
     scripted_episodes,
@@ -43,7 +44,9 @@ from sparring.world.taxonomy import load_taxonomy
 
 torch.set_num_threads(1)
 TAX = load_taxonomy()
-SPEC = ModelSpec(hidden_size=64, num_layers=2, num_heads=2, num_kv_heads=1, intermediate_size=192)
+SPEC = ModelSpec(
+    hidden_size=64, num_layers=2, num_heads=2, num_kv_heads=1, intermediate_size=192, tie_word_embeddings=False
+)
 FIDELITY_NAMES = (
     "sim_faithfulness",
     "discriminator_auc",
@@ -252,8 +255,8 @@ def test_copy_drill_trains_the_given_steps_and_lowers_copy_loss(data, tok, tmp_p
 
     model = build_model(SPEC, tok)
     before = copy_loss(model)
-    settings = SFTSettings(learning_rate=3e-3, logging_steps=5, seed=0)
-    result = copy_drill(model, tok, texts, settings, steps=30, batch_size=8, learning_rate=3e-3, output_dir=tmp_path)
+    settings = SFTSettings(max_steps=30, batch_size=8, learning_rate=3e-3, logging_steps=5, max_length=512)
+    result = copy_drill(model, tok, texts, settings, tmp_path, seed=0)
     assert max(c.get("step", 0) for c in result.curves) == 30
     assert copy_loss(result.model.eval()) < before - 0.5, before
 
@@ -277,8 +280,10 @@ def test_opening_drill_teaches_the_intent_code(tok, tmp_path):
         total, count = customer_turn_nll(model, tok, convs)
         return total / count
 
-    settings = SFTSettings(warmup_steps=5, logging_steps=10, seed=0)
-    result = opening_drill(build_model(SPEC, tok), tok, utterances, settings, 25, 8, 3e-3, tmp_path)
+    settings = SFTSettings(
+        epochs=25, batch_size=8, learning_rate=3e-3, warmup_steps=5, logging_steps=10, max_length=512
+    )
+    result = opening_drill(build_model(SPEC, tok), tok, utterances, settings, tmp_path, seed=0)
     model = result.model.eval()
     own, swapped = nll(model, exercises), nll(model, wrong)
     assert own < swapped - 0.1, (own, swapped)

@@ -1,6 +1,8 @@
 """params.yaml: the one source of parameters, validated on load.
 
-Each top-level section holds the `default` profile's values and may carry a ``profiles:`` block of overrides
+The sections that configure a trainer (``model``, ``simulator_sft``, ``agent_sft``, ``coevolution``) are that
+trainer's own settings type (:mod:`sparring.settings`); the others (ingest, scenarios, judge, ...) are declared
+here. Each top-level section holds the `default` profile's values and may carry a ``profiles:`` block of overrides
 per profile (quick, scale, banking77). Keeping the overrides inside their section means DVC, which tracks whole
 sections per stage, reruns a stage exactly when a value it can use changes. Every profile is validated at load time, so
 a typo in the `scale` block is caught while running `quick`.
@@ -16,6 +18,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from sparring.settings import AgentSFTSettings, CoevolutionSettings, ModelSpec, SimulatorSFTSettings
+
 PROFILES = ("quick", "default", "scale", "banking77")
 PROFILE_ENV = "SPARRING_PROFILE"
 
@@ -30,7 +34,7 @@ class _Strict(BaseModel):
 
 class Runtime(_Strict):
     torch_threads: int = Field(1, ge=0, le=256)
-    parallel_stages: int = Field(1, ge=1, le=64)  # stages `sparring run` may run at once, one process each
+    parallel_stages: int = Field(2, ge=1, le=64)  # stages `sparring run` may run at once, one process each
 
 
 class Tracking(_Strict):
@@ -129,126 +133,6 @@ class Tokenizer(_Strict):
     demo_episodes: int = Field(300, ge=0)  # expert episodes rendered into the corpus, so tool JSON tokenizes well
 
 
-class Model(_Strict):
-    """The architecture every trained policy starts from: a tiny model from config, or a pretrained one."""
-
-    arch: Literal["llama", "qwen2"] = "llama"
-    hidden_size: int = Field(128, ge=8)
-    num_layers: int = Field(4, ge=1)
-    num_heads: int = Field(4, ge=1)
-    num_kv_heads: int = Field(2, ge=1)
-    intermediate_size: int = Field(512, ge=8)
-    max_position_embeddings: int = Field(4096, ge=128)
-    tie_word_embeddings: bool = False  # share the input embedding with the output layer
-    name_or_path: str | None = None  # a local folder, a hub id, or smollm2-135m-instruct → pretrained + LoRA
-    lora: dict[str, Any] | None = None  # peft LoraConfig arguments
-
-    @model_validator(mode="after")
-    def _check(self) -> Model:
-        if self.hidden_size % self.num_heads or self.num_heads % self.num_kv_heads:
-            raise ValueError("hidden_size must divide by num_heads, and num_heads by num_kv_heads")
-        return self
-
-
-class SFT(_Strict):
-    epochs: float = Field(6.0, gt=0)
-    learning_rate: float = Field(2e-3, gt=0, le=1)
-    batch_size: int = Field(16, ge=1)
-    warmup_steps: int = Field(100, ge=0)
-    adam_beta2: float = Field(0.98, gt=0, lt=1)
-    weight_decay: float = Field(0.01, ge=0)
-    max_length: int = Field(2048, ge=32)
-
-
-class AgentSFT(SFT):
-    demos: int = Field(1000, ge=1)  # expert episodes vs cooperative customers, from train scenarios
-    # Phase 1 before the demos: every ingested train utterance -> its intent (~15 tokens each), loss on the whole
-    # text, this many passes (0: none) at this batch size: the routing decision at a fraction of a demo's cost.
-    intent_epochs: float = Field(8.0, ge=0)
-    intent_batch_size: int = Field(32, ge=1)
-    intent_learning_rate: float | None = Field(2e-3, gt=0, le=1)  # null: learning_rate
-    intent_rehearsal: int = Field(4000, ge=0)  # phase 1 exchanges replayed among phase 2's demos, against forgetting
-    # The agent reads its instructions (chat.AGENT_SYSTEM_PROMPT) as a system message, in every phase and episode;
-    # its checkpoint keeps the choice (config.agent_system_prompt). Off for a model from scratch: the constant
-    # prefix stalled its routing (see train/demos.py's intent_examples).
-    system_prompt: bool = False
-    tie_word_embeddings: bool | None = None  # the agent's own model.tie_word_embeddings (null: model's)
-    # How the expert's demonstrations name the object to act on: "described" (the one the customer's words
-    # identify; world/described.py) or "id" (copied from the lookup result, which the tiny model never learned).
-    object_refs: Literal["described", "id"] = "described"
-    eval_scenarios: int = Field(240, ge=1)  # held-out scenarios DA0 is measured on (≤ scenarios.n_heldout)
-    max_new_tokens: int = Field(96, ge=8)
-
-
-class SimulatorSFT(SFT):
-    scripted_episodes: int = Field(500, ge=0)  # cooperative episodes: teach giving the identity facts when asked
-    openings: int | None = Field(1000, ge=0)  # ingested utterances used as one-turn openings (null: all)
-    # Phase 0 before SFT, for a model built from config: steps of the copy drill (utterance -> the same utterance;
-    # 0: none) at this batch size and learning rate. It is what lets the tiny model use its goal at all.
-    copy_steps: int = Field(0, ge=0)
-    copy_batch_size: int = Field(8, ge=1)
-    copy_learning_rate: float = Field(2e-3, gt=0, le=1)
-    # Phase 1, same condition: epochs over every ingested utterance written from its intent code alone (0: none).
-    opening_epochs: float = Field(0, ge=0)
-    opening_batch_size: int = Field(32, ge=1)
-    opening_learning_rate: float = Field(2e-3, gt=0, le=1)
-    eval_scenarios: int = Field(120, ge=1)
-    max_new_tokens: int = Field(64, ge=8)
-
-
-class GRPO(_Strict):
-    """One side's GRPO gym (sparring.train.grpo.GRPOSettings): group size, clip, KL, loss, budget, episode shape."""
-
-    num_generations: int = Field(8, ge=2)  # group size G: episodes per scenario per step
-    scenarios_per_step: int = Field(4, ge=1)
-    epsilon: float = Field(0.2, gt=0, lt=1)  # PPO-style clip of the ratio
-    beta: float = Field(0.0, ge=0)  # KL to the starting weights (0: no reference model)
-    loss_type: Literal["grpo", "dapo", "dr_grpo", "bnpo", "cispo", "sapo", "luspo", "vespo"] = "dapo"
-    scale_rewards: Literal["group", "batch", "none"] = "group"
-    learning_rate: float = Field(1e-4, gt=0, le=1)
-    max_steps: int = Field(15, ge=1)
-    max_new_tokens: int = Field(96, ge=1)  # per message of the trained side
-    temperature: float = Field(1.0, gt=0)
-    max_turns: int = Field(6, ge=1)
-    max_calls_per_turn: int = Field(3, ge=1)
-    # one completion = the whole episode, or (agent) its first turn alone, rewarded on the intent it routes to
-    completion: Literal["episode", "first_turn"] = "episode"
-
-
-class Coevolution(_Strict):
-    """RL-ADA cycles (sparring.train.coevolution.CoevolutionSettings); one pipeline stage per cycle."""
-
-    agent_grpo: GRPO = GRPO()
-    adversary_grpo: GRPO = GRPO(max_new_tokens=64)
-    arena_scenarios: int = Field(24, ge=1)  # held-in scenarios per arena
-    arena_runs: int = Field(2, ge=1)
-    gym_scenarios: int = Field(32, ge=1)
-    replay_share: float = Field(0.5, ge=0, le=1)
-    replay_failure_share: float = Field(0.7, ge=0, le=1)
-    max_transcripts: int = Field(512, ge=0)
-    agent_mix: dict[Literal["adversary", "pool", "coop"], float] = Field(
-        default_factory=lambda: {"adversary": 0.5, "pool": 0.25, "coop": 0.25}
-    )
-    adversary_init: Literal["simulator", "current"] = "simulator"
-    adversary_opening: Literal["utterance", "own"] = "utterance"  # adversaries go on from the scenario's utterance
-    coop_temperature: float = Field(0.0, ge=0, le=5)  # the simulator as `_coop` in held-out evaluations (0: greedy)
-    coop_opening: Literal["utterance", "simulator"] = "utterance"  # `_coop` opens with the scenario's utterance
-    train: Literal["weaker", "agent", "adversary"] = "weaker"
-    eval_scenarios: int = Field(24, ge=0)  # held-out scenarios per opponent after each cycle (0: none)
-    w_da_gate: float = Field(0.6, ge=0, le=1)
-    stability: float = Field(0.05, ge=0, le=1)
-    window: int = Field(2, ge=1)
-    max_cycles: int = Field(4, ge=1, le=64)
-
-    @model_validator(mode="after")
-    def _check(self) -> Coevolution:
-        if any(w < 0 for w in self.agent_mix.values()) or sum(self.agent_mix.values()) <= 0:
-            raise ValueError("agent_mix weights must be non-negative and not all zero")
-        if self.adversary_grpo.completion != "episode":
-            raise ValueError("adversary_grpo.completion must be episode: first_turn windows are the agent's")
-        return self
-
-
 class Evaluate(_Strict):
     eval_scenarios: int = Field(240, ge=1)  # held-out scenarios every agent plays per opponent
 
@@ -262,10 +146,10 @@ class Params(_Strict):
     scenarios: Scenarios = Scenarios()
     judge: Judge = Judge()
     tokenizer: Tokenizer = Tokenizer()
-    model: Model = Model()
-    simulator_sft: SimulatorSFT = SimulatorSFT()
-    agent_sft: AgentSFT = AgentSFT()
-    coevolution: Coevolution = Coevolution()
+    model: ModelSpec = ModelSpec()
+    simulator_sft: SimulatorSFTSettings = SimulatorSFTSettings()
+    agent_sft: AgentSFTSettings = AgentSFTSettings()
+    coevolution: CoevolutionSettings = CoevolutionSettings()
     evaluate: Evaluate = Evaluate()
 
     def flat(self) -> dict[str, Any]:

@@ -1,3 +1,4 @@
+# Over 400 lines: the episode engine with the views and tool rendering it batches over.
 """Batched, turn-synchronous multi-turn rollouts of an agent policy against a customer policy in the world.
 
 Every round, ALL live episodes' customers speak in one batched ``act`` call, then all agents answer in one
@@ -231,6 +232,7 @@ def _tabulate(value: Any) -> Any:
     return value
 
 
+# Over 60 lines: the turn-synchronous engine's one loop; split, its batching state would cross functions.
 def run_episodes(
     scenarios: Sequence[Scenario],
     agent: Policy,

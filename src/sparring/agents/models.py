@@ -7,42 +7,15 @@ names shared by llama, qwen2, qwen3, mistral, gemma and friends, which is what a
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
 from typing import Any
 
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM, PreTrainedModel, PreTrainedTokenizerBase
 
 from sparring.agents.tokenizer import end_of_turn_id
+from sparring.settings import ModelSpec
 
 DTYPES: dict[str, torch.dtype] = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-
-
-@dataclass
-class ModelSpec:
-    """What to build: plain values, so a spec round-trips through params.yaml and MLflow params.
-
-    ``name_or_path`` (a local folder or hub id) loads a pretrained model instead of building from the config
-    fields; ``lora`` (peft ``LoraConfig`` keyword arguments) wraps either kind in a LoRA adapter.
-    The defaults give a ~1-2M parameter llama: big enough to show batching effects, small enough for CPU tests.
-    """
-
-    arch: str = "llama"
-    hidden_size: int = 128
-    num_layers: int = 4
-    num_heads: int = 4
-    num_kv_heads: int = 2
-    intermediate_size: int = 512
-    max_position_embeddings: int = 4096
-    name_or_path: str | None = None
-    load_kwargs: dict[str, Any] | None = None  # extra from_pretrained arguments, e.g. {"gguf_file": "x.gguf"}
-    lora: dict[str, Any] | None = None
-    dtype: str = "float32"
-    tie_word_embeddings: bool = False
-    seed: int = 0  # initialisation seed of a model built from the config
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def torch_dtype(name: str) -> torch.dtype:
@@ -63,11 +36,6 @@ def _token_ids(tokenizer: PreTrainedTokenizerBase) -> dict[str, int]:
 
 def model_config(spec: ModelSpec, tokenizer: PreTrainedTokenizerBase) -> Any:
     """The config of a from-scratch model: vocabulary = the whole tokenizer (added tokens included)."""
-    if spec.hidden_size % spec.num_heads or spec.num_heads % spec.num_kv_heads:
-        raise ValueError(
-            f"hidden_size ({spec.hidden_size}) must divide by num_heads ({spec.num_heads}), "
-            f"which must divide by num_kv_heads ({spec.num_kv_heads})"
-        )
     return AutoConfig.for_model(
         spec.arch,
         vocab_size=len(tokenizer),
@@ -82,10 +50,10 @@ def model_config(spec: ModelSpec, tokenizer: PreTrainedTokenizerBase) -> Any:
     )
 
 
-def build_model(spec: ModelSpec, tokenizer: PreTrainedTokenizerBase) -> PreTrainedModel:
+def build_model(spec: ModelSpec, tokenizer: PreTrainedTokenizerBase, seed: int = 0) -> PreTrainedModel:
     """A causal LM for ``spec`` whose ids agree with ``tokenizer``, in eval mode.
 
-    From config: random init under ``spec.seed`` (the global torch RNG is left untouched, so building a
+    From config: random init under ``seed`` (the global torch RNG is left untouched, so building a
     model never changes what a later rollout samples). Pretrained: embeddings are resized when the tokenizer
     has more tokens than the checkpoint. Either way the generation config stops on ``<|end|>``.
     """
@@ -94,10 +62,13 @@ def build_model(spec: ModelSpec, tokenizer: PreTrainedTokenizerBase) -> PreTrain
     if spec.name_or_path is None:
         config = model_config(spec, tokenizer)
         with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(spec.seed)
+            torch.manual_seed(seed)
             model = AutoModelForCausalLM.from_config(config, dtype=dtype)
     else:
-        model = AutoModelForCausalLM.from_pretrained(spec.name_or_path, dtype=dtype, **(spec.load_kwargs or {}))
+        from sparring.agents.pretrained import resolve_model_path  # offline aliases such as smollm2-135m-instruct
+
+        path = resolve_model_path(spec.name_or_path)
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, **(spec.load_kwargs or {}))
         if model.get_input_embeddings().num_embeddings < len(tokenizer):
             model.resize_token_embeddings(len(tokenizer))
         for key, value in ids.items():

@@ -1,3 +1,4 @@
+# Over 400 lines: the Policy protocol, the LM policy and its two opening wrappers share the request types.
 """The policy protocol of the rollout engine, and :class:`LMPolicy`, a batched policy over a causal LM.
 
 The engine (:mod:`sparring.rollout`) asks a policy for one message per live episode at once: ``act(requests)``
@@ -187,9 +188,8 @@ class OpensWithUtterance:
 
     What ``_coop`` plays (``coevolution.coop_opening: utterance``). The utterance comes from the ingested test
     split (Banking77's customers with that source), words the agent never trained on; the oracle recovers the
-    goal's intent from the simulator's own turns only about half the time (``sim_faithfulness`` 0.54-0.57), so
-    playing its openings scored the simulator's slips as the agent's misroutes (DA0 routing 0.86, against 0.94
-    after the utterance)."""
+    goal's intent from the simulator's own turns only about half the time, so playing its openings scored the
+    simulator's slips as the agent's misroutes (docs/results.md, coevolution.coop_opening)."""
 
     def __init__(self, policy: Policy) -> None:
         self.policy, self.tokenizer = policy, policy.tokenizer
@@ -214,8 +214,8 @@ class ContinuesUtterance:
 
     RL-ADA's adversary learned Contextual Camouflage: the request stays, buried in dense, realistic detail. The
     1.5M-parameter simulator it starts from states another intent's problem in its own openings about half the
-    time (120 held-out scenarios vs DA0 at T=1: faithfulness 0.44), so its "wins" were mostly unfaithful; continuing
-    a real customer's request it starts faithful (0.875) and can only win by what it adds. The utterance is the
+    time, so its "wins" were mostly unfaithful; continuing a real customer's request it starts faithful and can
+    only win by what it adds (docs/results.md, coevolution.adversary_opening). The utterance is the
     request's ``prefix_ids``: the LM reads it as the message's start and generates after it (a space may lead what
     it adds), so its logprobs are of what it wrote."""
 
@@ -249,6 +249,7 @@ class LMPolicy:
     precision anyway (TRL uses a rollout's logprobs only for vLLM importance sampling). "auto": the model's dtype.
     """
 
+    # Over 60 lines: one argument check per sampling option, each with the message a caller needs.
     def __init__(
         self,
         model: Any,

@@ -38,11 +38,10 @@ def slot_values(scenario: Scenario) -> dict[str, str]:
     whole of :func:`describe_slots` (the sentences that name the problem's object).
 
     ``[details]`` lets a customer state its object exactly without copying the sentence from its goal, which
-    the tiny simulator did not learn to do: copying, it stated the right details in 13% of 132 held-out
-    cooperative episodes that have some, often another kind of problem's ("It is the [amount] cash withdrawal
-    at [merchant]" for a card that will not activate), and DA0, which routes on details as much as on the
-    opening, followed them; with ``[details]``, 91%. Its goal still spells the details out fact by fact, so a
-    customer may also state them its own way."""
+    the tiny simulator did not learn to do: copying, it often stated another kind of problem's details ("It is
+    the [amount] cash withdrawal at [merchant]" for a card that will not activate), and DA0, which routes on
+    details as much as on the opening, followed them (docs/results.md, the [details] placeholder). Its goal
+    still spells the details out fact by fact, so a customer may also state them its own way."""
     values = fact_values(scenario)
     details = describe_slots(scenario)
     return {**values, "details": details} if details else values

@@ -1,3 +1,4 @@
+# Over 400 lines: one generator of utterances and dialogues over one lexicon.
 """Embedded, deterministic generator of synthetic banking-support customer utterances and dialogues.
 
 The phrase material (``synthetic_lexicon.json`` beside this file) is hand-written for every intent in the
@@ -301,6 +302,7 @@ def utterance_frame(per_intent: int, seed: int) -> pl.DataFrame:
     ).select("id", "text", "intent", "tool", "style", "source")
 
 
+# Over 60 lines: one synthetic support dialogue, turn by turn in the order it is spoken.
 def _dialogue(w: _Writer, intent: str, persona: str, outcome: str, max_turns: int) -> list[dict[str, str]]:
     rng = w.rng
     dlg = w.lex["dialogue"]

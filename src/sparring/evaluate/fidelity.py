@@ -37,11 +37,11 @@ import polars as pl
 import torch
 from sklearn.metrics import f1_score
 
+from sparring.agents.customer_view import dialogue_view, extract_identity
 from sparring.agents.scripted import ExpertAgent
 from sparring.data.synthetic import OUTCOMES
 from sparring.judge.models import IntentOracle, RealismDiscriminator, intent_named_outright, join_turns
 from sparring.rollout import Episode, episode_metrics, run_episodes
-from sparring.train.simulator import dialogue_view, extract_identity
 from sparring.world.scenarios import Scenario, sample_scenarios
 from sparring.world.vocab import PERSONAS
 
@@ -200,6 +200,7 @@ def trajectory_distance(real: Sequence[Sequence[str]], simulated: Sequence[Seque
 # -------------------------------------------------------------------------------------------------- metrics
 
 
+# Over 60 lines: TRACER's fidelity metrics side by side, each a few lines over the same rollouts.
 def simulator_fidelity(
     sim_policy: Any,
     heldout_scenarios: Sequence[Scenario],

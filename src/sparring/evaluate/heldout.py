@@ -20,15 +20,21 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 from sparring.agents.policies import LMPolicy, Policy
 from sparring.agents.scripted import CamouflagingCustomer
+from sparring.evaluate.play import (
+    CheckpointCache,
+    adversary_customer,
+    adversary_parts,
+    against_pool,
+    cooperative_customer,
+    customer_policy,
+)
+from sparring.judge import Scorer
 from sparring.rollout import episode_metrics, run_episodes
-from sparring.train.checkpoints import load_checkpoint
-from sparring.train.coevolution import adversary_parts
-from sparring.train.grpo import Scorer, derive_seed
-from sparring.train.opponents import adversary_customer, against_pool, cooperative_customer, customer_policy
+from sparring.seeds import derive_seed
+from sparring.settings import CoevolutionSettings
 from sparring.world.scenarios import Scenario, as_cooperative
 
 
@@ -43,54 +49,36 @@ def evaluate_agents(
     adversary_dirs: Sequence[str | Path],
     scenarios: Sequence[Scenario],
     judge: Scorer,
+    settings: CoevolutionSettings,
     *,
     seed: int = 0,
-    max_turns: int = 6,
-    max_calls_per_turn: int = 3,
-    agent_max_new_tokens: int = 96,
-    customer_max_new_tokens: int = 64,
-    customer_temperature: float = 1.0,
-    coop_temperature: float = 0.0,
-    coop_opening: str = "utterance",
-    adversary_opening: str = "utterance",
 ) -> dict[str, dict[str, float]]:
     """``{name: metrics}`` for each agent checkpoint in ``agents`` against coop (``coop_opening``), coopsim (the
-    simulator's own opening), camo and the adversary pool; the simulator plays ``_coop`` and ``_coopsim`` at
-    ``coop_temperature`` (0: greedy), adversaries at ``customer_temperature``, opening as ``adversary_opening``."""
+    simulator's own opening), camo and the adversary pool, every episode shaped as co-evolution's (``settings``:
+    the agent gym's turn limits and message length, the adversary gym's for customers); the simulator plays
+    ``_coop`` and ``_coopsim`` at ``coop_temperature`` (0: greedy), adversaries at their gym's temperature."""
     if not scenarios:
         raise ValueError("no held-out scenarios to evaluate on")
-    cache: dict[str, Any] = {}
-    tokenizer: Any = None
+    models, a, c = CheckpointCache(), settings.agent_grpo, settings.adversary_grpo
 
-    def model(folder: str | Path) -> Any:
-        nonlocal tokenizer
-        key = str(Path(folder).resolve())
-        if key not in cache:
-            loaded, tok = load_checkpoint(Path(key))
-            if tokenizer is None:
-                tokenizer = tok
-            elif tok.get_vocab() != tokenizer.get_vocab():
-                raise ValueError(f"{folder}: tokenizer differs from the other checkpoints'")
-            cache[key] = loaded.eval()
-        return cache[key]
-
-    def customer(folder: str | Path, temperature: float = customer_temperature) -> LMPolicy:
-        return customer_policy(model(folder), tokenizer, customer_max_new_tokens, temperature)
+    def customer(folder: str | Path, temperature: float = c.temperature) -> LMPolicy:
+        return customer_policy(models.model(folder), models.tokenizer, c.max_new_tokens, temperature)
 
     def adversary(folder: str | Path) -> Policy:
-        return adversary_customer(customer(folder), adversary_opening)
+        return adversary_customer(customer(folder), settings.adversary_opening)
 
-    turns = {"max_turns": max_turns, "max_calls_per_turn": max_calls_per_turn, "seed": heldout_seed(seed)}
+    turns = {"max_turns": a.max_turns, "max_calls_per_turn": a.max_calls_per_turn, "seed": heldout_seed(seed)}
     pool = list(adversary_dirs) or [simulator_dir]
     camo = CamouflagingCustomer(seed=seed)
-    simulator = customer(simulator_dir, coop_temperature)
-    coops = {"_coop": cooperative_customer(simulator, coop_opening), "_coopsim": simulator}
+    simulator = customer(simulator_dir, settings.coop_temperature)
+    coops = {"_coop": cooperative_customer(simulator, settings.coop_opening), "_coopsim": simulator}
     done: dict[str, dict[str, float]] = {}
     results: dict[str, dict[str, float]] = {}
     for name, folder in agents.items():
         key = str(Path(folder).resolve())
         if key not in done:
-            agent = LMPolicy(model(folder), tokenizer, "agent", max_new_tokens=agent_max_new_tokens, greedy=True)
+            model = models.model(folder)
+            agent = LMPolicy(model, models.tokenizer, "agent", max_new_tokens=a.max_new_tokens, greedy=True)
             done[key] = _play(agent, adversary, coops, camo, pool, scenarios, judge, turns)
         results[name] = dict(done[key])
     return results

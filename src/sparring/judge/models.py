@@ -67,6 +67,7 @@ def _check(df: pl.DataFrame, name: str) -> None:
         raise ValueError(f"{name} lacks columns {sorted(missing)}; has {df.columns}")
 
 
+# Over 60 lines: the oracle and the discriminator fit and measured on one split, in order.
 def build_judge_models(
     train: pl.DataFrame,
     test: pl.DataFrame,

@@ -18,7 +18,7 @@ believable customer who still wants what its goal says:
     realism      = mean over the customer's turns of P_discriminator(real customer)
 Why the gate and the faithfulness term: with the plain product misroute × faithfulness × realism, a customer
 who asks for another intent's problem is "misrouted" nearly every time and still earns ~0.1, and those were
-most of the adversary's rewards: its first gym lowered its faithfulness (0.44 -> 0.40 vs DA0, 120 held-out).
+most of the adversary's rewards, so its gym taught it to drift from its goal (docs/results.md, judge.reward).
 
 The oracle and discriminator sit behind `JudgeBackend`: trained models (MiniLM + scikit-learn, the default)
 or an LLM with a rubric prompt (`sparring.judge.llm`, for the scale profile).

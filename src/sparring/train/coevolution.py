@@ -1,134 +1,136 @@
 """RL-ADA's co-evolution cycle (../shared/SEEDS.md), one cycle per call, in the paper's order.
 
-    1. Arena: the agent (DA) plays the current adversary (CA) on held-in scenarios x ``arena_runs`` (both sample,
-       so the runs differ). The agent wins an episode on the judge's strict PASS: W_DA = mean(strict_pass).
-       The adversary wins when it misrouted an agent that identified it (``adv_misroute``), stayed faithful
-       (faithfulness >= the judge's ``faithful_min``) and never named the intent (the judge's ``adv_won``):
-       adv_success = mean(adversary won).
-    2. Stop rule (:func:`stop_reason`): W_DA >= 0.60 and |ΔW_DA| <= 0.05 over two consecutive cycles — the
-       agent is good and no longer moving — or the cycle budget is spent. When the gates fire, nothing trains.
-    3. The weaker side (lower of W_DA and adv_success; the rewards are not zero-sum, so each side is scored by
-       its own wins) trains with GRPO (:mod:`sparring.train.grpo`) in the isolation gym against its frozen
-       opponent. Against forgetting, the agent's opponent is drawn per group from the current adversary, earlier
-       adversaries and the cooperative simulator (``agent_mix``); each new adversary starts from the simulator
-       checkpoint (``adversary_init``), so every generation stays a realistic customer.
-    4. Training data: fresh scenarios plus recent arena transcripts, mixed 70% failures / 30% successes of the
-       trained side. A replayed transcript enters GRPO as its scenario: a fresh group of G episodes replays the
-       hidden goal that beat (or did not beat) the side. The agent's groups also replay the customer's recorded
-       opening, the message the agent lost on (later customer turns are the opponent's); the adversary writes its
-       messages afresh, since they are what it learns. Replaying whole prefixes would need the world, the
-       session and the opponent's sampling state mid-episode; replaying the opening keeps every group a
-       like-for-like baseline (a group shares its opponent's messages until the agent's differ:
-       ``opponents.SharedReplies``), and the failure-heavy mix puts the groups where rewards still spread.
-    5. Evaluation of the cycle's agent (greedy, as deployed) on the given scenarios against the cooperative
-       simulator (``_coop``, every persona cooperative, at ``coop_temperature``, continuing the scenario's own
-       utterance unless ``coop_opening`` is "simulator"), the current adversary
-       (``_adv``, plus its reward parts) and every adversary generation (``_advpool``), with METRICS.md names.
+1. Arena (:func:`play_arena`): the agent (DA) plays the current adversary (CA) on held-in scenarios x
+   ``arena_runs``, both sampling. The agent wins an episode on strict PASS: W_DA = mean(strict_pass). The
+   adversary wins when it misrouted an agent that identified it, stayed faithful (>= the judge's
+   ``faithful_min``) and never named the intent (the judge's ``adv_won``): adv_success = mean(adv_won).
+2. Pick the side (:func:`pick_side`): the one with the lower win rate (the rewards are not zero-sum, so each
+   side is scored by its own wins), or none when the stop rule's gates (5.) already hold with this arena.
+3. Train that side with GRPO (:mod:`sparring.train.grpo`) against its frozen opponent, on fresh scenarios and
+   replayed arena transcripts (:func:`gym_scenarios`). The agent (:func:`train_agent`) meets an opponent drawn
+   per group from the current adversary, earlier ones and the cooperative simulator (``agent_mix``, against
+   forgetting); each new adversary (:func:`train_adversary`) starts from the simulator (``adversary_init``), so
+   every generation stays a realistic customer.
+4. Evaluate the cycle (:func:`evaluate_cycle`): the cycle's agent, greedy as deployed, on held-out scenarios
+   against the cooperative simulator (``_coop``), the current adversary (``_adv``, with its reward parts) and
+   every generation (``_advpool``), with METRICS.md names.
+5. Stop rule (:func:`stop_reason`): W_DA >= ``w_da_gate`` and |ΔW_DA| <= ``stability`` over ``window``
+   consecutive cycles (the agent is good and no longer moving), or ``max_cycles`` cycles ran.
 
-State between cycles is plain files (:class:`CycleState`: JSON, JSONL transcripts, checkpoint folders), and every
-random draw is seeded from (seed, cycle), so a run resumed at cycle k equals an uninterrupted one.
+State between cycles is plain files (:class:`~sparring.train.cycle_state.CycleState`), and every random draw is
+seeded from (seed, cycle), so a run resumed at cycle k equals an uninterrupted one.
 """
 
 from __future__ import annotations
 
-import json
 import random
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from sparring.agents.checkpoints import load_checkpoint, save_checkpoint
 from sparring.agents.policies import LMPolicy, OpensWithUtterance, Policy
 from sparring.atomic import write_json
+from sparring.evaluate.play import (
+    CheckpointCache,
+    adversary_customer,
+    adversary_parts,
+    against_pool,
+    cooperative_customer,
+    customer_policy,
+)
+from sparring.judge import Scorer
 from sparring.rollout import Episode, episode_metrics, run_episodes
-from sparring.train.checkpoints import load_checkpoint, save_checkpoint
-from sparring.train.grpo import GRPOSettings, Scorer, derive_seed, train_side
-from sparring.train.opponents import adversary_customer, against_pool, cooperative_customer, customer_policy
+from sparring.seeds import derive_seed
+from sparring.settings import CoevolutionSettings
+from sparring.train.cycle_state import CycleState
+from sparring.train.grpo import GRPOResult, train_side
 from sparring.world.scenarios import Scenario, as_cooperative
 
 REPLAYED = "arena_replay"  # utterance_source of an agent-gym scenario whose utterance is a recorded opening
+ROLE = {"agent": "agent", "adversary": "customer"}  # the chat role each side's model plays
+METRICS_FILE = "metrics.json"
 
-STATE_FILE, TRANSCRIPTS_FILE, METRICS_FILE = "state.json", "transcripts.jsonl", "metrics.json"
+
+class CycleModels(CheckpointCache):
+    """A cycle's checkpoints: the agent (whose tokenizer every view is built with) and the customers it meets."""
+
+    def __init__(self, state: CycleState, settings: CoevolutionSettings) -> None:
+        super().__init__()
+        self.agent, self.settings = self.model(state.agent_dir), settings
+
+    def agent_policy(self, greedy: bool) -> LMPolicy:
+        a = self.settings.agent_grpo
+        return LMPolicy(
+            self.agent,
+            self.tokenizer,
+            "agent",
+            max_new_tokens=a.max_new_tokens,
+            temperature=a.temperature,
+            greedy=greedy,
+        )
+
+    def customer(self, folder: str, temperature: float | None = None) -> LMPolicy:
+        c = self.settings.adversary_grpo
+        t = c.temperature if temperature is None else temperature
+        return customer_policy(self.model(folder), self.tokenizer, c.max_new_tokens, t)
+
+    def adversary(self, folder: str) -> Policy:
+        return adversary_customer(self.customer(folder), self.settings.adversary_opening)
+
+
+def turn_limits(settings: CoevolutionSettings) -> dict[str, int]:
+    """Every arena and evaluation episode's shape: the agent gym's turn limits."""
+    return {"max_turns": settings.agent_grpo.max_turns, "max_calls_per_turn": settings.agent_grpo.max_calls_per_turn}
+
+
+# 1. Arena ------------------------------------------------------------------------------------------------------
 
 
 @dataclass
-class CoevolutionSettings:
-    agent: GRPOSettings = field(default_factory=GRPOSettings)  # the agent's gym; its max_new_tokens everywhere
-    adversary: GRPOSettings = field(default_factory=GRPOSettings)  # the adversary's gym; its temperature everywhere
-    arena_scenarios: int = 24  # held-in scenarios per arena
-    arena_runs: int = 2
-    gym_scenarios: int = 32  # scenarios a gym samples its groups from
-    replay_share: float = 0.5  # of them, from recent transcripts
-    replay_failure_share: float = 0.7  # of the replayed, the trained side's failures
-    max_transcripts: int = 512  # recent transcripts kept in the state
-    agent_mix: dict[str, float] = field(default_factory=lambda: {"adversary": 0.5, "pool": 0.25, "coop": 0.25})
-    adversary_init: str = "simulator"  # or "current": continue from the last adversary
-    adversary_opening: str = "utterance"  # adversaries continue the scenario's utterance, or "own": write it all
-    coop_temperature: float = 0.0  # the cooperative simulator in the cycle's evaluation (0: greedy)
-    coop_opening: str = "utterance"  # ... opening with the scenario's utterance, or "simulator": its own words
-    train: str = "weaker"  # which side trains: the weaker (RL-ADA), or always "agent" / "adversary" (ablations)
-    eval_scenarios: int = 24  # per opponent; 0 skips evaluation
-    w_da_gate: float = 0.60
-    stability: float = 0.05
-    window: int = 2  # consecutive cycles both gates must hold over
-    max_cycles: int = 8
-    seed: int = 0
-
-
-@dataclass
-class CycleState:
-    """Where co-evolution stands after ``cycle`` finished cycles; paths are stored as given."""
-
-    agent_dir: str
-    simulator_dir: str
-    adversary_dirs: list[str] = field(default_factory=list)  # generations, oldest first; the last is current
-    cycle: int = 0
-    w_da_history: list[float] = field(default_factory=list)
-    trained_history: list[str] = field(default_factory=list)
-    transcripts: list[dict[str, Any]] = field(default_factory=list)  # recent arena episodes, oldest first
-    stopped: str | None = None  # why co-evolution stopped; None while it goes on
+class Arena:
+    episodes: list[Episode]
+    agent_won: list[bool]
+    adv_won: list[bool]
 
     @property
-    def adversary_dir(self) -> str:
-        """The current adversary: the last generation, or the simulator before the adversary ever trained."""
-        return self.adversary_dirs[-1] if self.adversary_dirs else self.simulator_dir
+    def w_da(self) -> float:
+        return sum(self.agent_won) / max(1, len(self.agent_won))
 
-    def save(self, folder: Path) -> None:
-        folder = Path(folder)
-        state = {k: v for k, v in asdict(self).items() if k != "transcripts"}
-        folder.mkdir(parents=True, exist_ok=True)
-        tmp = folder / f".{TRANSCRIPTS_FILE}.tmp"
-        tmp.write_text("".join(json.dumps(t, sort_keys=True, default=str) + "\n" for t in self.transcripts))
-        tmp.replace(folder / TRANSCRIPTS_FILE)
-        write_json(state, folder / STATE_FILE)  # last: a folder with state.json is complete
+    @property
+    def adv_success(self) -> float:
+        return sum(self.adv_won) / max(1, len(self.adv_won))
 
-    @classmethod
-    def load(cls, folder: Path) -> CycleState:
-        folder = Path(folder)
-        state = json.loads((folder / STATE_FILE).read_text())
-        lines = (folder / TRANSCRIPTS_FILE).read_text().splitlines()
-        return cls(**state, transcripts=[json.loads(x) for x in lines if x.strip()])
+    def records(self, cycle: int) -> list[dict[str, Any]]:
+        """The arena's episodes as transcripts for later gyms' replays."""
+        return [
+            {"cycle": cycle, "scenario": ep.scenario.to_dict(), "agent_won": a, "adv_won": b, "messages": ep.messages}
+            for ep, a, b in zip(self.episodes, self.agent_won, self.adv_won, strict=True)
+        ]
 
 
-def stop_reason(
-    w_da_history: Sequence[float], gate: float = 0.60, tolerance: float = 0.05, window: int = 2, max_cycles: int = 8
-) -> str | None:
-    """Why to stop after these W_DA values (one per cycle), or None to go on.
+def play_arena(
+    models: CycleModels, adversary_dir: str, scenarios: Sequence[Scenario], judge: Scorer, seed: int, cycle: int
+) -> Arena:
+    """The agent against the current adversary on ``arena_scenarios`` held-in scenarios x ``arena_runs``, both
+    sampling; the agent wins on strict PASS, the adversary on the judge's ``adv_won``."""
+    s = models.settings
+    picked = _sample(scenarios, s.arena_scenarios, random.Random(derive_seed(seed, cycle, "arena"))) * s.arena_runs
+    episodes = run_episodes(
+        picked,
+        models.agent_policy(greedy=False),
+        models.adversary(adversary_dir),
+        seed=derive_seed(seed, cycle, "arena-play"),
+        tokenizer=models.tokenizer,
+        **turn_limits(s),
+    )
+    scores = judge.score(episodes)
+    return Arena(episodes, [bool(ep.outcome.strict_pass) for ep in episodes], [bool(x["adv_won"]) for x in scores])
 
-    "gates": the last ``window`` values are all >= ``gate`` (competency) and each consecutive change among them is
-    within ``tolerance`` (stability); "max_cycles": ``max_cycles`` cycles ran. A tiny slack absorbs float noise
-    (0.64 -> 0.59 is a change of 0.05)."""
-    w = list(w_da_history)
-    eps = 1e-9
-    if len(w) >= max(window, 2):
-        last = w[-max(window, 2) :]
-        steady = all(abs(b - a) <= tolerance + eps for a, b in zip(last, last[1:], strict=False))
-        if steady and all(x >= gate - eps for x in last):
-            return "gates"
-    if len(w) >= max_cycles:
-        return "max_cycles"
-    return None
+
+# 2. Pick the side -----------------------------------------------------------------------------------------------
 
 
 def weaker_side(w_da: float, adv_success: float) -> str:
@@ -136,17 +138,14 @@ def weaker_side(w_da: float, adv_success: float) -> str:
     return "agent" if w_da < adv_success else "adversary"
 
 
-def adversary_parts(scores: Sequence[dict[str, float]], suffix: str = "") -> dict[str, float]:
-    """The judge's adversary reward parts over episodes, averaged, with ``suffix``; adv_success is its win rate."""
-    n = max(1, len(scores))
-    parts = {
-        "adv_success": sum(x["adv_won"] for x in scores) / n,
-        "adv_misroute": sum(x["adv_misroute"] for x in scores) / n,
-        "adv_faithfulness": sum(x["adv_faithfulness"] for x in scores) / n,
-        "adv_realism": sum(x["adv_realism"] for x in scores) / n,
-        "adv_reward": sum(x["adv_reward"] for x in scores) / n,
-    }
-    return {f"{k}{suffix}": v for k, v in parts.items()}
+def pick_side(settings: CoevolutionSettings, arena: Arena, stop: str | None) -> str:
+    """The side that trains this cycle: agent, adversary, or none when the stop rule's gates already hold."""
+    if stop == "gates":
+        return "none"
+    return settings.train if settings.train != "weaker" else weaker_side(arena.w_da, arena.adv_success)
+
+
+# 3. Train that side ---------------------------------------------------------------------------------------------
 
 
 def gym_scenarios(
@@ -189,166 +188,6 @@ def _sample(scenarios: Sequence[Scenario], n: int, rng: random.Random) -> list[S
     return rng.sample(list(scenarios), min(n, len(scenarios)))
 
 
-class CycleModels:
-    """Checkpoints loaded once per cycle, sharing the agent's tokenizer (so views are built with one vocabulary)."""
-
-    def __init__(self, agent_dir: str) -> None:
-        self.agent, self.tokenizer = load_checkpoint(Path(agent_dir))
-        self._cache: dict[str, Any] = {}
-
-    def model(self, folder: str) -> Any:
-        if folder not in self._cache:
-            model, tok = load_checkpoint(Path(folder))
-            if tok.get_vocab() != self.tokenizer.get_vocab():
-                raise ValueError(f"{folder}: tokenizer differs from the agent's")
-            self._cache[folder] = model.eval()
-        return self._cache[folder]
-
-
-def run_cycle(
-    state: CycleState,
-    train_scenarios: Sequence[Scenario],
-    eval_scenarios: Sequence[Scenario],
-    judge: Scorer,
-    settings: CoevolutionSettings,
-    out_dir: Path,
-    *,
-    report_to: Sequence[str] = (),
-    log: Callable[[str], None] = lambda _: None,
-) -> tuple[CycleState, dict[str, Any]]:
-    """Run cycle ``state.cycle + 1``; write its checkpoints, state and metrics into ``out_dir``; return both.
-
-    ``train_scenarios`` feed the arena and the gym (held-in), ``eval_scenarios`` the cycle's evaluation (held-out).
-    """
-    if state.stopped:
-        raise ValueError(f"co-evolution already stopped ({state.stopped})")
-    s, out_dir = settings, Path(out_dir)
-    k = state.cycle + 1
-    a_cfg, c_cfg = s.agent, s.adversary
-    turns = {"max_turns": a_cfg.max_turns, "max_calls_per_turn": a_cfg.max_calls_per_turn}
-    models = CycleModels(state.agent_dir)
-    tok = models.tokenizer
-
-    def agent_policy(model: Any, greedy: bool) -> LMPolicy:
-        return LMPolicy(
-            model, tok, "agent", max_new_tokens=a_cfg.max_new_tokens, temperature=a_cfg.temperature, greedy=greedy
-        )
-
-    def customer(folder: str, temperature: float = c_cfg.temperature) -> LMPolicy:
-        return customer_policy(models.model(folder), tok, c_cfg.max_new_tokens, temperature)
-
-    def adversary(folder: str) -> Policy:
-        return adversary_customer(customer(folder), s.adversary_opening)
-
-    # 1. Arena: held-in scenarios x runs, both sides sampling.
-    t0 = time.perf_counter()
-    arena = _sample(train_scenarios, s.arena_scenarios, random.Random(derive_seed(s.seed, k, "arena"))) * s.arena_runs
-    episodes = run_episodes(
-        arena,
-        agent_policy(models.agent, False),
-        adversary(state.adversary_dir),
-        seed=derive_seed(s.seed, k, "arena-play"),
-        tokenizer=tok,
-        **turns,
-    )
-    scores = judge.score(episodes)
-    agent_won = [bool(ep.outcome.strict_pass) for ep in episodes]
-    adv_won = [bool(sc["adv_won"]) for sc in scores]
-    w_da = sum(agent_won) / max(1, len(agent_won))
-    arena_adv = sum(adv_won) / max(1, len(adv_won))
-    records = [
-        {"cycle": k, "scenario": ep.scenario.to_dict(), "agent_won": a, "adv_won": b, "messages": ep.messages}
-        for ep, a, b in zip(episodes, agent_won, adv_won, strict=True)
-    ]
-    transcripts = (state.transcripts + records)[-s.max_transcripts :]
-    history = [*state.w_da_history, w_da]
-    metrics: dict[str, Any] = {
-        "cycle": k,
-        "w_da": w_da,
-        "arena_adv_success": arena_adv,
-        "arena_seconds": time.perf_counter() - t0,
-    }
-    log(f"cycle {k}: arena W_DA={w_da:.3f} adversary wins={arena_adv:.3f} ({len(episodes)} episodes)")
-
-    # 2. Stop rule on the agent as it enters this cycle; 3. the weaker side trains.
-    reason = stop_reason(history, s.w_da_gate, s.stability, s.window, s.max_cycles)
-    new = replace(state, cycle=k, w_da_history=history, transcripts=transcripts, stopped=None)
-    if s.train not in ("weaker", "agent", "adversary"):
-        raise ValueError(f"train must be weaker, agent or adversary, got {s.train!r}")
-    side = s.train if s.train != "weaker" else weaker_side(w_da, arena_adv)
-    side = "none" if reason == "gates" else side
-    if side != "none":
-        rng = random.Random(derive_seed(s.seed, k, "gym"))
-        trained = "agent" if side == "agent" else "customer"
-        gym = gym_scenarios(
-            train_scenarios, transcripts, trained, s.gym_scenarios, s.replay_share, s.replay_failure_share, rng
-        )
-        if side == "agent":
-            opponent = agent_opponents(state, s.agent_mix, customer, s.coop_opening, s.adversary_opening)
-            result = train_side(
-                models.agent,
-                tok,
-                "agent",
-                opponent,
-                gym,
-                judge,
-                replace(a_cfg, seed=derive_seed(s.seed, k, "grpo")),
-                report_to=report_to,
-            )
-            save_checkpoint(result.model, tok, out_dir / "agent")
-            new.agent_dir = str(out_dir / "agent")
-            models.agent = result.model
-        else:
-            start = state.simulator_dir if s.adversary_init == "simulator" else state.adversary_dir
-            start_model, _ = load_checkpoint(Path(start))
-            result = train_side(
-                start_model,
-                tok,
-                "customer",
-                agent_policy(models.agent, True),
-                gym,
-                judge,
-                replace(c_cfg, seed=derive_seed(s.seed, k, "grpo")),
-                wrap=lambda policy: adversary_customer(policy, s.adversary_opening),
-                report_to=report_to,
-            )
-            save_checkpoint(result.model, tok, out_dir / "adversary")
-            new.adversary_dirs = [*state.adversary_dirs, str(out_dir / "adversary")]
-            models._cache[new.adversary_dirs[-1]] = result.model
-        stats = result.reward_stats()
-        metrics.update(
-            grpo_tokens_per_s=result.update_tokens_per_s,
-            grpo_seconds=result.seconds,
-            grpo_rollout_seconds=result.rollout_seconds,
-            grpo_trained_tokens=result.trained_tokens,
-            **{f"grpo_{name}": v for name, v in stats.items()},
-        )
-        log(f"cycle {k}: trained the {side}: reward {stats['reward_first']:.3f} -> {stats['reward_last']:.3f}")
-    new.trained_history = [*state.trained_history, side]
-    new.stopped = reason  # "gates": nothing trained; "max_cycles": this was the last cycle
-    metrics.update(trained=side, stop_reason=new.stopped)
-
-    # 5. Evaluation of this cycle's agent, greedy, against each opponent on the same scenarios and seed.
-    if s.eval_scenarios > 0:
-        t0 = time.perf_counter()
-        metrics.update(
-            _evaluate(
-                agent_policy(models.agent, True),
-                new,
-                customer,
-                adversary,
-                eval_scenarios[: s.eval_scenarios],
-                judge,
-                s,
-                turns,
-            )
-        )
-        metrics["eval_seconds"] = time.perf_counter() - t0
-    new.save(out_dir)
-    write_json(metrics, out_dir / METRICS_FILE)
-    return new, metrics
-
-
 def agent_opponents(
     state: CycleState,
     mix: dict[str, float],
@@ -383,27 +222,172 @@ def agent_opponents(
     return choose
 
 
-def _evaluate(
-    agent: Policy,
+def train_agent(
+    models: CycleModels, state: CycleState, gym: Sequence[Scenario], judge: Scorer, seed: int, **grpo: Any
+) -> GRPOResult:
+    """The agent's isolation gym: GRPO against an opponent drawn per group from ``agent_mix``."""
+    s = models.settings
+    opponent = agent_opponents(state, s.agent_mix, models.customer, s.coop_opening, s.adversary_opening)
+    return train_side(
+        models.agent, models.tokenizer, ROLE["agent"], opponent, gym, judge, s.agent_grpo, seed=seed, **grpo
+    )
+
+
+def train_adversary(
+    models: CycleModels, state: CycleState, gym: Sequence[Scenario], judge: Scorer, seed: int, **grpo: Any
+) -> GRPOResult:
+    """The adversary's gym: a new generation, from the simulator (or the current adversary), against the frozen
+    greedy agent. Its start is loaded afresh: GRPO trains in place, and the cached simulator stays `_coop`."""
+    s = models.settings
+    start = state.simulator_dir if s.adversary_init == "simulator" else state.adversary_dir
+    start_model, _ = load_checkpoint(Path(start))
+    return train_side(
+        start_model,
+        models.tokenizer,
+        ROLE["adversary"],
+        models.agent_policy(greedy=True),
+        gym,
+        judge,
+        s.adversary_grpo,
+        seed=seed,
+        wrap=lambda policy: adversary_customer(policy, s.adversary_opening),
+        **grpo,
+    )
+
+
+def grpo_metrics(result: GRPOResult) -> dict[str, float]:
+    return {
+        "grpo_tokens_per_s": result.update_tokens_per_s,
+        "grpo_seconds": result.seconds,
+        "grpo_rollout_seconds": result.rollout_seconds,
+        "grpo_trained_tokens": result.trained_tokens,
+        **{f"grpo_{name}": v for name, v in result.reward_stats().items()},
+    }
+
+
+def train_the_side(
+    side: str,
+    models: CycleModels,
     state: CycleState,
-    customer: Callable[..., LMPolicy],
-    adversary: Callable[[str], Policy],
+    new: CycleState,
     scenarios: Sequence[Scenario],
     judge: Scorer,
-    s: CoevolutionSettings,
-    turns: dict[str, int],
+    seed: int,
+    out_dir: Path,
+    report_to: Sequence[str],
 ) -> dict[str, float]:
-    seed = derive_seed(s.seed, "eval")  # the same draws every cycle: cycles differ by their models only
+    """Train ``side`` in its gym, save it under ``out_dir / side`` and point ``new`` and ``models`` at it."""
+    s, k = models.settings, new.cycle
+    rng = random.Random(derive_seed(seed, k, "gym"))
+    gym = gym_scenarios(scenarios, new.transcripts, side, s.gym_scenarios, s.replay_share, s.replay_failure_share, rng)
+    train = train_agent if side == "agent" else train_adversary
+    result = train(models, state, gym, judge, derive_seed(seed, k, "grpo"), report_to=report_to)
+    save_checkpoint(result.model, models.tokenizer, out_dir / side)
+    if side == "agent":
+        new.agent_dir, models.agent = str(out_dir / side), result.model
+    else:
+        new.adversary_dirs = [*state.adversary_dirs, str(out_dir / side)]
+        models.put(new.adversary_dirs[-1], result.model)
+    return grpo_metrics(result)
 
-    def play(policy: Policy, part: Sequence[Scenario]) -> list[Episode]:
-        return run_episodes(part, agent, policy, seed=seed, **turns) if part else []
 
-    coop = cooperative_customer(customer(state.simulator_dir, s.coop_temperature), s.coop_opening)
-    metrics = episode_metrics(play(coop, as_cooperative(scenarios)), "_coop")
-    adv = play(adversary(state.adversary_dir), scenarios)
+# 4. Evaluate the cycle ------------------------------------------------------------------------------------------
+
+
+def evaluate_cycle(
+    models: CycleModels, state: CycleState, scenarios: Sequence[Scenario], judge: Scorer, seed: int
+) -> dict[str, float]:
+    """The cycle's agent, greedy, against `_coop`, the current adversary (`_adv`) and the pool (`_advpool`), on the
+    same scenarios and draws every cycle: cycles differ by their models only."""
+    s = models.settings
+    agent = models.agent_policy(greedy=True)
+    play = {**turn_limits(s), "seed": derive_seed(seed, "eval")}
+    coop = cooperative_customer(models.customer(state.simulator_dir, s.coop_temperature), s.coop_opening)
+    metrics = episode_metrics(run_episodes(as_cooperative(scenarios), agent, coop, **play), "_coop")
+    adv = run_episodes(scenarios, agent, models.adversary(state.adversary_dir), **play)
     metrics.update(episode_metrics(adv, "_adv"))
     metrics.update(adversary_parts(judge.score(adv)))
     pool = state.adversary_dirs or [state.simulator_dir]  # scenarios dealt round-robin to the generations
-    pooled = against_pool(list(scenarios), agent, [adversary(d) for d in pool], seed=seed, **turns)
+    pooled = against_pool(list(scenarios), agent, [models.adversary(d) for d in pool], **play)
     metrics.update(episode_metrics(pooled, "_advpool"))
     return metrics
+
+
+# 5. Stop rule ---------------------------------------------------------------------------------------------------
+
+
+def stop_reason(w_da_history: Sequence[float], settings: CoevolutionSettings) -> str | None:
+    """Why to stop after these W_DA values (one per cycle), or None to go on.
+
+    "gates": the last ``window`` values are all >= ``w_da_gate`` (competency) and each consecutive change among
+    them is within ``stability``; "max_cycles": ``max_cycles`` cycles ran. A tiny slack absorbs float noise
+    (0.64 -> 0.59 is a change of 0.05)."""
+    w, s, eps = list(w_da_history), settings, 1e-9
+    n = max(s.window, 2)
+    if len(w) >= n:
+        last = w[-n:]
+        steady = all(abs(b - a) <= s.stability + eps for a, b in zip(last, last[1:], strict=False))
+        if steady and all(x >= s.w_da_gate - eps for x in last):
+            return "gates"
+    if len(w) >= s.max_cycles:
+        return "max_cycles"
+    return None
+
+
+# The cycle ------------------------------------------------------------------------------------------------------
+
+
+def run_cycle(
+    state: CycleState,
+    train_scenarios: Sequence[Scenario],
+    eval_scenarios: Sequence[Scenario],
+    judge: Scorer,
+    settings: CoevolutionSettings,
+    out_dir: Path,
+    *,
+    seed: int = 0,
+    report_to: Sequence[str] = (),
+    log: Callable[[str], None] = lambda _: None,
+) -> tuple[CycleState, dict[str, Any]]:
+    """Run cycle ``state.cycle + 1``; write its checkpoints, state and metrics into ``out_dir``; return both.
+
+    ``train_scenarios`` feed the arena and the gym (held-in), ``eval_scenarios`` the cycle's evaluation (held-out);
+    every draw is seeded from (``seed``, cycle)."""
+    if state.stopped:
+        raise ValueError(f"co-evolution already stopped ({state.stopped})")
+    s, out_dir, k = settings, Path(out_dir), state.cycle + 1
+    models = CycleModels(state, s)
+
+    t0 = time.perf_counter()
+    arena = play_arena(models, state.adversary_dir, train_scenarios, judge, seed, k)
+    transcripts = (state.transcripts + arena.records(k))[-s.max_transcripts :]
+    history = [*state.w_da_history, arena.w_da]
+    metrics: dict[str, Any] = {
+        "cycle": k,
+        "w_da": arena.w_da,
+        "arena_adv_success": arena.adv_success,
+        "arena_seconds": time.perf_counter() - t0,
+    }
+    log(
+        f"cycle {k}: arena W_DA={arena.w_da:.3f} adversary wins={arena.adv_success:.3f} "
+        f"({len(arena.episodes)} episodes)"
+    )
+
+    stop = stop_reason(history, s)
+    side = pick_side(s, arena, stop)
+    new = replace(state, cycle=k, w_da_history=history, transcripts=transcripts, stopped=None)
+    if side != "none":
+        metrics.update(train_the_side(side, models, state, new, train_scenarios, judge, seed, out_dir, report_to))
+        log(f"cycle {k}: trained the {side}: reward {metrics['grpo_reward_first']:.3f} -> "
+            f"{metrics['grpo_reward_last']:.3f}")  # fmt: skip
+    new.trained_history = [*state.trained_history, side]
+    new.stopped = stop  # "gates": nothing trained; "max_cycles": this was the last cycle
+    metrics.update(trained=side, stop_reason=stop)
+
+    if s.eval_scenarios > 0:
+        t0 = time.perf_counter()
+        metrics.update(evaluate_cycle(models, new, eval_scenarios[: s.eval_scenarios], judge, seed))
+        metrics["eval_seconds"] = time.perf_counter() - t0
+    new.save(out_dir)
+    write_json(metrics, out_dir / METRICS_FILE)
+    return new, metrics

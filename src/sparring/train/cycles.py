@@ -1,4 +1,4 @@
-"""Co-evolution cycles as files, for the pipeline: params -> settings, one finished cycle per folder, resumable.
+"""Co-evolution cycles as files, for the pipeline: one finished cycle per folder, resumable.
 
 ``models/cycles/cycle_k`` holds what :func:`sparring.train.coevolution.run_cycle` writes (state.json,
 transcripts.jsonl, metrics.json, the trained ``agent/`` or ``adversary/`` checkpoint) plus ``inputs.json``: a
@@ -25,36 +25,13 @@ from pathlib import Path
 from typing import Any
 
 from sparring.atomic import replace_dir, write_json
-from sparring.params import GRPO, Coevolution
-from sparring.train.checkpoints import settings_from
-from sparring.train.coevolution import (
-    METRICS_FILE,
-    STATE_FILE,
-    CoevolutionSettings,
-    CycleState,
-    run_cycle,
-)
-from sparring.train.grpo import GRPOSettings, Scorer
+from sparring.judge import Scorer
+from sparring.settings import CoevolutionSettings
+from sparring.train.coevolution import METRICS_FILE, run_cycle
+from sparring.train.cycle_state import STATE_FILE, CycleState
 from sparring.world.scenarios import Scenario
 
 INPUTS_FILE = "inputs.json"
-
-
-def grpo_settings(cfg: GRPO, seed: int) -> GRPOSettings:
-    """A GRPO section of params.yaml (``coevolution.agent_grpo`` / ``adversary_grpo``) as the trainer's settings."""
-    return settings_from(GRPOSettings, cfg, seed=seed)
-
-
-def coevolution_settings(cfg: Coevolution, seed: int) -> CoevolutionSettings:
-    """params.yaml's ``coevolution`` section as :class:`CoevolutionSettings` (run_cycle derives per-cycle seeds)."""
-    return settings_from(
-        CoevolutionSettings,
-        cfg,
-        agent=grpo_settings(cfg.agent_grpo, seed),
-        adversary=grpo_settings(cfg.adversary_grpo, seed),
-        agent_mix=dict(cfg.agent_mix),
-        seed=seed,
-    )
 
 
 def folder_digest(path: Path) -> str:
@@ -135,6 +112,7 @@ def run_cycle_folder(
     settings: CoevolutionSettings,
     inputs: Mapping[str, Any],
     *,
+    seed: int = 0,
     log: Callable[[str], None] = lambda _: None,
 ) -> tuple[CycleState, dict[str, Any]]:
     """Run cycle ``cycle`` after ``previous`` (root-relative paths) into ``out_dir``, atomically.
@@ -159,7 +137,7 @@ def run_cycle_folder(
             log(f"co-evolution already stopped after cycle {previous.cycle} ({previous.stopped}): nothing to train")
         else:
             new, metrics = run_cycle(
-                absolute(previous, root), train_scenarios, eval_scenarios, judge, settings, tmp, log=log
+                absolute(previous, root), train_scenarios, eval_scenarios, judge, settings, tmp, seed=seed, log=log
             )
             state = portable(new, root, tmp, out_dir)
             metrics = {**metrics, "stopped": False}

@@ -12,15 +12,15 @@ from __future__ import annotations
 import random
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from sparring.agents.chat import message_text
+from sparring.agents.chat import AGENT_SYSTEM_PROMPT, message_text
 from sparring.agents.policies import Policy
 from sparring.agents.scripted import CamouflagingCustomer, CooperativeCustomer, ExpertAgent
 from sparring.rollout import agent_opening, run_episodes
-from sparring.train.sft import SFTResult, SFTSettings, flatten, train_sft
+from sparring.settings import AgentSFTSettings
+from sparring.train.sft import SFTResult, combine, flatten, train_sft
 from sparring.world.scenarios import Scenario
 
 # Scripted customers by name; "camouflaging" exists for ablations, never in the default warm start.
@@ -89,12 +89,8 @@ def intent_examples(
     learn it (DESIGN.md's probe); through whole demos that would cost ~40x the tokens.
 
     ``system``: the agent's system message, when it reads one (``agent_sft.system_prompt``): phase 1 must prompt
-    as episodes and ``route_utterances`` do. A model from scratch learns far faster without one. Banking77's
-    held-out split (tied model, batch 64, lr 2e-3, greedy replies as ``route_utterances`` reads them): without a
-    system message 0.73 after 6 epochs, 0.83 after 10, 0.85 after 16; with the 40-token prompt first 0.02 after 2
-    epochs (chance: 0.013) and, its tokens kept out of the loss, 0.09 after 6; trained without it but prompted
-    with it (untied) 0.38. Chaining 16 exchanges per conversation was worse (0.19 after 6 epochs against 0.55
-    after 4 unchained): too few optimizer steps.
+    as episodes and ``route_utterances`` do. A model from scratch learns far faster without one, and one exchange
+    per conversation beats chaining several (more optimizer steps): docs/results.md, agent_sft.system_prompt.
     """
     if len(texts) != len(intents):
         raise ValueError(f"{len(texts)} texts but {len(intents)} intents")
@@ -111,55 +107,33 @@ def warm_start(
     demos: Sequence[Sequence[dict[str, Any]]],
     texts: Sequence[str],
     intents: Sequence[str],
-    settings: SFTSettings,
-    intent_epochs: float,
-    intent_batch_size: int,
+    settings: AgentSFTSettings,
     output_dir: Path,
-    intent_system: str | None = None,
-    intent_learning_rate: float | None = None,
-    intent_rehearsal: int = 0,
+    seed: int = 0,
 ) -> SFTResult:
-    """DA0 in two phases: (1) utterance -> ``<intent>NAME`` exchanges with the loss on the whole text,
-    ``intent_epochs`` passes at ``intent_learning_rate`` (default: ``settings``'), after ``intent_system`` if
-    given (see :func:`intent_examples`); (2) the expert demonstrations with ``settings`` (loss on the agent's
-    turns).
+    """DA0 in two phases: (1) ``settings.intent``: utterance -> ``<intent>NAME`` exchanges (:func:`intent_examples`,
+    after the agent's system message when ``settings.system_prompt``); (2) ``settings.sft``: the expert
+    demonstrations, loss on the agent's turns. Curves carry a ``phase`` key.
 
     Phase 1 is the routing decision at ~15-50 tokens an example, and its whole-text loss also teaches the model
-    customers' language (DESIGN.md's probe: 86% with the loss on every token, 71% on the label only). Measured
-    here: phase 1 alone (4 epochs, batch 32) reached 0.55 intent accuracy on held-out phrasings, mixing the
-    exchanges into the demonstrations instead left the model at ~0.02. Curves carry a ``phase`` key.
-
-    ``intent_rehearsal``: that many of phase 1's exchanges (a seeded sample) join phase 2's demonstrations,
-    answered as the demos answer an opening (:func:`first_reply`). Phase 2's passes over a few hundred openings
-    otherwise wear down what phase 1 learnt. Banking77's held-out split: 0.83-0.85 after 10-16 epochs of phase 1
-    alone, 0.73 after 12 epochs and phase 2, 0.81 with 2,000 rehearsed. Synthetic default, 240 held-out scenarios
-    against the scripted cooperative customer: routing 0.86 -> 0.93, strict PASS 0.74 -> 0.84.
+    customers' language; mixed into the demonstrations instead, the exchanges taught nothing
+    (docs/results.md). ``intent_rehearsal``: that many of phase 1's exchanges (a seeded sample) join phase 2's
+    demonstrations, answered as the demos answer an opening (:func:`first_reply`): phase 2's passes over a few
+    hundred openings otherwise wear down what phase 1 learnt.
     """
-    curves: list[dict[str, float]] = []
-    seconds, tokens = 0.0, 0
-    examples = intent_examples(texts, intents, intent_system)
-    if intent_epochs > 0 and examples:
-        phase1 = replace(
-            settings,
-            epochs=intent_epochs,
-            batch_size=intent_batch_size,
-            learning_rate=intent_learning_rate or settings.learning_rate,
-            assistant_only_loss=False,
-            max_length=256,
-        )
-        first = train_sft(model, tokenizer, examples, phase1, output_dir / "intent")
-        model, seconds, tokens = first.model, first.seconds, first.train_tokens
-        curves += [{**c, "phase": 1} for c in first.curves]
+    phases: dict[str, SFTResult] = {}
+    system = AGENT_SYSTEM_PROMPT if settings.system_prompt else None
+    examples = intent_examples(texts, intents, system)
+    if settings.intent is not None and examples:
+        phases["intent"] = train_sft(model, tokenizer, examples, settings.intent, output_dir / "intent", seed=seed)
+        model = phases["intent"].model
     # Rehearsed exchanges end as the demos' first replies do: ending at the intent instead, they taught the agent
-    # to stop there in episodes (Banking77: strict PASS vs the scripted cooperative customer 0.81 -> 0.03).
-    picked = random.Random(settings.seed).sample(range(len(examples)), min(intent_rehearsal, len(examples)))
+    # to stop there in episodes.
+    picked = random.Random(seed).sample(range(len(examples)), min(settings.intent_rehearsal, len(examples)))
     reply = first_reply(demos)
     rehearsed = [[*examples[i][:-1], {**examples[i][-1], "content": reply}] for i in picked]
-    second = train_sft(model, tokenizer, [*demos, *rehearsed], settings, output_dir / "demos")
-    curves += [{**c, "phase": 2} for c in second.curves]
-    return SFTResult(
-        model=second.model, curves=curves, train_tokens=tokens + second.train_tokens, seconds=seconds + second.seconds
-    )
+    phases["demos"] = train_sft(model, tokenizer, [*demos, *rehearsed], settings.sft, output_dir / "demos", seed=seed)
+    return combine(phases, {"intent": 1, "demos": 2})
 
 
 def first_reply(demos: Sequence[Sequence[dict[str, Any]]]) -> str:

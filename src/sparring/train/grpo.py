@@ -31,7 +31,6 @@ CPU settings as DESIGN.md measured: ``use_cpu=True, bf16=False, activation_check
 
 from __future__ import annotations
 
-import hashlib
 import os
 import random
 import tempfile
@@ -39,64 +38,21 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from sparring.agents.chat import agent_system_prompt
 from sparring.agents.policies import LMPolicy, Policy
+from sparring.judge import Scorer
 from sparring.rollout import Episode, run_episodes
+from sparring.seeds import derive_seed
+from sparring.settings import GRPOSettings
 from sparring.train.opponents import PerEpisodeOpponent, SharedReplies
 from sparring.world.scenarios import Scenario
 
 SIDES = ("agent", "customer")
 REWARD_KEYS = {"agent": "agent_reward", "customer": "adv_reward"}  # the judge's reward of each side
 FIRST_TURN_REWARD = "agent_first_turn_reward"  # the judge's reward of the agent's first turn alone
-COMPLETIONS = ("episode", "first_turn")
 OpponentChooser = Callable[[Scenario, int], Policy]  # (scenario, draw seed) -> the frozen opponent of one group
-
-
-class Scorer(Protocol):
-    """What GRPO needs of a judge: one reward dict per finished episode (``Judge.score``)."""
-
-    def score(self, episodes: Sequence[Episode]) -> list[dict[str, float]]: ...
-
-
-@dataclass
-class GRPOSettings:
-    num_generations: int = 8  # group size G: episodes per scenario per step
-    scenarios_per_step: int = 4  # groups per optimizer step
-    epsilon: float = 0.2  # PPO-style clip of the ratio
-    beta: float = 0.0  # KL to the starting weights (0: no reference model)
-    loss_type: str = "dapo"  # TRL's: grpo | dapo | dr_grpo | bnpo | ...
-    scale_rewards: str = "group"  # divide by the group's std (GRPO), "batch", or "none" (Dr. GRPO)
-    learning_rate: float = 1e-4
-    max_steps: int = 20
-    max_new_tokens: int = 64  # per message of the trained side
-    temperature: float = 1.0  # sampling temperature; TRL recomputes logprobs at the same temperature
-    max_turns: int = 6
-    max_calls_per_turn: int = 3
-    gradient_accumulation_steps: int = 1  # micro-batches per step (same episodes, less memory)
-    warmup_steps: int = 0
-    max_grad_norm: float = 1.0
-    adam_beta2: float = 0.999
-    logging_steps: int = 1
-    seed: int = 0
-    # What one completion is: the whole episode, or (agent only) the agent's first turn after the customer's
-    # opening, rewarded by the judge's FIRST_TURN_REWARD (the intent it routes to, and format): RL-ADA's per-turn
-    # window on the routing decision, ~1/10 of an episode's cost, with no later turn diluting its credit.
-    completion: str = "episode"
-
-    def __post_init__(self) -> None:
-        batch = self.num_generations * self.scenarios_per_step
-        if self.completion not in COMPLETIONS:
-            raise ValueError(f"completion must be one of {COMPLETIONS}, got {self.completion!r}")
-        if self.num_generations < 2:
-            raise ValueError("num_generations must be >= 2: a group of one has no baseline")
-        if self.scenarios_per_step < 1 or self.max_steps < 1 or self.gradient_accumulation_steps < 1:
-            raise ValueError("scenarios_per_step, max_steps and gradient_accumulation_steps must be >= 1")
-        if batch % self.gradient_accumulation_steps:
-            raise ValueError(
-                f"num_generations x scenarios_per_step ({batch}) must divide by gradient_accumulation_steps"
-            )
 
 
 @dataclass
@@ -130,11 +86,6 @@ class GRPOResult:
         }
 
 
-def derive_seed(*parts: Any) -> int:
-    """A 31-bit seed from any parts (seed, cycle, tag, ...): stable across processes, unlike ``hash``."""
-    return int(hashlib.sha1(":".join(map(str, parts)).encode()).hexdigest()[:8], 16) & 0x7FFFFFFF
-
-
 def side_reward_key(side: str, settings: GRPOSettings) -> str:
     """The judge's reward a side trains on: its episode reward, or the agent's first-turn reward."""
     return FIRST_TURN_REWARD if settings.completion == "first_turn" else REWARD_KEYS[side]
@@ -159,6 +110,7 @@ def side_sample(episode: Episode, side: str) -> dict[str, list]:
     }
 
 
+# Over 60 lines: TRL's rollout_func is one closure over the episode settings; its body reads as one step.
 def make_rollout_func(
     side: str,
     tokenizer: Any,
@@ -170,6 +122,7 @@ def make_rollout_func(
     reward_key: str | None = None,
     record: list[dict[str, float]] | None = None,
     wrap: Callable[[LMPolicy], Policy] | None = None,
+    seed: int = 0,
 ) -> Callable[[list[Any], Any], dict[str, list]]:
     """TRL's ``rollout_func(prompts, trainer)`` for ``side``. Prompts are ``"<index>|<scenario_id>"`` keys into
     ``scenarios``, in groups of ``num_generations`` equal keys. ``record`` collects one stats row per call;
@@ -189,7 +142,7 @@ def make_rollout_func(
         picked = [scenarios[int(str(p).split("|", 1)[0])] for p in prompts]
         if len(picked) % g:
             raise ValueError(f"{len(picked)} prompts do not form groups of {g}")
-        seed = derive_seed(settings.seed, side, calls[0])
+        draw = derive_seed(seed, side, calls[0])
         calls[0] += 1
         model = trainer.accelerator.unwrap_model(trainer.model) if hasattr(trainer, "accelerator") else trainer.model
         trained = LMPolicy(
@@ -199,7 +152,7 @@ def make_rollout_func(
         if hasattr(opponent, "act"):
             other: Policy = opponent  # type: ignore[assignment]
         else:  # one opponent per group, drawn from the group's scenario and seed
-            chosen = [opponent(picked[i], derive_seed(seed, i // g)) for i in range(len(picked))]
+            chosen = [opponent(picked[i], derive_seed(draw, i // g)) for i in range(len(picked))]
             other = PerEpisodeOpponent(chosen, tokenizer)
         if side == "agent":
             other = SharedReplies(other, g)
@@ -213,7 +166,7 @@ def make_rollout_func(
                 customer,
                 max_turns=turns[0],
                 max_calls_per_turn=turns[1],
-                seed=seed,
+                seed=draw,
                 tokenizer=tokenizer,
                 agent_system=agent_system_prompt(trained if side == "agent" else agent),  # a wrapper's too
             )
@@ -264,7 +217,7 @@ def _reward_func(name: str) -> Callable[..., list[float]]:
     return reward
 
 
-def grpo_config(settings: GRPOSettings, output_dir: Path, report_to: Sequence[str] = ()) -> Any:
+def grpo_config(settings: GRPOSettings, output_dir: Path, report_to: Sequence[str] = (), seed: int = 0) -> Any:
     """The ``GRPOConfig`` of ``settings``: one generation batch (= G x scenarios_per_step episodes) per step."""
     import torch
     from trl import GRPOConfig
@@ -289,8 +242,8 @@ def grpo_config(settings: GRPOSettings, output_dir: Path, report_to: Sequence[st
         # dr_grpo's normaliser: the most tokens a side can generate in one episode.
         max_completion_length=settings.max_turns * settings.max_calls_per_turn * settings.max_new_tokens,
         logging_steps=settings.logging_steps,
-        seed=settings.seed,
-        data_seed=settings.seed,
+        seed=seed,
+        data_seed=seed,
         use_cpu=not cuda,
         bf16=cuda,
         activation_checkpointing=False,
@@ -313,6 +266,7 @@ def build_trainer(
     reward_name: str = "reward",
     report_to: Sequence[str] = (),
     callbacks: Sequence[Any] = (),
+    seed: int = 0,
 ) -> Any:
     """A ``GRPOTrainer`` over ``n_prompts`` prompt keys ``"<i>|"``-prefixed; rewards reach it as ``side_reward``."""
     from datasets import Dataset
@@ -328,7 +282,7 @@ def build_trainer(
     return GRPOTrainer(
         model=model,
         reward_funcs=[_reward_func(reward_name)],
-        args=grpo_config(settings, output_dir, report_to),
+        args=grpo_config(settings, output_dir, report_to, seed),
         train_dataset=dataset,
         processing_class=tokenizer,
         rollout_func=rollout_func,
@@ -351,28 +305,25 @@ def train_side(
     settings: GRPOSettings,
     output_dir: Path | None = None,
     *,
+    seed: int = 0,
     reward_key: str | None = None,
     wrap: Callable[[LMPolicy], Policy] | None = None,
     report_to: Sequence[str] = (),
     callbacks: Sequence[Any] = (),
 ) -> GRPOResult:
-    """Train ``side`` ("agent" or "customer") of ``model`` with GRPO against a frozen ``opponent``.
-
-    ``opponent`` is a policy, or a function ``(scenario, seed) -> policy`` drawn once per group (mixing opponents).
-    Each step plays ``scenarios_per_step`` scenarios x ``num_generations`` episodes; TRL samples the scenarios from
-    ``scenarios`` (shuffled with ``settings.seed``). The reward is the judge's ``reward_key`` (default: the side's
-    reward). ``output_dir`` holds the trainer's scratch (a temporary folder when None); nothing is saved there:
-    the caller saves the returned model. ``wrap`` wraps the trained policy in every rollout (an adversary's
-    :class:`~sparring.agents.policies.ContinuesUtterance`). Deterministic in ``settings.seed`` on CPU.
-    """
+    """Train ``side`` (the chat role: "agent" or "customer") of ``model`` with GRPO against a frozen ``opponent``: a
+    policy, or ``(scenario, seed) -> policy`` drawn once per group. Each step plays ``scenarios_per_step`` of
+    ``scenarios`` (shuffled with ``seed``) x ``num_generations`` episodes, rewarded by the judge's ``reward_key``
+    (default: the side's). ``output_dir``: the trainer's scratch (a temporary folder when None; the caller saves
+    the model). ``wrap`` wraps the trained policy in every rollout. Deterministic in ``seed`` on CPU."""
     if not scenarios:
         raise ValueError("no scenarios to train on")
     # TRL drops an incomplete last batch of prompts: tile the list up to one step's worth.
     pool = list(scenarios) * -(-settings.scenarios_per_step // len(scenarios))
-    random.Random(settings.seed).shuffle(pool)
+    random.Random(seed).shuffle(pool)
     record: list[dict[str, float]] = []
     rollout = make_rollout_func(
-        side, tokenizer, opponent, pool, judge, settings, reward_key=reward_key, record=record, wrap=wrap
+        side, tokenizer, opponent, pool, judge, settings, reward_key=reward_key, record=record, wrap=wrap, seed=seed
     )
     with tempfile.TemporaryDirectory(prefix="sparring-grpo-") as scratch:
         out = Path(output_dir) if output_dir is not None else Path(scratch)
@@ -386,6 +337,7 @@ def train_side(
             reward_name=reward_key or side_reward_key(side, settings),
             report_to=report_to,
             callbacks=callbacks,
+            seed=seed,
         )
         start = time.perf_counter()
         trainer.train()

@@ -1,10 +1,7 @@
-"""The frozen customers a rollout plays against: how each is built, and how one rollout batches several.
-
-Every arena, gym and evaluation builds its LM customers here, so they all play one way: the cooperative simulator
-(``cooperative_customer``), adversary generations (``adversary_customer``), each an ``LMPolicy`` from
-``customer_policy``. ``PerEpisodeOpponent`` puts several of them in one batched rollout; ``SharedReplies``
-answers an agent's GRPO group's identical conversations once; ``against_pool`` deals scenarios to the adversary
-generations as every ``_advpool`` figure does.
+"""How several frozen opponents share one batched GRPO rollout: ``PerEpisodeOpponent`` gives each episode its own
+opponent (the agent's gym mixes adversary generations and the cooperative simulator), and ``SharedReplies``
+answers an agent's GRPO group's identical conversations once. The customers themselves are built in
+:mod:`sparring.evaluate.play`, as every arena, gym and evaluation plays them.
 """
 
 from __future__ import annotations
@@ -13,58 +10,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from sparring.agents.policies import ContinuesUtterance, LMPolicy, OpensWithUtterance, Policy, TurnOutput, TurnRequest
-from sparring.rollout import Episode, run_episodes
-from sparring.world.scenarios import Scenario
-
-
-def customer_policy(model: Any, tokenizer: Any, max_new_tokens: int, temperature: float) -> LMPolicy:
-    """An LM customer sampling at ``temperature``; 0 plays greedy.
-
-    The cooperative simulator plays held-out evaluations greedy by default (``coop_temperature``), as the agents
-    and the simulator's own fidelity metrics do: sampled at 1.0, the 1.5M-parameter simulator misspells and
-    garbles words ("My cadr ending..."), and DA0 against it fell from 0.87 / 0.71 (routing / strict PASS, 240
-    held-out) to 0.70 / 0.46; 0.80 / 0.59 at 0.5, 0.81 / 0.55 at 0.7. Adversaries keep their gyms'
-    temperature: that is the policy they were trained as."""
-    return LMPolicy(
-        model,
-        tokenizer,
-        "customer",
-        max_new_tokens=max_new_tokens,
-        temperature=temperature or 1.0,
-        greedy=temperature == 0,
-    )
-
-
-def cooperative_customer(simulator: LMPolicy, opening: str) -> Policy:
-    """The cooperative simulator as ``_coop`` plays it: after the scenario's own utterance (``"utterance"``,
-    :class:`~sparring.agents.policies.OpensWithUtterance`) or from its own first message (``"simulator"``)."""
-    if opening not in ("utterance", "simulator"):
-        raise ValueError(f"coop_opening must be utterance or simulator, got {opening!r}")
-    return OpensWithUtterance(simulator) if opening == "utterance" else simulator
-
-
-def adversary_customer(policy: LMPolicy, opening: str) -> Policy:
-    """An adversary generation (the simulator as the first) as every arena, gym and evaluation plays it: going on
-    from the scenario's own utterance in its first message (``"utterance"``,
-    :class:`~sparring.agents.policies.ContinuesUtterance`) or writing that message whole (``"own"``)."""
-    if opening not in ("utterance", "own"):
-        raise ValueError(f"adversary_opening must be utterance or own, got {opening!r}")
-    return ContinuesUtterance(policy) if opening == "utterance" else policy
-
-
-def against_pool(
-    scenarios: Sequence[Scenario], agent: Policy, adversaries: Sequence[Policy], **play: Any
-) -> list[Episode]:
-    """``agent`` against the adversary pool (``_advpool``): scenario i goes to ``adversaries[i % n]``, each
-    generation playing its share in one batched rollout (``play``: :func:`~sparring.rollout.run_episodes`'s keyword
-    arguments). Episodes come grouped by generation, oldest first."""
-    episodes: list[Episode] = []
-    for i, adversary in enumerate(adversaries):
-        part = list(scenarios)[i :: len(adversaries)]
-        if part:
-            episodes += run_episodes(part, agent, adversary, **play)
-    return episodes
+from sparring.agents.policies import Policy, TurnOutput, TurnRequest
 
 
 class PerEpisodeOpponent:

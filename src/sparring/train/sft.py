@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -24,23 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from sparring.agents.chat import message_text
-
-
-@dataclass
-class SFTSettings:
-    epochs: float = 6.0
-    learning_rate: float = 2e-3
-    batch_size: int = 32
-    warmup_steps: int = 100
-    adam_beta2: float = 0.98
-    weight_decay: float = 0.01
-    max_length: int = 1024
-    assistant_only_loss: bool = True  # learn the side's own turns, not the other side's or the tools'
-    group_by_length: bool = True
-    lr_scheduler: str = "cosine"
-    logging_steps: int = 10
-    seed: int = 0
-    max_steps: int = -1  # > 0 overrides epochs (tests)
+from sparring.settings import SFTSettings
 
 
 @dataclass
@@ -49,6 +34,7 @@ class SFTResult:
     curves: list[dict[str, float]] = field(default_factory=list)  # trainer log history (loss, lr, epoch, step)
     train_tokens: int = 0
     seconds: float = 0.0
+    phases: dict[str, SFTResult] = field(default_factory=dict)  # a multi-phase warm start's results, in order
 
     @property
     def tokens_per_s(self) -> float:
@@ -60,6 +46,20 @@ class SFTResult:
         losses = [c["loss"] for c in self.curves if "loss" in c]
         losses = losses or [c["train_loss"] for c in self.curves if "train_loss" in c]
         return float(losses[-1]) if losses else math.nan
+
+
+def combine(phases: dict[str, SFTResult], numbers: dict[str, int]) -> SFTResult:
+    """Phases run one after another as one result: the last model, every curve tagged with its phase's number,
+    tokens and seconds summed."""
+    curves = [{**c, "phase": numbers[name]} for name, r in phases.items() for c in r.curves]
+    last = list(phases.values())[-1]
+    return SFTResult(
+        model=last.model,
+        curves=curves,
+        train_tokens=sum(r.train_tokens for r in phases.values()),
+        seconds=sum(r.seconds for r in phases.values()),
+        phases=dict(phases),
+    )
 
 
 def flatten(conversation: Sequence[dict[str, Any]]) -> list[dict[str, str]]:
@@ -80,25 +80,11 @@ def flatten(conversation: Sequence[dict[str, Any]]) -> list[dict[str, str]]:
     return flat
 
 
-def train_sft(
-    model: Any,
-    tokenizer: Any,
-    conversations: Sequence[Sequence[dict[str, Any]]],
-    settings: SFTSettings,
-    output_dir: Path,
-    report_to: Sequence[str] = (),
-    callbacks: Sequence[Any] = (),
-) -> SFTResult:
-    """Train `model` on `conversations` with TRL's SFTTrainer; returns the trained model and its curves.
+def sft_config(settings: SFTSettings, output_dir: Path, seed: int = 0, report_to: Sequence[str] = ()) -> Any:
+    """TRL's ``SFTConfig`` for ``settings``: the fields sparring sets, CPU-safe defaults for the rest."""
+    from trl import SFTConfig
 
-    `output_dir` holds the trainer's scratch (no checkpoints are saved: the caller saves the final model)."""
-    from datasets import Dataset
-    from trl import SFTConfig, SFTTrainer
-
-    if not conversations:
-        raise ValueError("train_sft: no conversations to train on")
-    dataset = Dataset.from_list([{"messages": flatten(c)} for c in conversations])
-    config = SFTConfig(
+    return SFTConfig(
         output_dir=str(output_dir),
         num_train_epochs=settings.epochs,
         max_steps=settings.max_steps,
@@ -112,8 +98,8 @@ def train_sft(
         assistant_only_loss=settings.assistant_only_loss,
         train_sampling_strategy="group_by_length" if settings.group_by_length else "random",
         logging_steps=settings.logging_steps,
-        seed=settings.seed,
-        data_seed=settings.seed,
+        seed=seed,
+        data_seed=seed,
         use_cpu=not _cuda(),
         bf16=_cuda(),
         activation_checkpointing=False,
@@ -122,9 +108,31 @@ def train_sft(
         dataloader_num_workers=0,
         disable_tqdm=False,
     )
+
+
+def train_sft(
+    model: Any,
+    tokenizer: Any,
+    conversations: Sequence[Sequence[dict[str, Any]]],
+    settings: SFTSettings,
+    output_dir: Path,
+    seed: int = 0,
+    report_to: Sequence[str] = (),
+    callbacks: Sequence[Any] = (),
+) -> SFTResult:
+    """Train `model` on `conversations` with TRL's SFTTrainer, data order and init seeded by `seed`; returns the
+    trained model and its curves.
+
+    `output_dir` holds the trainer's scratch (no checkpoints are saved: the caller saves the final model)."""
+    from datasets import Dataset
+    from trl import SFTTrainer
+
+    if not conversations:
+        raise ValueError("train_sft: no conversations to train on")
+    dataset = Dataset.from_list([{"messages": flatten(c)} for c in conversations])
     trainer = SFTTrainer(
         model=model,
-        args=config,
+        args=sft_config(settings, output_dir, seed, report_to),
         train_dataset=dataset,
         processing_class=tokenizer,
         callbacks=list(callbacks),
@@ -139,9 +147,10 @@ def train_sft(
     counted = [c["num_tokens"] for c in curves if "num_tokens" in c]
     trained_tokens = int(getattr(trainer, "_total_train_tokens", 0) or max(counted, default=0))
     trained_tokens = trained_tokens or int(tokens * settings.epochs)
-    return SFTResult(
-        model=trainer.model, curves=curves, train_tokens=trained_tokens, seconds=seconds
-    )
+    return SFTResult(model=trainer.model, curves=curves, train_tokens=trained_tokens, seconds=seconds)
+
+
+TRL_SWITCH = "_use_triton"  # trl.trainer.utils' private "is this a Triton device" test (TRL 1.16)
 
 
 @contextmanager
@@ -152,20 +161,23 @@ def _score_labelled_positions_only() -> Iterator[None]:
     on CPU spent a third of each step on the head. The switch is TRL's private `_use_triton` as seen by
     `trl.trainer.utils` (the kernels keep their own, so the torch tiles still run); without it, nothing changes.
     """
-    try:
-        from trl.trainer import utils as trl_utils
-    except ImportError:  # pragma: no cover - TRL is a dependency
-        yield
-        return
-    original = getattr(trl_utils, "_use_triton", None)
+    from trl.trainer import utils as trl_utils
+
+    original = getattr(trl_utils, TRL_SWITCH, None)
     if original is None:
+        warnings.warn(
+            f"trl.trainer.utils.{TRL_SWITCH} is gone from this TRL version: SFT scores every position of the LM "
+            "head (correct, ~25% slower on CPU); update train/sft.py's switch",
+            RuntimeWarning,
+            stacklevel=3,
+        )
         yield
         return
-    trl_utils._use_triton = lambda device: True
+    setattr(trl_utils, TRL_SWITCH, lambda device: True)
     try:
         yield
     finally:
-        trl_utils._use_triton = original
+        setattr(trl_utils, TRL_SWITCH, original)
 
 
 def _cuda() -> bool:

@@ -28,19 +28,18 @@ seed, not to copy it) and the intent's control code. A tiny model from scratch f
 from __future__ import annotations
 
 import random
-import re
-from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 
-from sparring.agents.chat import swap_roles
+from sparring.agents.customer_view import dialogue_view
 from sparring.agents.scripted import PERSONA_BEHAVIOUR, CooperativeCustomer, ExpertAgent, goal_text, intent_code
-from sparring.agents.slots import delexicalize, identity_slots, slot_values
+from sparring.agents.slots import delexicalize, slot_values
 from sparring.rollout import Episode, run_episodes
-from sparring.train.sft import SFTResult, SFTSettings, train_sft
+from sparring.settings import SFTSettings, SimulatorSFTSettings
+from sparring.train.sft import SFTResult, combine, train_sft
 from sparring.world.scenarios import Scenario
 from sparring.world.taxonomy import load_taxonomy
 
@@ -54,94 +53,6 @@ STYLE_BEHAVIOUR: dict[str, str] = {
     "camouflaged": PERSONA_BEHAVIOUR["camouflaging"],
     "multi_part": "You mention other things on your mind besides your main problem.",
 }
-
-# Identity facts a customer says in a dialogue (synthetic and Banking-style formats).
-_DOB = re.compile(r"\b(\d{1,2}/\d{1,2}/\d{4}|\d{4}-\d{2}-\d{2})\b")
-_POSTCODE = re.compile(r"\b([A-Z]{1,2}\d{1,2}[A-Z]? ?\d[A-Z]{2})\b")
-_LAST4 = re.compile(r"(?:card ending|ending in|last four are|ends in|last 4 (?:digits )?are)\s+(\d{4})\b", re.I)
-_EMAIL = re.compile(r"\b([\w.'+-]+@[\w-]+(?:\.[\w-]+)+)\b")
-_CUSTOMER_ID = re.compile(r"\b(C\d{6})\b")
-_NAME = re.compile(r"\b([A-Z][a-z]+ (?:[A-Z]')?[A-Z][a-z]+(?:-[A-Z][a-z]+)?)\b")
-_ASKS_IDENTITY = re.compile(r"\bname\b|birth|postcode|digits|e-?mail|verif|identity|security", re.I)
-_NOT_NAMES = {"Sure", "Yes", "Yeah", "Fine", "Okay", "Hello", "Hi", "Thanks", "Please", "Now", "Can", "It", "The"}
-
-
-def extract_identity(turns: Sequence[Mapping[str, str]]) -> dict[str, str]:
-    """Identity facts the customer gave in a dialogue (``turns``: ``{role: customer|agent, text}``).
-
-    Only answers to an agent turn that asks for identity count, so merchants, places and dates of the problem
-    stay out."""
-    facts: dict[str, str] = {}
-    asked = False
-    for turn in turns:
-        text = str(turn.get("text") or "")
-        if turn.get("role") == "agent":
-            asked = bool(_ASKS_IDENTITY.search(text))
-            continue
-        if not asked:
-            continue
-        for key, pattern in (
-            ("customer_id", _CUSTOMER_ID),
-            ("date_of_birth", _DOB),
-            ("postcode", _POSTCODE),
-            ("card_last4", _LAST4),
-            ("email", _EMAIL),
-        ):
-            found = pattern.search(text)
-            if found and key not in facts:
-                facts[key] = found.group(1)
-        if "full_name" not in facts:
-            name = next((m.group(1) for m in _NAME.finditer(text) if m.group(1).split()[0] not in _NOT_NAMES), None)
-            if name:
-                facts["full_name"] = name
-        asked = False
-    return facts
-
-
-def identity_sentence(facts: Mapping[str, str]) -> str:
-    """The facts in :func:`~sparring.agents.scripted.identity_text`'s wording ("" when there are none)."""
-    parts = [
-        f"My name is {facts['full_name']}" if "full_name" in facts else "",
-        f"customer id {facts['customer_id']}" if "customer_id" in facts else "",
-        f"date of birth {facts['date_of_birth']}" if "date_of_birth" in facts else "",
-        f"postcode {facts['postcode']}" if "postcode" in facts else "",
-        f"my card ending {facts['card_last4']}" if "card_last4" in facts else "",
-        f"email {facts['email']}" if "email" in facts else "",
-    ]
-    parts = [p for p in parts if p]
-    if not parts:
-        return ""
-    body = ", ".join(parts)
-    return body[0].upper() + body[1:] + "."
-
-
-def dialogue_goal(row: Mapping[str, Any], with_outcome: bool = False, seed_phrasing: str = "") -> str:
-    """The goal of a dialogue row (``intent``, ``persona``, ``outcome``, ``turns``)."""
-    return goal_text(
-        row["intent"],
-        PERSONA_BEHAVIOUR.get(str(row.get("persona") or ""), ""),
-        identity_sentence(extract_identity(row["turns"])),
-        row.get("outcome") if with_outcome else None,
-        seed_phrasing=seed_phrasing,
-    )
-
-
-def dialogue_view(row: Mapping[str, Any], with_outcome: bool = False, seed_phrasing: str = "") -> list[dict[str, str]]:
-    """A dialogue in the customer's view: goal, then agent turns as ``user``, the customer's as ``assistant``;
-    the identity facts the customer gave are placeholders in its goal and turns (:mod:`sparring.agents.slots`).
-
-    Dialogues may end on the agent's closing turn; kept, it costs no loss and shows how sessions end."""
-    values = identity_slots(extract_identity(row["turns"]))
-    agent_view = [
-        {
-            "role": "user" if t["role"] == "customer" else "assistant",
-            "content": delexicalize(str(t["text"]), values) if t["role"] == "customer" else str(t["text"]),
-        }
-        for t in row["turns"]
-        if str(t.get("text") or "").strip()
-    ]
-    return swap_roles(agent_view, delexicalize(dialogue_goal(row, with_outcome, seed_phrasing), values))
-
 
 def utterance_view(text: str, intent: str, style: str = "", seed_phrasing: str = "") -> list[dict[str, str]]:
     """A one-turn opening: goal from intent + style (+ a seed phrasing), the utterance as the customer's first
@@ -232,10 +143,9 @@ def copy_exercises(texts: Sequence[str], n: int, seed: int) -> list[list[dict[st
     """``n`` conversations ``user: text`` / ``assistant: the same text``, texts drawn with replacement.
 
     A copy drill: a tiny model trained from scratch does not learn to copy from its context within an SFT budget
-    (measured: goal-conditioned openings stayed at chance faithfulness in six variants, one with the intent's
-    label in the goal, one asked to repeat its seed word for word). Repeating texts it has just read is the
-    plainest copy task; its loss drops sharply once the model has learned to look back and copy (measured: 2.4
-    after 600 steps, 0.8 after 2,500 at batch 8), and the SFT that follows starts from a model that can.
+    (its goal-conditioned openings stayed at chance faithfulness). Repeating texts it has just read is the
+    plainest copy task; its loss drops sharply once the model has learned to look back and copy, and the SFT that
+    follows starts from a model that can (docs/results.md, simulator_sft.copy_drill).
     """
     pool = [t.strip() for t in texts if t.strip()]
     if not pool:
@@ -248,25 +158,15 @@ def copy_exercises(texts: Sequence[str], n: int, seed: int) -> list[list[dict[st
 
 
 def copy_drill(
-    model: Any,
-    tokenizer: Any,
-    texts: Sequence[str],
-    settings: SFTSettings,
-    steps: int,
-    batch_size: int,
-    learning_rate: float,
-    output_dir: Path,
+    model: Any, tokenizer: Any, texts: Sequence[str], settings: SFTSettings, output_dir: Path, seed: int = 0
 ) -> SFTResult:
-    """Phase 0 of the simulator's SFT, for a model trained from scratch: ``steps`` optimizer steps of
-    :func:`copy_exercises` over ``texts`` (``settings`` gives the rest: seed, Adam betas, schedule).
-
-    Measured on the default model (120 held-out scenarios): without it the simulator's openings stayed at chance
-    faithfulness (0.013) in six variants; with 2,500 steps at batch 8 (~3 min) before 2 SFT epochs, 0.158,
-    and held-out perplexity 12.6 instead of 23; 6 SFT epochs without it, 0.025 (these with a weaker oracle
-    than the default one: see :func:`opening_drill`)."""
-    exercises = copy_exercises(texts, steps * batch_size, settings.seed)
-    drill = replace(settings, max_steps=steps, warmup_steps=max(1, steps // 100))
-    return _drill(model, tokenizer, exercises, drill, batch_size, learning_rate, output_dir)
+    """Phase 0 of the simulator's SFT, for a model trained from scratch: ``settings.max_steps`` optimizer steps of
+    :func:`copy_exercises` over ``texts``. Without it the tiny simulator's openings stayed at chance faithfulness
+    (docs/results.md)."""
+    if settings.max_steps < 1:
+        raise ValueError("the copy drill needs max_steps >= 1 (its exercises are drawn per step)")
+    exercises = copy_exercises(texts, settings.max_steps * settings.batch_size, seed)
+    return train_sft(model, tokenizer, exercises, settings, output_dir, seed=seed)
 
 
 def opening_exercises(utterances: pl.DataFrame) -> list[list[dict[str, str]]]:
@@ -283,37 +183,37 @@ def opening_exercises(utterances: pl.DataFrame) -> list[list[dict[str, str]]]:
 
 
 def opening_drill(
+    model: Any, tokenizer: Any, utterances: pl.DataFrame, settings: SFTSettings, output_dir: Path, seed: int = 0
+) -> SFTResult:
+    """Phase 1, after the copy drill: :func:`opening_exercises`, every ingested utterance written from its intent's
+    control code alone (~25 tokens each). Goals end with the same code, right before the customer's first turn,
+    so what this drills is what rollouts ask."""
+    return train_sft(model, tokenizer, opening_exercises(utterances), settings, output_dir, seed=seed)
+
+
+def train_simulator(
     model: Any,
     tokenizer: Any,
+    conversations: Sequence[Sequence[dict[str, Any]]],
     utterances: pl.DataFrame,
-    settings: SFTSettings,
-    epochs: float,
-    batch_size: int,
-    learning_rate: float,
+    settings: SimulatorSFTSettings,
     output_dir: Path,
+    seed: int = 0,
+    drills: bool = True,
 ) -> SFTResult:
-    """Phase 1, after the copy drill: ``epochs`` over :func:`opening_exercises`, every ingested utterance
-    written from its intent's control code alone (~25 tokens each, so ~9k of them cost ~3 min).
+    """TRACER stage 1 as the pipeline runs it: the copy drill and the opening drill (``drills``: for a model from
+    config; a pretrained one reads its goal already), then SFT on ``conversations`` with the loss on the
+    customer's own turns. Curves carry a ``phase`` key (0, 1, 2); ``phases`` holds each phase's result."""
+    phases: dict[str, SFTResult] = {}
+    if drills and settings.copy_drill is not None:
+        texts = utterances["text"].to_list()
+        phases["copy_drill"] = copy_drill(model, tokenizer, texts, settings.copy_drill, output_dir / "copy", seed)
+        model = phases["copy_drill"].model
+    if drills and settings.opening_drill is not None:
+        drill = settings.opening_drill
+        phases["opening_drill"] = opening_drill(model, tokenizer, utterances, drill, output_dir / "openings", seed)
+        model = phases["opening_drill"].model
+    phases["sft"] = train_sft(model, tokenizer, conversations, settings.sft, output_dir, seed=seed)
+    return combine(phases, {"copy_drill": 0, "opening_drill": 1, "sft": 2})
 
-    Goals end with the same code, right before the customer's first turn, so what this drills is what rollouts
-    ask. Measured on the default model (120 held-out scenarios): faithfulness 0.19 before (copy drill, 2 SFT
-    epochs), 0.50 with this phase, the code last in the goal and 4 SFT epochs. With the weaker oracle of the
-    quick profile, which ranks alike: 0.20 without this phase, 0.40 with it, 0.21 with the code first in the
-    goal (200 tokens from the turn), 0.15 with 2 SFT epochs after it; perplexity 7.7 -> 4.7."""
-    drill = replace(settings, epochs=epochs, warmup_steps=min(settings.warmup_steps, 30))
-    return _drill(model, tokenizer, opening_exercises(utterances), drill, batch_size, learning_rate, output_dir)
 
-
-def _drill(
-    model: Any,
-    tokenizer: Any,
-    exercises: list[list[dict[str, str]]],
-    settings: SFTSettings,
-    batch_size: int,
-    learning_rate: float,
-    output_dir: Path,
-) -> SFTResult:
-    """SFT on short exercises: ``settings`` with this batch size and learning rate, and a context for two
-    utterances."""
-    short = replace(settings, batch_size=batch_size, learning_rate=learning_rate, max_length=512)
-    return train_sft(model, tokenizer, exercises, short, output_dir)

@@ -1,0 +1,100 @@
+"""A recorded dialogue in the customer's view: the identity facts the customer gave, the hidden goal built from
+them, and the conversation with the roles swapped, as the simulator is trained on it (``train/simulator.py``) and
+as its held-out perplexity reads it (``evaluate/fidelity.py``)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from sparring.agents.chat import swap_roles
+from sparring.agents.scripted import PERSONA_BEHAVIOUR, goal_text
+from sparring.agents.slots import delexicalize, identity_slots
+
+# Identity facts a customer says in a dialogue (synthetic and Banking-style formats).
+_DOB = re.compile(r"\b(\d{1,2}/\d{1,2}/\d{4}|\d{4}-\d{2}-\d{2})\b")
+_POSTCODE = re.compile(r"\b([A-Z]{1,2}\d{1,2}[A-Z]? ?\d[A-Z]{2})\b")
+_LAST4 = re.compile(r"(?:card ending|ending in|last four are|ends in|last 4 (?:digits )?are)\s+(\d{4})\b", re.I)
+_EMAIL = re.compile(r"\b([\w.'+-]+@[\w-]+(?:\.[\w-]+)+)\b")
+_CUSTOMER_ID = re.compile(r"\b(C\d{6})\b")
+_NAME = re.compile(r"\b([A-Z][a-z]+ (?:[A-Z]')?[A-Z][a-z]+(?:-[A-Z][a-z]+)?)\b")
+_ASKS_IDENTITY = re.compile(r"\bname\b|birth|postcode|digits|e-?mail|verif|identity|security", re.I)
+_NOT_NAMES = {"Sure", "Yes", "Yeah", "Fine", "Okay", "Hello", "Hi", "Thanks", "Please", "Now", "Can", "It", "The"}
+
+
+def extract_identity(turns: Sequence[Mapping[str, str]]) -> dict[str, str]:
+    """Identity facts the customer gave in a dialogue (``turns``: ``{role: customer|agent, text}``).
+
+    Only answers to an agent turn that asks for identity count, so merchants, places and dates of the problem
+    stay out."""
+    facts: dict[str, str] = {}
+    asked = False
+    for turn in turns:
+        text = str(turn.get("text") or "")
+        if turn.get("role") == "agent":
+            asked = bool(_ASKS_IDENTITY.search(text))
+            continue
+        if not asked:
+            continue
+        for key, pattern in (
+            ("customer_id", _CUSTOMER_ID),
+            ("date_of_birth", _DOB),
+            ("postcode", _POSTCODE),
+            ("card_last4", _LAST4),
+            ("email", _EMAIL),
+        ):
+            found = pattern.search(text)
+            if found and key not in facts:
+                facts[key] = found.group(1)
+        if "full_name" not in facts:
+            name = next((m.group(1) for m in _NAME.finditer(text) if m.group(1).split()[0] not in _NOT_NAMES), None)
+            if name:
+                facts["full_name"] = name
+        asked = False
+    return facts
+
+
+def identity_sentence(facts: Mapping[str, str]) -> str:
+    """The facts in :func:`~sparring.agents.scripted.identity_text`'s wording ("" when there are none)."""
+    parts = [
+        f"My name is {facts['full_name']}" if "full_name" in facts else "",
+        f"customer id {facts['customer_id']}" if "customer_id" in facts else "",
+        f"date of birth {facts['date_of_birth']}" if "date_of_birth" in facts else "",
+        f"postcode {facts['postcode']}" if "postcode" in facts else "",
+        f"my card ending {facts['card_last4']}" if "card_last4" in facts else "",
+        f"email {facts['email']}" if "email" in facts else "",
+    ]
+    parts = [p for p in parts if p]
+    if not parts:
+        return ""
+    body = ", ".join(parts)
+    return body[0].upper() + body[1:] + "."
+
+
+def dialogue_goal(row: Mapping[str, Any], with_outcome: bool = False, seed_phrasing: str = "") -> str:
+    """The goal of a dialogue row (``intent``, ``persona``, ``outcome``, ``turns``)."""
+    return goal_text(
+        row["intent"],
+        PERSONA_BEHAVIOUR.get(str(row.get("persona") or ""), ""),
+        identity_sentence(extract_identity(row["turns"])),
+        row.get("outcome") if with_outcome else None,
+        seed_phrasing=seed_phrasing,
+    )
+
+
+def dialogue_view(row: Mapping[str, Any], with_outcome: bool = False, seed_phrasing: str = "") -> list[dict[str, str]]:
+    """A dialogue in the customer's view: goal, then agent turns as ``user``, the customer's as ``assistant``;
+    the identity facts the customer gave are placeholders in its goal and turns (:mod:`sparring.agents.slots`).
+
+    Dialogues may end on the agent's closing turn; kept, it costs no loss and shows how sessions end."""
+    values = identity_slots(extract_identity(row["turns"]))
+    agent_view = [
+        {
+            "role": "user" if t["role"] == "customer" else "assistant",
+            "content": delexicalize(str(t["text"]), values) if t["role"] == "customer" else str(t["text"]),
+        }
+        for t in row["turns"]
+        if str(t.get("text") or "").strip()
+    ]
+    return swap_roles(agent_view, delexicalize(dialogue_goal(row, with_outcome, seed_phrasing), values))

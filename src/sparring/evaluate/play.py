@@ -1,0 +1,100 @@
+"""Playing agents against customers, as the cycles' evaluation and `evaluate` both do it: checkpoints loaded
+once with one vocabulary, the frozen customers built one way, the adversary pool dealt round-robin, and the
+judge's adversary reward parts averaged.
+
+The cooperative simulator plays held-out evaluations greedy by default (``coop_temperature``), as the agents and
+the simulator's own fidelity metrics do: sampled at 1.0 the tiny simulator garbles words, and DA0's figures
+against it fall with it (docs/results.md). Adversaries keep their gyms' temperature: that is the policy they
+were trained as.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from sparring.agents.checkpoints import load_checkpoint
+from sparring.agents.policies import ContinuesUtterance, LMPolicy, OpensWithUtterance, Policy
+from sparring.rollout import Episode, run_episodes
+from sparring.world.scenarios import Scenario
+
+
+class CheckpointCache:
+    """Checkpoint folders loaded once each, in eval mode, all sharing the first one's vocabulary (an episode's
+    views are built with one tokenizer)."""
+
+    def __init__(self) -> None:
+        self.tokenizer: Any = None
+        self._models: dict[str, Any] = {}
+
+    def model(self, folder: str | Path) -> Any:
+        key = str(Path(folder).resolve())
+        if key not in self._models:
+            model, tokenizer = load_checkpoint(Path(key))
+            if self.tokenizer is None:
+                self.tokenizer = tokenizer
+            elif tokenizer.get_vocab() != self.tokenizer.get_vocab():
+                raise ValueError(f"{folder}: tokenizer differs from the other checkpoints'")
+            self._models[key] = model.eval()
+        return self._models[key]
+
+    def put(self, folder: str | Path, model: Any) -> None:
+        """Record ``model`` (trained in this process, saved to ``folder``) so later reads skip the load."""
+        self._models[str(Path(folder).resolve())] = model.eval()
+
+
+def customer_policy(model: Any, tokenizer: Any, max_new_tokens: int, temperature: float) -> LMPolicy:
+    """An LM customer sampling at ``temperature``; 0 plays greedy."""
+    return LMPolicy(
+        model,
+        tokenizer,
+        "customer",
+        max_new_tokens=max_new_tokens,
+        temperature=temperature or 1.0,
+        greedy=temperature == 0,
+    )
+
+
+def cooperative_customer(simulator: LMPolicy, opening: str) -> Policy:
+    """The cooperative simulator as ``_coop`` plays it: after the scenario's own utterance (``"utterance"``,
+    :class:`~sparring.agents.policies.OpensWithUtterance`) or from its own first message (``"simulator"``)."""
+    if opening not in ("utterance", "simulator"):
+        raise ValueError(f"coop_opening must be utterance or simulator, got {opening!r}")
+    return OpensWithUtterance(simulator) if opening == "utterance" else simulator
+
+
+def adversary_customer(policy: LMPolicy, opening: str) -> Policy:
+    """An adversary generation (the simulator as the first) as every arena, gym and evaluation plays it: going on
+    from the scenario's own utterance in its first message (``"utterance"``,
+    :class:`~sparring.agents.policies.ContinuesUtterance`) or writing that message whole (``"own"``)."""
+    if opening not in ("utterance", "own"):
+        raise ValueError(f"adversary_opening must be utterance or own, got {opening!r}")
+    return ContinuesUtterance(policy) if opening == "utterance" else policy
+
+
+def against_pool(
+    scenarios: Sequence[Scenario], agent: Policy, adversaries: Sequence[Policy], **play: Any
+) -> list[Episode]:
+    """``agent`` against the adversary pool (``_advpool``): scenario i goes to ``adversaries[i % n]``, each
+    generation playing its share in one batched rollout (``play``: :func:`~sparring.rollout.run_episodes`'s keyword
+    arguments). Episodes come grouped by generation, oldest first."""
+    episodes: list[Episode] = []
+    for i, adversary in enumerate(adversaries):
+        part = list(scenarios)[i :: len(adversaries)]
+        if part:
+            episodes += run_episodes(part, agent, adversary, **play)
+    return episodes
+
+
+def adversary_parts(scores: Sequence[dict[str, float]], suffix: str = "") -> dict[str, float]:
+    """The judge's adversary reward parts over episodes, averaged, with ``suffix``; adv_success is its win rate."""
+    n = max(1, len(scores))
+    parts = {
+        "adv_success": sum(x["adv_won"] for x in scores) / n,
+        "adv_misroute": sum(x["adv_misroute"] for x in scores) / n,
+        "adv_faithfulness": sum(x["adv_faithfulness"] for x in scores) / n,
+        "adv_realism": sum(x["adv_realism"] for x in scores) / n,
+        "adv_reward": sum(x["adv_reward"] for x in scores) / n,
+    }
+    return {f"{k}{suffix}": v for k, v in parts.items()}

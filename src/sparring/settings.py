@@ -1,0 +1,191 @@
+"""Every trainer's settings type, declared once, with the default the `default` profile runs.
+
+One type per trainer, as TRL has one config per trainer: ``ModelSpec`` (``build_model``), ``SFTSettings``
+(``train_sft``), ``AgentSFTSettings`` (DA0's ``warm_start``), ``SimulatorSFTSettings`` (``train_simulator``),
+``GRPOSettings`` (``train_side``), ``CoevolutionSettings`` (``run_cycle``). ``sparring.params`` uses them as
+params.yaml's sections of the same names, so the library, params.yaml and MLflow read the same fields, and a
+value is validated once, where it is loaded. The run's ``seed`` is not a setting: trainers take it as an argument.
+This module imports no torch, so loading params stays fast.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, Self
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+class Settings(BaseModel):
+    """Frozen, strict values (pydantic): a typo or a wrong type is refused where the value is written."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    def replace(self, **changes: Any) -> Self:
+        """A copy with ``changes``, validated as the original was."""
+        return type(self).model_validate({**self.model_dump(), **changes})
+
+
+class ModelSpec(Settings):
+    """params.yaml's `model`: what every trained policy starts from, a tiny model built from config (the default,
+    ~1.5M parameters) or a pretrained one (``name_or_path``), either wrapped in a LoRA adapter when ``lora`` is set."""
+
+    arch: Literal["llama", "qwen2"] = Field("llama", description="config family of a model built from config")
+    hidden_size: int = Field(128, ge=8, description="width of a model built from config")
+    num_layers: int = Field(4, ge=1, description="decoder layers")
+    num_heads: int = Field(4, ge=1, description="attention heads; divides hidden_size")
+    num_kv_heads: int = Field(2, ge=1, description="key/value heads (grouped-query attention); divides num_heads")
+    intermediate_size: int = Field(512, ge=8, description="MLP width")
+    max_position_embeddings: int = Field(4096, ge=128, description="longest sequence the model can read")
+    tie_word_embeddings: bool = Field(True, description="output layer = input embedding")
+    name_or_path: str | None = Field(None, description="a local folder, a hub id or smollm2-135m-instruct: pretrained")
+    load_kwargs: dict[str, Any] | None = Field(None, description="extra from_pretrained arguments, e.g. gguf_file")
+    lora: dict[str, Any] | None = Field(None, description="peft LoraConfig arguments; null: train every weight")
+    dtype: Literal["float32", "bfloat16", "float16"] = Field("float32", description="weights' dtype")
+
+    @model_validator(mode="after")
+    def _check(self) -> ModelSpec:
+        if self.hidden_size % self.num_heads or self.num_heads % self.num_kv_heads:
+            raise ValueError(
+                f"hidden_size ({self.hidden_size}) must divide by num_heads ({self.num_heads}), "
+                f"which must divide by num_kv_heads ({self.num_kv_heads})"
+            )
+        return self
+
+
+class SFTSettings(Settings):
+    """One SFT run (TRL's SFTConfig, the fields sparring sets); each phase of a warm start is one of these."""
+
+    epochs: float = Field(6.0, gt=0, description="passes over the conversations (unless max_steps > 0)")
+    max_steps: int = Field(-1, ge=-1, description="optimizer steps; > 0 overrides epochs")
+    learning_rate: float = Field(2e-3, gt=0, le=1, description="peak learning rate")
+    batch_size: int = Field(32, ge=1, description="conversations per optimizer step")
+    warmup_steps: int = Field(100, ge=0, description="linear warmup; a tiny model from scratch needs ~100")
+    adam_beta2: float = Field(0.98, gt=0, lt=1, description="Adam's beta2 (TRL's 0.999 trained ~20 points worse)")
+    weight_decay: float = Field(0.01, ge=0, description="AdamW weight decay")
+    lr_scheduler: str = Field("cosine", description="transformers' lr_scheduler_type")
+    max_length: int = Field(2048, ge=32, description="tokens kept of each conversation")
+    assistant_only_loss: bool = Field(True, description="loss on the trained side's turns only, else on every token")
+    group_by_length: bool = Field(True, description="batches of similar length (random batches padded 5.6x)")
+    logging_steps: int = Field(10, ge=1, description="steps between logged curve points")
+
+
+class AgentSFTSettings(Settings):
+    """params.yaml's `agent_sft`: DA0, the agent's warm start, in two SFT phases (:func:`warm_start`)."""
+
+    demos: int = Field(1000, ge=1, description="expert episodes vs cooperative customers (capped by train scenarios)")
+    intent: SFTSettings | None = Field(
+        SFTSettings(epochs=8, batch_size=32, learning_rate=2e-3, max_length=256, assistant_only_loss=False),
+        description="phase 1: every train utterance -> <intent>NAME, loss on the whole text (null: skip)",
+    )
+    sft: SFTSettings = Field(
+        SFTSettings(epochs=10, batch_size=4, learning_rate=1e-3), description="phase 2: the expert demonstrations"
+    )
+    intent_rehearsal: int = Field(4000, ge=0, description="phase 1 exchanges replayed among phase 2's demos")
+    system_prompt: bool = Field(False, description="the agent reads chat.AGENT_SYSTEM_PROMPT first, everywhere")
+    tie_word_embeddings: bool | None = Field(None, description="the agent's model.tie_word_embeddings (null: model's)")
+    object_refs: Literal["described", "id"] = Field("described", description="how demos name the object acted on")
+    eval_scenarios: int = Field(240, ge=1, description="held-out scenarios DA0 is measured on")
+    max_new_tokens: int = Field(96, ge=8, description="per agent message in DA0's evaluation")
+
+
+class SimulatorSFTSettings(Settings):
+    """params.yaml's `simulator_sft`: TRACER stage 1, two drills for a model from config, then SFT
+    (:func:`train_simulator`)."""
+
+    scripted_episodes: int = Field(600, ge=0, description="cooperative expert episodes: giving identity when asked")
+    openings: int | None = Field(1000, ge=0, description="ingested utterances used as one-turn openings (null: all)")
+    copy_drill: SFTSettings | None = Field(
+        SFTSettings(max_steps=2500, batch_size=8, learning_rate=2e-3, warmup_steps=25, max_length=512),
+        description="phase 0, a model from config: utterance -> the same utterance (null: skip)",
+    )
+    opening_drill: SFTSettings | None = Field(
+        SFTSettings(epochs=3, batch_size=32, learning_rate=2e-3, warmup_steps=30, max_length=512),
+        description="phase 1, a model from config: every utterance from its intent code alone (null: skip)",
+    )
+    sft: SFTSettings = Field(
+        SFTSettings(epochs=8, learning_rate=3e-3, batch_size=32), description="phase 2: dialogues, openings, episodes"
+    )
+    eval_scenarios: int = Field(120, ge=1, description="held-out scenarios and dialogues fidelity is measured on")
+    max_new_tokens: int = Field(64, ge=8, description="per customer message in the fidelity rollouts")
+
+    @model_validator(mode="after")
+    def _check(self) -> SimulatorSFTSettings:
+        if self.copy_drill is not None and self.copy_drill.max_steps < 1:
+            raise ValueError("copy_drill.max_steps must be >= 1: the drill's exercises are drawn per step")
+        return self
+
+
+class GRPOSettings(Settings):
+    """One side's GRPO gym (TRL's GRPOConfig, the fields sparring sets, plus the episode's shape)."""
+
+    num_generations: int = Field(8, ge=2, description="group size G: episodes of one scenario per group")
+    scenarios_per_step: int = Field(4, ge=1, description="groups per optimizer step")
+    epsilon: float = Field(0.2, gt=0, lt=1, description="PPO-style clip of the ratio")
+    beta: float = Field(0.0, ge=0, description="KL to the starting weights (0: no reference model)")
+    loss_type: Literal["grpo", "dapo", "dr_grpo", "bnpo", "cispo", "sapo", "luspo", "vespo"] = Field(
+        "dapo", description="TRL's loss normalisation"
+    )
+    scale_rewards: Literal["group", "batch", "none"] = Field("group", description="std of (GRPO), or none (Dr. GRPO)")
+    learning_rate: float = Field(1e-4, gt=0, le=1, description="peak learning rate")
+    max_steps: int = Field(15, ge=1, description="optimizer steps")
+    max_new_tokens: int = Field(96, ge=1, description="per message of the trained side")
+    temperature: float = Field(1.0, gt=0, description="sampling temperature; TRL recomputes logprobs at it")
+    max_turns: int = Field(6, ge=1, description="agent turns per episode")
+    max_calls_per_turn: int = Field(3, ge=1, description="tool calls per agent turn")
+    gradient_accumulation_steps: int = Field(1, ge=1, description="micro-batches per step (same episodes, less memory)")
+    warmup_steps: int = Field(0, ge=0, description="linear warmup")
+    max_grad_norm: float = Field(1.0, gt=0, description="gradient clipping")
+    adam_beta2: float = Field(0.999, gt=0, lt=1, description="Adam's beta2")
+    logging_steps: int = Field(1, ge=1, description="steps between logged curve points")
+    completion: Literal["episode", "first_turn"] = Field(
+        "episode", description="one completion: the whole episode, or (agent) its first turn, rewarded on routing"
+    )
+
+    @model_validator(mode="after")
+    def _check(self) -> GRPOSettings:
+        batch = self.num_generations * self.scenarios_per_step
+        if batch % self.gradient_accumulation_steps:
+            raise ValueError(
+                f"num_generations x scenarios_per_step ({batch}) must divide by gradient_accumulation_steps"
+            )
+        return self
+
+
+class CoevolutionSettings(Settings):
+    """params.yaml's `coevolution`: RL-ADA's cycles, one pipeline stage per cycle."""
+
+    agent_grpo: GRPOSettings = Field(GRPOSettings(), description="the agent's gym; its turn limits shape every episode")
+    adversary_grpo: GRPOSettings = Field(
+        GRPOSettings(max_new_tokens=64), description="the adversary's gym; its tokens and temperature every customer's"
+    )
+    arena_scenarios: int = Field(24, ge=1, description="held-in scenarios per arena")
+    arena_runs: int = Field(2, ge=1, description="times each arena scenario is played")
+    gym_scenarios: int = Field(32, ge=1, description="scenarios a gym samples its groups from")
+    replay_share: float = Field(0.5, ge=0, le=1, description="of them, replayed from recent arena transcripts")
+    replay_failure_share: float = Field(0.7, ge=0, le=1, description="of the replayed, the trained side's losses")
+    max_transcripts: int = Field(512, ge=0, description="recent arena transcripts carried from cycle to cycle")
+    agent_mix: dict[Literal["adversary", "pool", "coop"], float] = Field(
+        {"adversary": 0.5, "pool": 0.25, "coop": 0.25}, description="the agent gym's opponents, against forgetting"
+    )
+    adversary_init: Literal["simulator", "current"] = Field("simulator", description="where a new generation starts")
+    adversary_opening: Literal["utterance", "own"] = Field(
+        "utterance", description="adversaries go on from the scenario's utterance, or write their opening whole"
+    )
+    coop_temperature: float = Field(0.0, ge=0, le=5, description="the simulator as `_coop` (0: greedy)")
+    coop_opening: Literal["utterance", "simulator"] = Field(
+        "utterance", description="`_coop` opens with the scenario's utterance, or the simulator's own words"
+    )
+    train: Literal["weaker", "agent", "adversary"] = Field("weaker", description="weaker (RL-ADA) or an ablation")
+    eval_scenarios: int = Field(24, ge=0, description="held-out scenarios per opponent after each cycle (0: none)")
+    w_da_gate: float = Field(0.6, ge=0, le=1, description="stop rule: W_DA >= gate ...")
+    stability: float = Field(0.05, ge=0, le=1, description="... and |ΔW_DA| <= stability ...")
+    window: int = Field(2, ge=1, description="... over this many consecutive cycles")
+    max_cycles: int = Field(4, ge=1, le=64, description="or this many cycles ran")
+
+    @model_validator(mode="after")
+    def _check(self) -> CoevolutionSettings:
+        if any(w < 0 for w in self.agent_mix.values()) or sum(self.agent_mix.values()) <= 0:
+            raise ValueError("agent_mix weights must be non-negative and not all zero")
+        if self.adversary_grpo.completion != "episode":
+            raise ValueError("adversary_grpo.completion must be episode: first_turn windows are the agent's")
+        return self
