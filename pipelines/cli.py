@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 
 import typer
@@ -163,12 +164,22 @@ def stage(name: str, profile: str = typer.Option(None, help="quick | default | s
     _summary(root, [name])
 
 
+def ui_command(port: int) -> list[str]:
+    """`dagster dev` on the code location module, from this interpreter's environment. Not `dg dev`: dg 1.13
+    looks for the project's modules under src/ whenever a src/ folder exists (src/sparring is the library), so
+    it cannot find `pipelines`; `dg list defs` is unaffected. The -W filter drops dagster's advice to use dg dev."""
+    quiet = "ignore:Function `dev_command` is superseded"
+    dev = ["dev", "-m", "pipelines.definitions", "-h", "127.0.0.1", "-p", str(port)]
+    return [sys.executable, "-W", quiet, "-m", "dagster", *dev]
+
+
 @app.command()
 def ui(port: int = typer.Option(3000, help="port on 127.0.0.1")) -> None:
-    """Open the Dagster UI on 127.0.0.1 with the project's persistent instance."""
+    """Open the Dagster UI on 127.0.0.1 with the project's instance ($DAGSTER_HOME, else <project>/.dagster)."""
     root = _prepare(None)
     os.chdir(root)
-    os.execvp("dg", ["dg", "dev", "--host", "127.0.0.1", "--port", str(port)])
+    command = ui_command(port)
+    os.execv(command[0], command)
 
 
 @app.command("dvc-yaml")

@@ -39,6 +39,12 @@ class ProjectResource(ConfigurableResource):
         return params
 
 
+# MLflow 3 files an experiment as model training (runs table) or GenAI (traces) by this tag; one without it opens
+# on the empty Traces page in UIs that read it. MLflow 3.17's UI decides by its GenAI / Model training switch
+# instead (remembered by the browser, or `?workflowType=machine_learning` in the experiment's URL).
+TRAINING_EXPERIMENT = ("mlflow.experimentKind", "custom_model_development")
+
+
 def _flat(prefix: str, value: Any, out: dict[str, Any]) -> dict[str, Any]:
     if isinstance(value, dict):
         for k, v in value.items():
@@ -70,9 +76,13 @@ class MlflowTracking(ConfigurableResource):
         mlflow.set_tracking_uri(uri)
         client = mlflow.MlflowClient(uri)
         found = client.get_experiment_by_name(experiment)
-        if found is not None:
-            return client, found.experiment_id
-        return client, client.create_experiment(experiment, artifact_location=(store / "artifacts").as_uri())
+        if found is None:
+            return client, client.create_experiment(
+                experiment, artifact_location=(store / "artifacts").as_uri(), tags=dict([TRAINING_EXPERIMENT])
+            )
+        if TRAINING_EXPERIMENT[0] not in found.tags:  # made before the tag existed
+            client.set_experiment_tag(found.experiment_id, *TRAINING_EXPERIMENT)
+        return client, found.experiment_id
 
     def _parent(self, client: Any, experiment_id: str, dagster_run_id: str, params: Params) -> str:
         runs = client.search_runs(
@@ -187,6 +197,7 @@ def ensure_dagster_home(root: Path) -> Path:
     home.mkdir(parents=True, exist_ok=True)
     config = home / "dagster.yaml"
     if not config.exists():
-        config.write_text("telemetry:\n  enabled: false\n", encoding="utf-8")
+        # No telemetry (offline), and no "join the community" pop-up over the asset graph on first open.
+        config.write_text("telemetry:\n  enabled: false\nnux:\n  enabled: false\n", encoding="utf-8")
     os.environ["DAGSTER_HOME"] = str(home)
     return home
