@@ -360,3 +360,16 @@ def test_adversaries_go_on_from_the_utterance_in_arena_gym_and_evaluation(monkey
             assert said.startswith(ep.scenario.utterance.strip())
     with pytest.raises(ValueError, match="adversary_opening"):
         play.adversary_customer(None, "scripted")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("side", ["agent", "adversary"])
+def test_a_cycle_trains_either_side_with_iapo_credit(tmp_path, start, scenarios, side):
+    """The cycles run with any credit choice: IAPO's per-token advantages on the agent's and the adversary's
+    episodes (the adversary's graph is its messages, weighted by what of them the agent acted on)."""
+    base = tiny(side)
+    settings = base.replace(
+        agent_grpo=base.agent_grpo.replace(credit="iapo"), adversary_grpo=base.adversary_grpo.replace(credit="iapo")
+    )
+    new, metrics = run_cycle(start, scenarios[:4], scenarios[8:], Judge(FixedBackend()), settings, tmp_path, seed=5)
+    assert metrics["trained"] == side and metrics["grpo_trained_tokens"] > 0
+    assert (new.agent_dir != start.agent_dir) == (side == "agent")

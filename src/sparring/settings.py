@@ -140,6 +140,11 @@ class GRPOSettings(Settings):
     completion: Literal["episode", "first_turn"] = Field(
         "episode", description="one completion: the whole episode, or (agent) its first turn, rewarded on routing"
     )
+    credit: Literal["grpo", "iapo", "mt_grpo"] = Field(
+        "grpo", description="per-token credit: uniform (GRPO), influence graph (IAPO), turn + outcome (MT-GRPO)"
+    )
+    iapo_beta_plus: float = Field(0.05, ge=0, description="IAPO's β₊: how much a success spares error-bearing actions")
+    iapo_clip: float = Field(0.25, gt=0, description="IAPO's c: the clip of the standardized influence features")
 
     @model_validator(mode="after")
     def _check(self) -> GRPOSettings:
@@ -188,4 +193,6 @@ class CoevolutionSettings(Settings):
             raise ValueError("agent_mix weights must be non-negative and not all zero")
         if self.adversary_grpo.completion != "episode":
             raise ValueError("adversary_grpo.completion must be episode: first_turn windows are the agent's")
+        if self.adversary_grpo.credit == "mt_grpo":
+            raise ValueError("adversary_grpo.credit mt_grpo: its turn reward is the agent's routing (grpo or iapo)")
         return self

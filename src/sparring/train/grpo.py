@@ -26,6 +26,9 @@ TRL then applies GRPO unchanged (SEEDS.md, "GRPO: one group-normalized advantage
 
 with ρ = π_θ/π_old per token; the loss, clipping, KL and normalisation are TRL's (``loss_type``, ``epsilon``,
 ``beta``, ``scale_rewards``); env_mask is TRL's ``tool_mask``: masked tokens carry no loss and no KL.
+``credit`` other than ``grpo`` replaces the one Â per completion by per-token advantages (:mod:`sparring.train.iapo`:
+IAPO's influence-graph weights Â·wᵢ, or MT-GRPO's turn + outcome advantages), through TRL's documented (B, T)
+advantages hook; the loss stays TRL's.
 CPU settings as DESIGN.md measured: ``use_cpu=True, bf16=False, activation_checkpointing=False, report_to=[]``.
 """
 
@@ -46,6 +49,7 @@ from sparring.judge import Scorer
 from sparring.rollout import Episode, run_episodes
 from sparring.seeds import derive_seed
 from sparring.settings import GRPOSettings
+from sparring.train.iapo import credit_batch, make_credit_trainer
 from sparring.train.opponents import PerEpisodeOpponent, SharedReplies
 from sparring.world.scenarios import Scenario
 
@@ -177,6 +181,10 @@ def make_rollout_func(
             ep.rewards = s
         samples = [side_sample(ep, side) for ep in episodes]
         rewards = [float(s[key]) for s in scores]
+        if settings.credit != "grpo":  # per-token weights, read back by iapo.CreditGRPOTrainer
+            turn = [float(s.get(FIRST_TURN_REWARD, 0.0)) for s in scores]
+            own = [s["env_mask"] for s in samples]
+            trainer.credit_batch = credit_batch(episodes, own, side, settings, turn, g)
         if record is not None:
             record.append(_stats(episodes, scores, rewards, samples, g, time.perf_counter() - t0))
         return {
@@ -279,7 +287,8 @@ def build_trainer(
         model.save_pretrained(ref, safe_serialization=True)
         model.config._name_or_path = str(ref)
     dataset = Dataset.from_list([{"prompt": f"{i}|"} for i in range(n_prompts)])
-    return GRPOTrainer(
+    trainer_class = GRPOTrainer if settings.credit == "grpo" else make_credit_trainer(GRPOTrainer)
+    return trainer_class(
         model=model,
         reward_funcs=[_reward_func(reward_name)],
         args=grpo_config(settings, output_dir, report_to, seed),

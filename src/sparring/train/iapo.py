@@ -1,0 +1,291 @@
+"""IAPO, influence-aware policy optimization (arXiv 2608.24588; ../shared/SEEDS.md), and MT-GRPO's turn-level
+baseline: per-action credit inside one multi-turn GRPO completion, in the paper's order.
+
+GRPO gives every generated token of an episode the same advantage Â = (R − mean_group) / (std_group + ε). IAPO
+routes Â along a typed influence graph over the trained side's actions a_i (its messages, L_i tokens each,
+L = Σ L_i):
+
+1. The graph (:func:`influence_graph`), read exactly from the world's event log (``world/events.py``: every tool
+   argument's ``ArgProvenance``) instead of the paper's LLM annotator:
+   E⁺ (support use)  a_i -> a_j when a_j's argument came from a_i's tool result, or from a customer message that
+                     a_i elicited (the message right after a_i);
+   E⁻ (failed use)   a_i -> a_j when a_i erred and a_j retried its tool or used its (invalid) result;
+   e_i               1 when a_i's message was malformed, its call failed or was refused;
+   direct inputs     arguments a_j took from a customer message no action elicited (the opening).
+2. Features: φ⁺_i = log(1 + d⁺_i + d^in_i), φ⁻_i = log(1 + e_i (1 + d⁻_i + d^in_i)), d⁺/d⁻ out-degrees on
+   E⁺/E⁻, d^in_i = direct inputs + in-degree on E⁺.
+3. Length-weighted standardization z_i = (φ_i − φ̄)/(σ_φ + ε) (φ̄, σ_φ weighted by L_i) and clipped exponential
+   weights m_i = exp(clip(z_i, −c, c)) / [(1/L) Σ_j L_j exp(clip(z_j, −c, c))] (:func:`influence_weights`).
+4. Sign-conditioned routing (:func:`routing_weights`): Â > 0: w_i = L·m⁺_i·exp(−β₊ψ⁻_i) / Σ_j L_j m⁺_j
+   exp(−β₊ψ⁻_j), ψ⁻ = φ⁻ − mean φ⁻ (the mean cancels in the ratio); Â < 0: w_i = m⁻_i.
+5. Token advantages A_{i,ℓ} = Â·w_i into TRL's unchanged GRPO loss (:class:`CreditGRPOTrainer`). Σ over tokens
+   is L·Â (mass conserved), the sign is Â's, and constant features give w = 1 (plain GRPO).
+
+The adversary's actions are its messages too; no message of its feeds another of its own, so its graph has no
+E⁺/E⁻ edges, and its direct inputs are the agent arguments its words supplied (what of it the agent acted on).
+
+MT-GRPO (``credit: mt_grpo``, the agent only): the first agent turn (the routing decision) also gets its
+group-normalized turn reward (the judge's ``agent_first_turn_reward``) on top of the outcome advantage. Every
+episode has a first agent turn, so normalizing that turn in its group compares all G episodes; normalizing later
+turn indices would compare only the episodes that were still going, which the policy chose (verl #7244's bias),
+so later turns keep the outcome advantage alone.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from sparring.world.events import ATTEMPT_TYPES, ToolCallEvent, TurnEvent
+
+EPS = 1e-8
+ELICITED_KINDS = ("utterance", "described")  # provenance kinds that point at a customer message
+
+
+# 1. The influence graph -----------------------------------------------------------------------------------------
+
+
+@dataclass
+class InfluenceGraph:
+    """The trained side's actions (in order) and how information and errors flowed between them."""
+
+    lengths: list[int]  # L_i: tokens the side generated in action i
+    support: set[tuple[int, int]] = field(default_factory=set)  # E⁺ (i, j)
+    failed: set[tuple[int, int]] = field(default_factory=set)  # E⁻ (i, j)
+    errors: list[int] = field(default_factory=list)  # e_i
+    direct: list[int] = field(default_factory=list)  # direct user inputs a_i used
+
+    def __post_init__(self) -> None:
+        n = len(self.lengths)
+        self.errors = self.errors or [0] * n
+        self.direct = self.direct or [0] * n
+
+
+def action_runs(own: Sequence[int]) -> list[tuple[int, int]]:
+    """``[start, end)`` of each run of 1s in a side's own-token mask: one run per message it generated."""
+    runs, start = [], None
+    for i, bit in enumerate([*own, 0]):
+        if bit and start is None:
+            start = i
+        elif not bit and start is not None:
+            runs.append((start, i))
+            start = None
+    return runs
+
+
+def influence_graph(episode: Any, role: str, own: Sequence[int]) -> InfluenceGraph:
+    """The graph over ``role``'s actions ("agent" or "customer") in ``episode``; ``own`` is that side's
+    own-token mask over its completion, whose runs are its messages in order."""
+    lengths = [b - a for a, b in action_runs(own)]
+    events = list(episode.log.events)
+    turns = [e for e in events if isinstance(e, TurnEvent) and e.role == role]
+    if len(turns) != len(lengths):
+        raise ValueError(f"{len(lengths)} generated runs but {len(turns)} {role} messages in the event log")
+    graph = InfluenceGraph(lengths)
+    if role == "agent":
+        _agent_edges(graph, events, episode.agent_turns)
+    else:
+        _customer_inputs(graph, events)
+    return graph
+
+
+def _owners(events: Sequence[Any]) -> tuple[dict[int, int], dict[int, int | None]]:
+    """Event index -> the agent action that made it (its message, its tool call), and customer message event
+    index -> the agent action that elicited it (the last one before it; None for the opening)."""
+    made, elicited, action = {}, {}, -1
+    for e in events:
+        if isinstance(e, TurnEvent) and e.role == "agent":
+            action += 1
+            made[e.index] = action
+        elif isinstance(e, ToolCallEvent):
+            made[e.index] = action
+        elif isinstance(e, TurnEvent):
+            elicited[e.index] = action if action >= 0 else None
+    return made, elicited
+
+
+def _agent_edges(graph: InfluenceGraph, events: Sequence[Any], parses: Sequence[Any]) -> None:
+    made, elicited = _owners(events)
+    calls = {made[e.index]: e for e in events if isinstance(e, ToolCallEvent)}
+    refused = {e.call_index for e in events if getattr(e, "type", None) in ATTEMPT_TYPES}
+    for i, parsed in enumerate(parses[: len(graph.lengths)]):
+        call = calls.get(i)
+        bad_call = call is not None and (not call.ok or call.index in refused)
+        graph.errors[i] = int(not parsed.format_ok or bad_call)
+    for j, call in calls.items():
+        for provenance in call.provenance.values():
+            source = provenance.source
+            if source is None or source.event_index is None:
+                continue
+            if source.kind == "result_field":
+                i = made.get(source.event_index)
+                if i is not None and i != j:
+                    (graph.failed if graph.errors[i] else graph.support).add((i, j))
+            elif source.kind in ELICITED_KINDS:
+                i = elicited.get(source.event_index)
+                if i is None:
+                    graph.direct[j] += 1
+                elif i != j:
+                    graph.support.add((i, j))
+    for i, call in calls.items():  # a retry of a failed call repeats its error
+        if graph.errors[i]:
+            retry = next((j for j in sorted(calls) if j > i and calls[j].name == call.name), None)
+            if retry is not None:
+                graph.failed.add((i, retry))
+
+
+def _customer_inputs(graph: InfluenceGraph, events: Sequence[Any]) -> None:
+    mine, k = {}, -1
+    for e in events:
+        if isinstance(e, TurnEvent) and e.role == "customer":
+            k += 1
+            mine[e.index] = k
+    for e in events:
+        if isinstance(e, ToolCallEvent):
+            for provenance in e.provenance.values():
+                source = provenance.source
+                if source is not None and source.kind in ELICITED_KINDS and source.event_index in mine:
+                    graph.direct[mine[source.event_index]] += 1
+
+
+# 2. Features ----------------------------------------------------------------------------------------------------
+
+
+def features(graph: InfluenceGraph) -> tuple[list[float], list[float]]:
+    """(φ⁺, φ⁻) per action."""
+    n = len(graph.lengths)
+    out_plus, out_minus, in_plus = [0] * n, [0] * n, [0] * n
+    for i, j in graph.support:
+        out_plus[i] += 1
+        in_plus[j] += 1
+    for i, _ in graph.failed:
+        out_minus[i] += 1
+    d_in = [graph.direct[i] + in_plus[i] for i in range(n)]
+    phi_plus = [math.log1p(out_plus[i] + d_in[i]) for i in range(n)]
+    phi_minus = [math.log1p(graph.errors[i] * (1 + out_minus[i] + d_in[i])) for i in range(n)]
+    return phi_plus, phi_minus
+
+
+# 3. Length-weighted standardization and clipped exponential weights --------------------------------------------
+
+
+def influence_weights(phi: Sequence[float], lengths: Sequence[int], clip: float) -> list[float]:
+    """m_i: exp of the clipped length-weighted z-score, normalized so that Σ_i L_i m_i = L."""
+    total = sum(lengths)
+    if total == 0:
+        return [1.0] * len(phi)
+    mean = sum(w * x for w, x in zip(lengths, phi, strict=True)) / total
+    std = math.sqrt(sum(w * (x - mean) ** 2 for w, x in zip(lengths, phi, strict=True)) / total)
+    raw = [math.exp(max(-clip, min(clip, (x - mean) / (std + EPS)))) for x in phi]
+    norm = sum(w * r for w, r in zip(lengths, raw, strict=True)) / total
+    return [r / norm for r in raw]
+
+
+# 4. Sign-conditioned routing ------------------------------------------------------------------------------------
+
+
+def routing_weights(graph: InfluenceGraph, beta_plus: float, clip: float) -> tuple[list[float], list[float]]:
+    """(w for Â > 0, w for Â < 0) per action: success flows to the actions whose information was used, less to
+    error-bearing ones; failure to the actions whose errors were used or repeated."""
+    lengths = graph.lengths
+    phi_plus, phi_minus = features(graph)
+    m_plus, m_minus = influence_weights(phi_plus, lengths, clip), influence_weights(phi_minus, lengths, clip)
+    mean_minus = sum(phi_minus) / max(1, len(phi_minus))
+    damped = [m * math.exp(-beta_plus * (p - mean_minus)) for m, p in zip(m_plus, phi_minus, strict=True)]
+    total, mass = sum(lengths), sum(w * d for w, d in zip(lengths, damped, strict=True))
+    w_pos = [total * d / mass for d in damped] if mass > 0 else [1.0] * len(lengths)
+    return w_pos, m_minus
+
+
+# 5. Token advantages --------------------------------------------------------------------------------------------
+
+
+def token_weights(own: Sequence[int], per_action: Sequence[float]) -> list[float]:
+    """Each completion token's weight: its action's on the side's own tokens, 1 elsewhere (masked out anyway)."""
+    out = [1.0] * len(own)
+    for (a, b), w in zip(action_runs(own), per_action, strict=True):
+        out[a:b] = [w] * (b - a)
+    return out
+
+
+def iapo_token_weights(
+    episode: Any, role: str, own: Sequence[int], beta_plus: float, clip: float
+) -> tuple[list[float], list[float]]:
+    """Per-token IAPO weights of one completion: (for Â > 0, for Â < 0)."""
+    w_pos, w_neg = routing_weights(influence_graph(episode, role, own), beta_plus, clip)
+    return token_weights(own, w_pos), token_weights(own, w_neg)
+
+
+def first_action_mask(own: Sequence[int]) -> list[float]:
+    """1 on the tokens of the side's first message (MT-GRPO's turn-level window), 0 elsewhere."""
+    runs = action_runs(own)
+    mask = [0.0] * len(own)
+    if runs:
+        a, b = runs[0]
+        mask[a:b] = [1.0] * (b - a)
+    return mask
+
+
+def group_normalized(values: Sequence[float], group: int) -> list[float]:
+    """(x − mean_group) / (std_group + ε) over consecutive groups, as GRPO normalizes its rewards."""
+    out: list[float] = []
+    for k in range(0, len(values), group):
+        part = list(values[k : k + group])
+        mean = sum(part) / len(part)
+        std = math.sqrt(sum((x - mean) ** 2 for x in part) / max(1, len(part) - 1))
+        out += [(x - mean) / (std + 1e-4) for x in part]
+    return out
+
+
+def credit_batch(
+    episodes: Sequence[Any],
+    own_masks: Sequence[Sequence[int]],
+    role: str,
+    settings: Any,
+    turn_rewards: Sequence[float],
+    group: int,
+) -> list[tuple[str, Any, Any]]:
+    """What :class:`CreditGRPOTrainer` needs per completion for ``settings.credit`` (iapo or mt_grpo)."""
+    if settings.credit == "iapo":
+        beta, clip = settings.iapo_beta_plus, settings.iapo_clip
+        return [
+            ("iapo", *iapo_token_weights(ep, role, own, beta, clip))
+            for ep, own in zip(episodes, own_masks, strict=True)
+        ]
+    turn = group_normalized(turn_rewards, group)
+    return [("mt_grpo", first_action_mask(own), t) for own, t in zip(own_masks, turn, strict=True)]
+
+
+def make_credit_trainer(base: type) -> type:
+    """``base`` (TRL's ``GRPOTrainer``) with per-token advantages: the hook TRL documents for subclasses, a (B, T)
+    ``advantages`` tensor returned by ``_generate_and_score_completions``, which its loss reads unchanged.
+
+    The rollout leaves, on the trainer, ``credit_batch``: per completion either ``("iapo", w_pos, w_neg)`` or
+    ``("mt_grpo", first_action_mask, turn_advantage)``; nothing else of TRL's is touched."""
+
+    class CreditGRPOTrainer(base):  # type: ignore[misc, valid-type]
+        credit_batch: list[tuple[str, Any, Any]] | None = None
+
+        def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
+            import torch
+
+            output = super()._generate_and_score_completions(inputs)
+            batch, self.credit_batch = self.credit_batch, None
+            if not batch:
+                return output
+            advantages = output["advantages"]
+            width = output["completion_ids"].shape[1]
+            rows = []
+            for a, (kind, first, second) in zip(advantages.tolist(), batch, strict=True):
+                if kind == "iapo":
+                    weights = first if a > 0 else second
+                    row = [a * w for w in weights]
+                else:  # mt_grpo: outcome advantage everywhere, plus the turn advantage on the first turn
+                    row = [a + second * m for m in first]
+                rows.append(row[:width] + [a] * (width - len(row)))
+            output["advantages"] = torch.tensor(rows, dtype=advantages.dtype, device=advantages.device)
+            return output
+
+    return CreditGRPOTrainer

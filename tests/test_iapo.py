@@ -1,0 +1,191 @@
+"""IAPO's credit (train/iapo.py): the paper's invariants, a hand-computed graph, edges read from real episodes'
+event logs, and the trainer hook that turns per-token weights into (B, T) advantages."""
+
+from __future__ import annotations
+
+import random
+
+import polars as pl
+import pytest
+
+from sparring.agents.chat import ParsedCall, known_intents, render_agent_message
+from sparring.agents.policies import TurnOutput, TurnRequest
+from sparring.agents.scripted import CooperativeCustomer, ExpertAgent
+from sparring.agents.tokenizer import train_tokenizer
+from sparring.data.synthetic import generate_utterances
+from sparring.rollout import run_episodes
+from sparring.train.iapo import (
+    InfluenceGraph,
+    action_runs,
+    first_action_mask,
+    group_normalized,
+    iapo_token_weights,
+    influence_graph,
+    make_credit_trainer,
+    routing_weights,
+    token_weights,
+)
+from sparring.world.scenarios import sample_scenarios
+from sparring.world.taxonomy import load_taxonomy
+
+
+@pytest.fixture(scope="module")
+def tok():
+    return train_tokenizer(generate_utterances(3, 0)["text"].to_list(), 700, sorted(known_intents()))
+
+
+@pytest.fixture(scope="module")
+def scenarios():
+    tools = {name: i.tool for name, i in load_taxonomy().intents.items()}
+    frame = generate_utterances(1, 7).with_columns(
+        id=pl.format("g-{}", pl.int_range(pl.len())),
+        tool=pl.col("intent").replace_strict(tools),
+        source=pl.lit("synthetic"),
+    )
+    return sample_scenarios(frame, 12, seed=2)
+
+
+def random_graph(rng: random.Random) -> InfluenceGraph:
+    n = rng.randint(1, 6)
+    pairs = [(i, j) for i in range(n) for j in range(i + 1, n)]
+    return InfluenceGraph(
+        [rng.randint(1, 40) for _ in range(n)],
+        support={p for p in pairs if rng.random() < 0.3},
+        failed={p for p in pairs if rng.random() < 0.2},
+        errors=[int(rng.random() < 0.3) for _ in range(n)],
+        direct=[rng.randint(0, 2) for _ in range(n)],
+    )
+
+
+def test_advantage_mass_is_conserved_and_the_sign_kept():
+    rng = random.Random(0)
+    for _ in range(200):
+        graph = random_graph(rng)
+        total = sum(graph.lengths)
+        for weights in routing_weights(graph, 0.05, 0.25):
+            assert all(w > 0 for w in weights)  # Â·w has Â's sign
+            assert sum(L * w for L, w in zip(graph.lengths, weights, strict=True)) == pytest.approx(total)
+
+
+def test_constant_features_fall_back_to_uniform_grpo():
+    assert routing_weights(InfluenceGraph([3, 7, 2]), 0.05, 0.25) == ([1.0] * 3, [1.0] * 3)
+    same = InfluenceGraph([3, 7], direct=[1, 1])  # equal features, nonzero
+    assert routing_weights(same, 0.05, 0.25) == (pytest.approx([1.0, 1.0]), pytest.approx([1.0, 1.0]))
+
+
+def test_a_hand_built_graph_gets_the_hand_computed_weights():
+    """a_0 (2 tokens) supplied what a_2 (5 tokens, 1 direct input) used; a_1 (3 tokens) erred.
+    φ⁺ = [ln 2, 0, ln 3], φ⁻ = [0, ln 2, 0]; their length-weighted z-scores clip at ±0.25 except φ⁺_0 (0.011);
+    worked by hand: m⁺ = [0.938, 0.723, 1.191], m⁻ = [0.837, 1.380, 0.837], and with β₊ = 0.05 the error-bearing
+    a_1's share of a success shrinks by exp(−0.05 ln 2) before renormalizing."""
+    graph = InfluenceGraph([2, 3, 5], support={(0, 2)}, errors=[0, 1, 0], direct=[0, 0, 1])
+    w_pos, w_neg = routing_weights(graph, 0.05, 0.25)
+    assert w_pos == pytest.approx([0.9449, 0.7031, 1.2001], abs=2e-4)
+    assert w_neg == pytest.approx([0.8371, 1.3801, 0.8371], abs=2e-4)
+
+
+def test_token_weights_follow_the_sides_own_runs():
+    own = [0, 1, 1, 0, 0, 1, 1, 1, 0]
+    assert token_weights(own, [2.0, 0.5]) == [1.0, 2.0, 2.0, 1.0, 1.0, 0.5, 0.5, 0.5, 1.0]
+    assert first_action_mask(own) == [0, 1, 1, 0, 0, 0, 0, 0, 0]
+    assert group_normalized([1, 0, 0.5, 0.5], 2) == pytest.approx([0.7070, -0.7070, 0.0, 0.0], abs=1e-3)
+
+
+def test_edges_come_from_the_event_log_of_real_episodes(tok, scenarios):
+    """The expert copying an id out of lookup_account's table: an E⁺ edge from the lookup to the call that used
+    it. Naming the object "described": an edge from the agent message that asked to the call that used the answer."""
+    by_refs = {}
+    for refs in ("id", "described"):
+        episodes = run_episodes(scenarios, ExpertAgent(refs=refs), CooperativeCustomer(), seed=0, tokenizer=tok)
+        by_refs[refs] = [(ep, influence_graph(ep, "agent", ep.agent_mask)) for ep in episodes]
+    for refs, played in by_refs.items():
+        for ep, graph in played:
+            calls = {c.name: c for c in ep.log.tool_calls()}
+            agent_turns = [e for e in ep.log.events if getattr(e, "role", None) == "agent"]
+            assert len(graph.lengths) == len(agent_turns) and sum(graph.errors) == 0
+            for name, call in calls.items():
+                kinds = {p.source.kind for p in call.provenance.values() if p.source is not None}
+                wanted = {"id": "result_field", "described": "described"}[refs]
+                if wanted in kinds:  # the call that used the lookup's table or the customer's description
+                    j = next(i for i, t in enumerate(agent_turns) if name in t.text)
+                    assert any(b == j for _, b in graph.support), (refs, name, graph.support)
+    assert any(graph.support for _, graph in by_refs["id"]) and any(g.support for _, g in by_refs["described"])
+
+
+class FailsThenRetries:
+    """An agent that calls the resolving tool before verifying (refused), looks up, retries it, and ends."""
+
+    tokenizer = None
+
+    def act(self, requests: list[TurnRequest]) -> list[TurnOutput]:
+        out = []
+        for r in requests:
+            tool = r.scenario.tool
+            plan = [ParsedCall(tool, {}), ParsedCall("lookup_account", {}), ParsedCall(tool, {})]
+            done = sum(m["role"] == "assistant" for m in r.messages)
+            call = plan[done] if done < len(plan) else ParsedCall("end_conversation", {"resolution": "done"})
+            out.append(TurnOutput(render_agent_message("One moment.", call)))
+        return out
+
+
+def test_a_refused_call_is_an_error_whose_retry_is_a_failed_use(tok, scenarios):
+    episodes = run_episodes(scenarios[:4], FailsThenRetries(), CooperativeCustomer(), seed=0, tokenizer=tok)
+    for ep in episodes:
+        graph = influence_graph(ep, "agent", ep.agent_mask)
+        assert graph.errors[0] == 1 and (0, 2) in graph.failed
+        w_pos, w_neg = iapo_token_weights(ep, "agent", ep.agent_mask, 0.05, 0.25)
+        (refused, _), (lookup, _), *_ = action_runs(ep.agent_mask)
+        assert w_neg[refused] > w_neg[lookup]  # a failure's blame goes to the error that was repeated
+        assert w_pos[refused] < w_pos[lookup]  # a success spares it (β₊)
+
+
+def test_the_trainer_hook_returns_per_token_advantages():
+    import torch
+
+    class Base:
+        def _generate_and_score_completions(self, inputs):
+            return {"advantages": torch.tensor([2.0, -1.0, 0.5]), "completion_ids": torch.zeros(3, 4)}
+
+    trainer = make_credit_trainer(Base)()
+    trainer.credit_batch = [
+        ("iapo", [1.5, 0.5, 1.0], [9.0, 9.0, 9.0]),
+        ("iapo", [9.0, 9.0], [0.5, 1.5]),
+        ("mt_grpo", [1.0, 0.0, 0.0, 0.0], 3.0),
+    ]
+    advantages = trainer._generate_and_score_completions([])["advantages"]
+    assert advantages.tolist() == [[3.0, 1.0, 2.0, 2.0], [-0.5, -1.5, -1.0, -1.0], [3.5, 0.5, 0.5, 0.5]]
+    assert trainer.credit_batch is None  # consumed: a later batch without credit stays (B,)
+    assert trainer._generate_and_score_completions([])["advantages"].dim() == 1
+
+
+class EvenTokens:
+    """A reward with spread for a random tiny model: the share of its own tokens with even ids (episode and turn)."""
+
+    def score(self, episodes):
+        out = []
+        for ep in episodes:
+            own = [t for t, m in zip(ep.token_ids, ep.agent_mask, strict=True) if m]
+            share = sum(t % 2 == 0 for t in own) / max(1, len(own))
+            out.append({"agent_reward": share, "agent_first_turn_reward": share})
+        return out
+
+
+@pytest.mark.parametrize("credit", ["iapo", "mt_grpo"])
+def test_every_credit_choice_trains_through_trls_loss(tok, scenarios, credit, monkeypatch):
+    import torch
+
+    import sparring.train.grpo as grpo
+    from sparring.agents.models import build_model
+    from sparring.settings import GRPOSettings, ModelSpec
+
+    built = []
+    real = grpo.credit_batch
+    monkeypatch.setattr(grpo, "credit_batch", lambda *a, **k: built.append(real(*a, **k)) or built[-1])
+    spec = ModelSpec(hidden_size=32, num_layers=1, num_heads=2, num_kv_heads=1, intermediate_size=64)
+    model = build_model(spec, tok)
+    before = [p.detach().clone() for p in model.parameters()]
+    settings = GRPOSettings(num_generations=4, scenarios_per_step=1, max_steps=2, max_new_tokens=6, max_turns=2,
+                            max_calls_per_turn=1, learning_rate=1e-2, credit=credit)  # fmt: skip
+    result = grpo.train_side(model, tok, "agent", CooperativeCustomer(), scenarios[:4], EvenTokens(), settings)
+    assert len(built) == 2 and all(len(batch) == 4 and batch[0][0] == credit for batch in built)
+    assert any(not torch.equal(a, b) for a, b in zip(before, result.model.parameters(), strict=True))
