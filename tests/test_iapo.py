@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import random
 
-import polars as pl
 import pytest
 
 from sparring.agents.chat import ParsedCall, known_intents, render_agent_message
 from sparring.agents.policies import TurnOutput, TurnRequest
 from sparring.agents.scripted import CooperativeCustomer, ExpertAgent
 from sparring.agents.tokenizer import train_tokenizer
-from sparring.data.synthetic import generate_utterances
+from sparring.data.synthetic import generate_utterances, utterance_frame
 from sparring.rollout import run_episodes
 from sparring.train.iapo import (
     InfluenceGraph,
@@ -26,7 +25,6 @@ from sparring.train.iapo import (
     token_weights,
 )
 from sparring.world.scenarios import sample_scenarios
-from sparring.world.taxonomy import load_taxonomy
 
 
 @pytest.fixture(scope="module")
@@ -36,13 +34,7 @@ def tok():
 
 @pytest.fixture(scope="module")
 def scenarios():
-    tools = {name: i.tool for name, i in load_taxonomy().intents.items()}
-    frame = generate_utterances(1, 7).with_columns(
-        id=pl.format("g-{}", pl.int_range(pl.len())),
-        tool=pl.col("intent").replace_strict(tools),
-        source=pl.lit("synthetic"),
-    )
-    return sample_scenarios(frame, 12, seed=2)
+    return sample_scenarios(utterance_frame(1, 7), 12, seed=2)
 
 
 def random_graph(rng: random.Random) -> InfluenceGraph:
