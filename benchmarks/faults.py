@@ -1,0 +1,310 @@
+"""Faults: `sparring run` killed (SIGKILL, its whole process group) during every stage, rerun until it completes.
+
+Two copies of the project (:func:`pipelines.project.copy_project`, params set to ``--seed`` and ``--profile``)
+under ``--workdir``: ``reference`` runs once, uninterrupted; ``faulted`` is killed and rerun. Which stage is
+running is read from the Dagster run's event log (``.dagster/history/runs/<run id>.db``: STEP_START, STEP_SUCCESS),
+polled every 20 ms, read-only (the log is in WAL mode, so reading never blocks the run's writes).
+
+For each stage, in the reference run's order (``--kills-per-stage`` times), the faulted copy is run again and
+killed once the stage has started, after a random share (seeded) of the stage's reference duration; a kill that
+lands after the stage finished is retried with a shorter delay (up to ``--tries``) and counted for the stage it
+did hit. ``--extra-kills`` more kills fall at uniform random times of a whole run (startup and the gaps between
+stages included). Each launch after a kill is the rerun that must recover from it: every stage is materialized
+again (Dagster semantics; finished cycles are reused by their fingerprint), so a stage a kill left broken fails
+the next launch, which the benchmark reports (stage, error, what the kill left) instead of retrying past it.
+Last, the faulted copy runs to completion and its reports/metrics.json is compared with the reference's, without
+timing keys (any key containing ``seconds``, ``tokens_per_s``, ``wall``, ``fingerprint`` or ``resumed``).
+
+Prints the kills per stage, the reruns, ``metrics_equal`` and the differences; the last line is JSON.
+Usage: ``python benchmarks/faults.py [--profile quick] [--seed 0] [--workdir DIR] [--kills-per-stage 1]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import signal
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from pipelines.project import copy_project
+
+ROOT = Path(__file__).resolve().parents[1]
+TIMING_KEYS = ("seconds", "tokens_per_s", "wall", "fingerprint", "resumed")
+POLL_S = 0.02
+_ACTIVE: list[Launch] = []  # launches to kill if the benchmark itself is stopped
+
+
+def prepare(dst: Path, seed: int, profile: str) -> Path:
+    """A fresh copy of the project at ``dst`` with ``seed`` and ``profile`` written into its params.yaml."""
+
+    def edit(raw: dict[str, Any]) -> None:
+        raw["seed"], raw["profile"] = seed, profile
+
+    return copy_project(ROOT, dst, edit)
+
+
+class Launch:
+    """One `sparring run` in a copy, in its own process group, its output appended to run.log."""
+
+    def __init__(self, root: Path, profile: str, command: list[str] | None = None) -> None:
+        """``command`` replaces `sparring run --profile PROFILE` (tests)."""
+        self.root, self.t0 = root, time.monotonic()
+        runs = root / ".dagster" / "history" / "runs"
+        self.before = set(runs.glob("*.db")) if runs.is_dir() else set()
+        env = {**os.environ, "SPARRING_ROOT": str(root), "DAGSTER_HOME": str(root / ".dagster")}
+        # The copy's own code, not the checkout's editable install.
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(root / "src"), str(root), env.get("PYTHONPATH")) if p)
+        env.pop("SPARRING_PROFILE", None)
+        cli = Path(sys.executable).parent / "sparring"
+        with open(root / "run.log", "a", encoding="utf-8") as log:
+            log.write(f"\n===== launch at {datetime.now().isoformat(timespec='seconds')} =====\n")
+            log.flush()
+            self.proc = subprocess.Popen(
+                command or [str(cli), "run", "--profile", profile], cwd=root, env=env, stdout=log,
+                stderr=subprocess.STDOUT, start_new_session=True,
+            )  # fmt: skip
+        self._db: Path | None = None
+        _ACTIVE.append(self)
+
+    def db(self) -> Path | None:
+        """This launch's Dagster event log (the run database that was not there before it started)."""
+        if self._db is None:
+            runs = self.root / ".dagster" / "history" / "runs"
+            found = runs.glob("*.db") if runs.is_dir() else []
+            new = [p for p in found if p.name != "index.db" and p not in self.before]
+            self._db = new[0] if len(new) == 1 else None
+        return self._db
+
+    def steps(self) -> dict[str, dict[str, float]]:
+        """``{step: {"start": t, "end": t, "failed": t}}`` from the event log so far (empty while unreadable)."""
+        db = self.db()
+        if db is None:
+            return {}
+        try:
+            with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=1) as con:
+                rows = con.execute(
+                    "select dagster_event_type, step_key, timestamp from event_logs where dagster_event_type in "
+                    "('STEP_START', 'STEP_SUCCESS', 'STEP_FAILURE') order by id"
+                ).fetchall()
+        except sqlite3.Error:
+            return {}
+        out: dict[str, dict[str, float]] = {}
+        names = {"STEP_START": "start", "STEP_SUCCESS": "end", "STEP_FAILURE": "failed"}
+        for kind, step, stamp in rows:
+            out.setdefault(step, {})[names[kind]] = datetime.fromisoformat(str(stamp)).timestamp()
+        return out
+
+    def running(self) -> list[str]:
+        """Steps started and not finished."""
+        return [s for s, e in self.steps().items() if "start" in e and "end" not in e and "failed" not in e]
+
+    def kill(self) -> None:
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.proc.wait()
+
+    def wait_for_start(self, step: str, timeout: float) -> bool:
+        """Poll until ``step`` has started (True) or the run ended or timed out (False)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and self.proc.poll() is None:
+            if "start" in self.steps().get(step, {}):
+                return True
+            time.sleep(POLL_S)
+        return False
+
+
+def stage_of(step: str, stages: list[str]) -> str:
+    """The stage a step belongs to: itself, or the asset an asset check step is named after (``ingest_...``)."""
+    if step in stages:
+        return step
+    return max((s for s in stages if step.startswith(f"{s}_")), key=len, default=step)
+
+
+def reference_run(root: Path, profile: str) -> tuple[list[str], dict[str, float], float]:
+    """The uninterrupted run: (steps in the order they ran, each step's seconds, the whole run's seconds)."""
+    launch = Launch(root, profile)
+    rc = launch.proc.wait()
+    wall = time.monotonic() - launch.t0
+    if rc != 0:
+        sys.exit(f"error: the reference run failed (exit {rc}); see {root / 'run.log'}")
+    steps = launch.steps()
+    order = sorted(steps, key=lambda s: steps[s]["start"])
+    return order, {s: steps[s]["end"] - steps[s]["start"] for s in order}, wall
+
+
+def leftovers(root: Path) -> list[str]:
+    """Half-written siblings a kill left beside outputs (``.NAME.tmp-*``, ``.NAME.old-*``)."""
+    found = []
+    for top in ("data", "models", "reports"):
+        for path in (root / top).rglob(".*") if (root / top).is_dir() else []:
+            if ".tmp" in path.name or ".old-" in path.name:
+                found.append(str(path.relative_to(root)))
+    return sorted(found)
+
+
+def failure(launch: Launch, rc: int) -> dict[str, Any]:
+    """What a launch that failed on its own (no kill) says: the failed steps, the last error lines, leftovers."""
+    steps = launch.steps()
+    log = (launch.root / "run.log").read_text(encoding="utf-8", errors="replace").splitlines()
+    errors = [line for line in log if "error" in line.lower()][-5:]
+    return {
+        "exit": rc,
+        "failed_steps": sorted(s for s, e in steps.items() if "failed" in e),
+        "running_steps": sorted(s for s, e in steps.items() if "start" in e and "end" not in e),
+        "errors": errors,
+        "log_tail": log[-15:],
+        "leftovers": leftovers(launch.root),
+    }
+
+
+def strip_timing(node: Any) -> Any:
+    if isinstance(node, dict):
+        return {k: strip_timing(v) for k, v in node.items() if not any(t in k for t in TIMING_KEYS)}
+    if isinstance(node, list):
+        return [strip_timing(v) for v in node]
+    return node
+
+
+def differences(a: Any, b: Any, path: str = "", limit: int = 20) -> list[str]:
+    """Paths where two JSON documents differ (at most ``limit``)."""
+    if a == b:
+        return []
+    if isinstance(a, dict) and isinstance(b, dict):
+        out: list[str] = []
+        for k in sorted(set(a) | set(b)):
+            out += differences(a.get(k, "<missing>"), b.get(k, "<missing>"), f"{path}.{k}" if path else k, limit)
+            if len(out) >= limit:
+                return out[:limit]
+        return out
+    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        return [d for i, (x, y) in enumerate(zip(a, b, strict=True)) for d in differences(x, y, f"{path}[{i}]", limit)][
+            :limit
+        ]
+    return [f"{path}: {a!r} != {b!r}"[:300]]
+
+
+# Over 60 lines: the kill schedule's one loop (targets, retries, misses, failures) reads best in one place.
+def kill_schedule(root: Path, args: argparse.Namespace, stages: list[str], durations: dict[str, float], wall: float,
+                  rng: random.Random) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:  # fmt: skip
+    """Kill the faulted copy during every stage (and at ``--extra-kills`` random times); returns (kills, failure)."""
+    targets = [s for s in stages for _ in range(args.kills_per_stage)] + [None] * args.extra_kills
+    kills: list[dict[str, Any]] = []
+    for target in targets:
+        for attempt in range(args.tries if target else 1):
+            launch = Launch(root, args.profile)
+            if target is None:
+                delay = rng.uniform(0.0, wall)
+                started = True
+            else:
+                started = launch.wait_for_start(target, timeout=3 * wall + 60)
+                delay = rng.uniform(0.05, 0.9) * durations[target] * 0.5**attempt
+            if not started:
+                rc = launch.proc.wait()
+                if rc != 0:  # it failed on its own before reaching the stage: the last kill broke something
+                    return kills, {"after_kill": kills[-1] if kills else None, **failure(launch, rc)}
+                print(f"  {target}: the run finished before the stage started; retrying", flush=True)
+                continue
+            deadline = time.monotonic() + delay
+            while time.monotonic() < deadline and launch.proc.poll() is None:
+                time.sleep(POLL_S / 2)
+            running = launch.running()
+            at = time.monotonic() - launch.t0
+            if launch.proc.poll() is not None:
+                rc = launch.proc.returncode
+                if rc != 0:
+                    return kills, {"after_kill": kills[-1] if kills else None, **failure(launch, rc)}
+                print(f"  {target or 'random'}: the run completed before the kill; retrying", flush=True)
+                continue
+            launch.kill()
+            hit = sorted({stage_of(s, stages) for s in running}) or ["(between stages)"]
+            kills.append({"target": target, "hit": hit, "at_s": round(at, 2), "delay_s": round(delay, 3),
+                          "leftovers": leftovers(root)})  # fmt: skip
+            print(f"  kill {len(kills)}: target {target or 'random'}, hit {', '.join(hit)} at {at:.1f} s", flush=True)
+            if target is None or target in hit:
+                break
+    return kills, None
+
+
+def finish(root: Path, profile: str, tries: int = 2) -> tuple[int, dict[str, Any] | None]:
+    """Run the faulted copy to completion: (launches, failure of the last one or None)."""
+    problem = None
+    for n in range(1, tries + 1):
+        launch = Launch(root, profile)
+        rc = launch.proc.wait()
+        if rc == 0:
+            return n, None
+        problem = failure(launch, rc)
+    return tries, problem
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--profile", default="quick")
+    parser.add_argument("--seed", type=int, default=0, help="the pipeline's seed (both copies)")
+    parser.add_argument("--kill-seed", type=int, default=0, help="seeds the kill times")
+    parser.add_argument("--workdir", type=Path, default=None, help="default: a new folder under the temp dir")
+    parser.add_argument("--kills-per-stage", type=int, default=1)
+    parser.add_argument("--extra-kills", type=int, default=2, help="kills at uniform random times of a whole run")
+    parser.add_argument("--tries", type=int, default=4, help="attempts per stage when a kill lands after it")
+    args = parser.parse_args()
+    work = args.workdir or Path(tempfile.mkdtemp(prefix="sparring-faults-"))
+    t_start, rng = time.perf_counter(), random.Random(f"faults:{args.kill_seed}")
+
+    reference = prepare(work / "reference", args.seed, args.profile)
+    print(f"reference run in {reference} (log: {reference / 'run.log'})", flush=True)
+    order, durations, wall = reference_run(reference, args.profile)
+    stages = [s for s in order if (reference / "reports" / f"{s}.json").is_file()]  # assets; the rest are checks
+    print(f"  {wall:.0f} s; steps: " + ", ".join(f"{s} {durations[s]:.2f} s" for s in order), flush=True)
+
+    faulted = prepare(work / "faulted", args.seed, args.profile)
+    print(f"faulted runs in {faulted} (log: {faulted / 'run.log'})", flush=True)
+    try:
+        kills, problem = kill_schedule(faulted, args, stages, durations, wall, rng)
+        if problem is None:
+            _, problem = finish(faulted, args.profile)
+    finally:
+        for launch in _ACTIVE:
+            if launch.proc.poll() is None:
+                launch.kill()
+    launches = len(_ACTIVE) - 1  # the faulted copy's: every kill's rerun, retries and the final run
+    per_stage = {s: sum(s in k["hit"] for k in kills) for s in [*stages, "(between stages)"]}
+    result: dict[str, Any] = {"profile": args.profile, "seed": args.seed, "kills": len(kills), "launches": launches}
+    result["kills_by_stage"] = per_stage
+    result["every_stage_interrupted"] = all(per_stage[s] > 0 for s in stages)
+    if problem is None:
+        ref = strip_timing(json.loads((reference / "reports" / "metrics.json").read_text(encoding="utf-8")))
+        got = strip_timing(json.loads((faulted / "reports" / "metrics.json").read_text(encoding="utf-8")))
+        result["metrics_equal"], result["differences"] = ref == got, differences(ref, got)
+        resumed = [s for s in stages if json.loads((faulted / "reports" / f"{s}.json").read_text()).get("resumed")]
+        result["final_run_resumed"] = resumed
+        result["leftovers_after_finish"] = leftovers(faulted)
+    else:
+        result["metrics_equal"], result["unrecoverable"] = False, problem
+    result["kills_survived_by_stage"] = per_stage if problem is None else {}
+    result["kill_log"], result["wall_s"] = kills, round(time.perf_counter() - t_start, 1)
+
+    print(f"\n{'stage':20s}{'reference s':>12s}{'kills survived':>16s}")
+    for s in [*stages, "(between stages)"]:
+        ref_s = f"{durations[s]:.2f}" if s in durations else "-"
+        print(f"{s:20s}{ref_s:>12s}{per_stage[s] if problem is None else 0:>16d}")
+    print(f"kills {len(kills)}, launches {launches}, every stage interrupted: {result['every_stage_interrupted']}")
+    if problem is not None:
+        print(f"UNRECOVERABLE after kill {json.dumps(problem.get('after_kill'))}:\n" + "\n".join(problem["log_tail"]))
+    print(f"metrics_equal: {result['metrics_equal']}" + "".join(f"\n  {d}" for d in result.get("differences", [])))
+    print(json.dumps(result))
+    sys.exit(0 if result["metrics_equal"] else 1)
+
+
+if __name__ == "__main__":
+    main()
