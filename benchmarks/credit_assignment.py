@@ -42,7 +42,7 @@ from sparring.train.grpo import train_side
 from sparring.world.scenarios import sample_scenarios
 
 CREDITS = ("grpo", "iapo", "mt_grpo")
-SPEC = ModelSpec(hidden_size=64, num_layers=2, num_heads=2, num_kv_heads=1, intermediate_size=192)
+SPEC = ModelSpec()  # the default agent's architecture
 
 
 class FixedCustomerTerms:
@@ -61,7 +61,7 @@ class FixedCustomerTerms:
 def start_agent(args: argparse.Namespace, scratch: Path) -> tuple[Any, Any, list[Any], list[Any]]:
     """Tokenizer, a DA0 with headroom, and the train / held-out scenarios."""
     train_frame, test_frame = utterance_frame(args.per_intent, 0), utterance_frame(4, 1)
-    train = sample_scenarios(train_frame, 400, seed=0)
+    train = sample_scenarios(train_frame, args.demos + 200, seed=0)
     heldout = sample_scenarios(test_frame, args.eval, seed=1)
     demos = expert_demonstrations(train[: args.demos], 0, refs="described")
     tok = train_tokenizer(tokenizer_corpus(train_frame["text"].to_list(), [], demos), 1500, sorted(known_intents()))
@@ -86,7 +86,7 @@ def held_out(model: Any, tok: Any, heldout: list[Any]) -> dict[str, float]:
 
 def gym(model: Any, tok: Any, scenarios: list[Any], credit: str, seed: int, steps: int) -> tuple[Any, list[float]]:
     customers = [CooperativeCustomer(), CamouflagingCustomer(seed=seed)]
-    settings = GRPOSettings(max_steps=steps, learning_rate=3e-4, credit=credit)
+    settings = GRPOSettings(num_generations=8, scenarios_per_step=2, max_steps=steps, learning_rate=3e-4, credit=credit)
     result = train_side(
         model, tok, "agent", lambda sc, draw: customers[draw % 2], scenarios, Judge(FixedCustomerTerms()), settings,
         seed=seed,
@@ -103,10 +103,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--steps", type=int, default=20)
-    parser.add_argument("--demos", type=int, default=120)
-    parser.add_argument("--per-intent", type=int, default=20)
-    parser.add_argument("--intent-epochs", type=float, default=3)
-    parser.add_argument("--demo-epochs", type=float, default=3)
+    parser.add_argument("--demos", type=int, default=300, help="expert demos DA0 learns from (the default: 1000)")
+    parser.add_argument("--per-intent", type=int, default=30)
+    parser.add_argument("--intent-epochs", type=float, default=4)
+    parser.add_argument("--demo-epochs", type=float, default=6)
     parser.add_argument("--eval", type=int, default=80)
     args = parser.parse_args()
     apply_torch_threads(1)
