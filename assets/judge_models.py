@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import polars as pl
 
 from pipelines.stages import Stage, StageContext, StageOutput, stage_asset
+from sparring.atomic import replace_dir
 from sparring.judge.models import build_judge_models
 
 STAGE = Stage(
@@ -30,9 +33,12 @@ def judge_models(ctx: StageContext) -> StageOutput:
         max_train=ctx.params.judge.max_train,
         extra_real=later_turns,
     )
-    out = ctx.root / STAGE.outs[0]
-    oracle.save(out / "oracle")
-    discriminator.save(out / "discriminator")
+
+    def write(folder: Path) -> None:
+        oracle.save(folder / "oracle")
+        discriminator.save(folder / "discriminator")
+
+    replace_dir(ctx.root / STAGE.outs[0], write)  # the folder is replaced whole, once both models are saved
     return StageOutput(
         metrics={k: v for k, v in metrics.items() if isinstance(v, int | float)},
         report={"source": ctx.params.ingest.utterances.source},

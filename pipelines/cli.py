@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from pathlib import Path
+from typing import Any
 
 import typer
 from rich.console import Console
@@ -15,7 +17,20 @@ from sparring.cli import app, fail
 from sparring.params import PROFILE_ENV, ParamsError, load_params
 from sparring.runtime import project_root
 
-QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+# Dagster's console logger: a failed step's stack trace is Dagster's to keep (its run log, the UI); the terminal
+# gets one line per failure from `_failures`, unless --verbose.
+LOG_LEVEL = {True: "INFO", False: "CRITICAL"}
+# What a user's input or files can raise inside a stage: reported as their message alone, no class, no traceback.
+USER_ERRORS = ("IngestError", "ParamsError", "CheckpointError", "OutputRefused")
+# Set unless --verbose, before the trainers' libraries are imported: no progress bars, no advisory warnings.
+QUIET_ENV = {
+    "TQDM_DISABLE": "1",
+    "TRANSFORMERS_VERBOSITY": "error",
+    "TRANSFORMERS_NO_ADVISORY_WARNINGS": "1",
+    "HF_DATASETS_DISABLE_PROGRESS_BARS": "1",
+    "HF_HUB_DISABLE_PROGRESS_BARS": "1",
+}
+VERBOSE_OPTION = typer.Option(False, "--verbose", "-v", help="show trainer output (TRL logs, progress bars, warnings)")
 
 
 def _root() -> Path:
@@ -25,12 +40,16 @@ def _root() -> Path:
         fail(str(exc))
 
 
-def _prepare(profile: str | None) -> Path:
-    from pipelines.resources import ensure_dagster_home
+def _prepare(profile: str | None, verbose: bool = False) -> Path:
+    from pipelines.resources import VERBOSE_ENV, ensure_dagster_home
 
     root = _root()
     if profile:
         os.environ[PROFILE_ENV] = profile
+    os.environ[VERBOSE_ENV] = "1" if verbose else "0"
+    if not verbose:
+        for key, value in QUIET_ENV.items():
+            os.environ.setdefault(key, value)
     try:
         load_params(root / "params.yaml")  # fail fast, before Dagster starts, on a bad params file
     except ParamsError as exc:
@@ -48,60 +67,82 @@ def _stages() -> list:
     return STAGES
 
 
-def _execute(stages: list[str] | None, parallel: int = 1, root: Path | None = None) -> None:
-    """Materialize stages (all if None) against the project's Dagster instance: in this process, one at a time,
-    or with ``parallel`` > 1 on Dagster's multiprocess executor, which runs up to that many stages whose inputs
-    are ready (simulator_sft beside agent_sft), each in its own process."""
-    from dagster import AssetKey, DagsterInstance, execute_job, reconstructable
+def _run_config(verbose: bool) -> dict:
+    return {"loggers": {"console": {"config": {"log_level": LOG_LEVEL[verbose]}}}}
 
-    from pipelines.definitions import defs, main_job_def
 
-    selection = [AssetKey(s) for s in stages] if stages else None
+def _execute(job: Any = None, parallel: int = 1, root: Path | None = None, verbose: bool = False) -> None:
+    """Materialize a job (the whole pipeline's `main` if None) against the project's Dagster instance: in this
+    process, one stage at a time, or with ``parallel`` > 1 on Dagster's multiprocess executor, which runs up to
+    that many stages whose inputs are ready (simulator_sft beside agent_sft), each in its own process."""
+    from dagster import DagsterInstance, execute_job, reconstructable
+
+    config = _run_config(verbose)
     with DagsterInstance.get() as instance:
         if parallel > 1:
+            from pipelines.definitions import main_job_def
+
             # The stage processes get the project and profile in their config, not from the environment.
             project = {"root": str(root or _root()), "profile": os.environ.get(PROFILE_ENV, "")}
             # forkserver with the pipeline preloaded: a stage process starts in ~1 s instead of importing torch,
             # transformers and Dagster afresh (spawn: ~10 s a stage on 2 cores).
             start = {"forkserver": {"preload_modules": ["pipelines.definitions"]}}
             execution = {"multiprocess": {"max_concurrent": parallel, "start_method": start}}
-            result = execute_job(
-                reconstructable(main_job_def),
-                instance,
-                run_config={**QUIET, "execution": {"config": execution}, "resources": {"project": {"config": project}}},
-                asset_selection=selection,
-                raise_on_error=False,
-            )
+            config.update(execution={"config": execution}, resources={"project": {"config": project}})
+            result = execute_job(reconstructable(main_job_def), instance, run_config=config, raise_on_error=False)
         else:
-            result = defs.resolve_job_def("main").execute_in_process(
-                instance=instance, asset_selection=selection, run_config=QUIET, raise_on_error=False
-            )
+            if job is None:
+                from pipelines.definitions import defs
+
+                job = defs.resolve_job_def("main")
+            result = job.execute_in_process(instance=instance, run_config=config, raise_on_error=False)
     if not result.success:
-        failures = [e for e in result.all_events if e.is_step_failure]
-        messages = []
-        for event in failures:
-            error = event.step_failure_data.error
-            while (
-                error is not None and error.cause is not None
-            ):  # the user's exception, not Dagster's wrapper
-                error = error.cause
-            messages.append(f"stage {event.step_key}: {error.message.strip() if error else 'failed'}")
-        fail("\n".join(messages) or "the run failed", code=1)
+        fail("\n".join(_failures(result)) or "the run failed (see the Dagster run log)", code=1)
 
 
-def _summary(root: Path, stages: list[str], brief: tuple[str, ...] = ()) -> None:
-    """Each stage's wall time and metrics; for `brief` stages only the wall time (their own tables follow)."""
-    table = Table(title="sparring — stage summary", show_lines=False)
+def _failures(result: Any) -> list[str]:
+    """One line per failed stage: a user's error as its own message; anything else with its type and a hint."""
+    lines = []
+    for event in (e for e in result.all_events if e.is_step_failure):
+        error = event.step_failure_data.error
+        while error is not None and error.cause is not None:  # the user's exception, not Dagster's wrapper
+            error = error.cause
+        if error is None:
+            lines.append(f"stage {event.step_key}: failed")
+            continue
+        message, kind = error.message.strip(), error.cls_name or ""
+        prefix = message.split(":", 1)[0]
+        if kind in USER_ERRORS and prefix.endswith(kind):
+            lines.append(message[len(prefix) + 1 :].strip())
+        else:
+            hint = f"`sparring stage {event.step_key} --verbose` prints the traceback"
+            lines.append(f"stage {event.step_key} failed: {message} ({hint})")
+    return lines
+
+
+def _summary(root: Path, stages: list[str], headline_only: bool = False) -> None:
+    """Each stage's wall time and metrics (with ``headline_only``, its headline metrics: the rest are in
+    reports/<stage>.json)."""
+    from pipelines.stages import HEADLINE, stage_kind
+
+    title = "sparring — stage summary" + (" (headline metrics; all of them in reports/<stage>.json)" * headline_only)
+    table = Table(title=title, show_lines=False)
     for column in ("stage", "metric", "value"):
         table.add_column(column)
     for stage in stages:
         report = json.loads((root / "reports" / f"{stage}.json").read_text())
         table.add_row(stage, "wall_seconds", f"{report['wall_seconds']:.2f}")
-        if stage in brief:
-            continue
-        for key, value in report["metrics"].items():
+        keys = HEADLINE.get(stage_kind(stage), ()) if headline_only else report["metrics"]
+        for key in (k for k in keys if k in report["metrics"]):
+            value = report["metrics"][key]
             table.add_row("", key, f"{value:g}" if isinstance(value, float) else str(value))
     Console().print(table)
+
+
+QUICK_NOTE = (
+    "profile quick: its models are too small to learn anything, so zeros are expected here; it checks that the "
+    "pipeline runs end to end (`--profile default` for real figures)"
+)
 
 
 def _agents_summary(root: Path) -> None:
@@ -112,6 +153,7 @@ def _agents_summary(root: Path) -> None:
     if not path.is_file():
         return
     doc = json.loads(path.read_text())
+    note = QUICK_NOTE if doc.get("profile") == "quick" else None
     console = Console()
     cycles = Table(title=f"co-evolution (stop: {doc.get('stop_reason')})")
     for column in ("cycle", "trained", "w_da", "arena_adv_success", "grpo_tokens_per_s"):
@@ -132,7 +174,8 @@ def _agents_summary(root: Path) -> None:
         return (name != "da0", name == "final", not name.startswith("cycle_"), cycle, name)
 
     names = sorted(doc["agents"], key=order)
-    agents = Table(title=f"held-out agents ({doc['n_heldout']} scenarios per opponent, profile {doc['profile']})")
+    title = f"held-out agents ({doc['n_heldout']} scenarios per opponent, profile {doc['profile']})"
+    agents = Table(title=title, caption=note)
     agents.add_column("metric")
     for name in names:
         agents.add_column(name, justify="right")
@@ -141,26 +184,66 @@ def _agents_summary(root: Path) -> None:
     console.print(agents)
 
 
-@app.command()
-def run(profile: str = typer.Option(None, help="quick | default | scale | banking77")) -> None:
-    """Run the whole pipeline (the Dagster job `main`) and print a summary."""
-    root = _prepare(profile)
-    stages = _stages()
-    from assets import coevolution, evaluate
+def _tell_dvc(root: Path, ran: str) -> None:
+    """After a successful run, record what it made in dvc.lock (`dvc commit`), so `dvc repro` has nothing to do;
+    only when the run's profile is params.yaml's, the profile DVC records."""
+    from pipelines.project import dvc_commit, file_profile, is_dvc_repo
+    from pipelines.stages import say
 
-    _execute(None, load_params(root / "params.yaml").runtime.parallel_stages, root)
-    _summary(root, [s.name for s in stages], brief=(*(s.name for s in coevolution.STAGES), evaluate.STAGE.name))
+    if not is_dvc_repo(root):
+        return
+    if ran != file_profile(root):
+        say(f"dvc.lock not updated: this run's profile is {ran}, params.yaml's (what DVC records) {file_profile(root)}")
+        return
+    ok, last = dvc_commit(root)
+    say("dvc.lock now records this run's outputs: `dvc repro` finds them up to date" if ok else f"dvc commit: {last}")
+
+
+@app.command()
+def run(
+    profile: str = typer.Option(None, help="quick | default | scale | banking77"), verbose: bool = VERBOSE_OPTION
+) -> None:
+    """Run the whole pipeline (the Dagster job `main`) and print a summary."""
+    from pipelines.stages import say
+
+    root = _prepare(profile, verbose)
+    began, params = time.perf_counter(), load_params(root / "params.yaml")
+    stages = _stages()
+    say(f"sparring run: {len(stages)} stages, profile {params.profile}, {params.runtime.parallel_stages} at a time")
+    _execute(None, params.runtime.parallel_stages, root, verbose)
+    say(f"sparring run: finished in {time.perf_counter() - began:.1f} s")
+    _tell_dvc(root, params.profile)
+    _summary(root, [s.name for s in stages], headline_only=True)
     _agents_summary(root)
 
 
 @app.command()
-def stage(name: str, profile: str = typer.Option(None, help="quick | default | scale | banking77")) -> None:
+def stage(
+    name: str,
+    profile: str = typer.Option(None, help="quick | default | scale | banking77"),
+    verbose: bool = VERBOSE_OPTION,
+) -> None:
     """Run one stage (what `dvc repro` calls); it reads its upstream stages' files from disk."""
-    root = _prepare(profile)
-    known = [s.name for s in _stages()]
-    if name not in known:
+    from pipelines.project import declared_stages, dvc_profile_conflict, missing_upstream
+
+    root = _prepare(profile, verbose)
+    via = "--profile" if profile else PROFILE_ENV
+    conflict = dvc_profile_conflict(root, profile or os.environ.get(PROFILE_ENV), via)
+    if conflict:
+        fail(f"stage {name}: {conflict}")
+    missing = missing_upstream(root, name)
+    if missing:
+        fail(missing)
+    from pipelines.stages import stage_definitions
+
+    try:
+        found = stage_definitions(name)
+    except ParamsError as exc:
+        fail(str(exc))
+    if found is None:
+        known = list(declared_stages(root)) or [s.name for s in _stages()]
         fail(f"unknown stage {name!r} (stages: {', '.join(known)})")
-    _execute([name])
+    _execute(found[1].resolve_job_def("main"), verbose=verbose)
     _summary(root, [name])
 
 
@@ -176,7 +259,7 @@ def ui_command(port: int) -> list[str]:
 @app.command()
 def ui(port: int = typer.Option(3000, help="port on 127.0.0.1")) -> None:
     """Open the Dagster UI on 127.0.0.1 with the project's instance ($DAGSTER_HOME, else <project>/.dagster)."""
-    root = _prepare(None)
+    root = _prepare(None, verbose=True)  # the UI's runs keep the trainers' output in their compute logs
     os.chdir(root)
     command = ui_command(port)
     os.execv(command[0], command)

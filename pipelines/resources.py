@@ -7,7 +7,9 @@ pipeline touches them.
 from __future__ import annotations
 
 import json
+import logging
 import os
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -19,6 +21,8 @@ from dagster import ConfigurableResource
 
 from sparring.params import Params, load_params
 from sparring.runtime import apply_torch_threads, project_root
+
+VERBOSE_ENV = "SPARRING_VERBOSE"  # "1": trainer output (TRL's dicts, tqdm bars, HF warnings) goes to the terminal
 
 
 class ProjectResource(ConfigurableResource):
@@ -33,9 +37,16 @@ class ProjectResource(ConfigurableResource):
         return Path(self.root).resolve() if self.root else project_root()
 
     def params(self) -> Params:
-        """Load params and apply the thread policy: every stage starts here, so this is 'start-up'."""
+        """Load params and apply the thread policy: every stage starts here, so this is 'start-up'. A stage whose
+        code has not imported torch (ingest, scenarios) does not pay seconds to import it here: the thread count
+        goes into the environment, which torch reads when it is imported (as apply_torch_threads does first)."""
         params = load_params(self.path() / "params.yaml", self.profile or None)
-        apply_torch_threads(params.runtime.torch_threads)
+        threads = params.runtime.torch_threads
+        if "torch" in sys.modules:
+            apply_torch_threads(threads)
+        elif threads > 0:
+            for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+                os.environ[var] = str(threads)
         return params
 
 
@@ -69,6 +80,8 @@ class MlflowTracking(ConfigurableResource):
     def _setup(self, experiment: str) -> tuple[Any, str]:
         import mlflow
 
+        if os.environ.get(VERBOSE_ENV) != "1":  # its store's INFO lines ("Creating initial ... tables")
+            logging.getLogger("mlflow").setLevel(logging.WARNING)
         root = Path(self.root).resolve() if self.root else project_root()
         store = root / "mlruns"
         store.mkdir(parents=True, exist_ok=True)
@@ -147,6 +160,7 @@ def _log_params(client: Any, run_id: str, flat: dict[str, Any]) -> None:
 class StageLog:
     def __init__(self, client: Any, run_id: str, parent_id: str, stage: str):
         self.client, self.run_id, self.parent_id, self.stage = client, run_id, parent_id, stage
+        self.logged_curves: list[dict[str, Any]] = []  # what `curves` logged: the stage's plot file reads it
 
     def metrics(self, values: dict[str, float], step: int = 0) -> None:
         from mlflow.entities import Metric
@@ -167,6 +181,7 @@ class StageLog:
         """A trainer's log history as step-indexed curves (train_loss, learning_rate, …)."""
         from mlflow.entities import Metric
 
+        self.logged_curves.extend(history)
         now = int(time.time() * 1000)
         points = [
             Metric(f"train_{k}" if k == "loss" else k, float(v), now, int(entry["step"]))

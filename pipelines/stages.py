@@ -5,26 +5,71 @@ by `sparring dvc-yaml --write`). Every DVC stage runs `sparring stage <name>`, w
 Dagster asset in-process against the project's Dagster instance, so `dvc repro` and the Dagster UI run the
 same code, update the same files, and both log to MLflow. tests/test_pipeline.py checks that dvc.yaml and the
 asset graph agree.
+
+Besides its own outputs, every stage writes reports/<stage>.json (all its metrics), reports/headline/<stage>.json
+(a few headline numbers: DVC's metrics, so `dvc metrics show` stays a short table) and, for the stages in `PLOTS`,
+reports/plots/<stage>.json (a data series for `dvc plots show`).
 """
 
 # No `from __future__ import annotations`: Dagster reads the asset function's annotations at definition time.
+import importlib
+import os
+import re
+import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, redirect_stderr, redirect_stdout
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
-from dagster import AssetExecutionContext, MaterializeResult, MetadataValue, asset
+from dagster import (
+    AssetChecksDefinition,
+    AssetExecutionContext,
+    AssetKey,
+    AssetsDefinition,
+    AssetSelection,
+    Definitions,
+    MaterializeResult,
+    MetadataValue,
+    asset,
+    define_asset_job,
+)
 
-from pipelines.resources import MlflowTracking, ProjectResource
-from sparring.atomic import write_json
+from pipelines.resources import VERBOSE_ENV, MlflowTracking, ProjectResource
+from sparring.atomic import adopt_dir, write_json
 from sparring.params import Params
 
 # Every stage reads these: switching the profile or the seed reruns everything.
 COMMON_PARAMS = ("profile", "seed")
 # Every stage's code depends on these too.
 COMMON_DEPS = ("src/sparring/params.py", "pipelines/stages.py")
+CYCLE = re.compile(r"cycle_(\d+)")
+# The few numbers per stage that `dvc metrics show` prints (a stage's full metrics stay in reports/<stage>.json).
+# Keyed by stage name; every cycle_k shares "cycle".
+HEADLINE = {
+    "ingest": ("rows_train",),
+    "scenarios": ("n_train",),
+    "judge_models": ("oracle_acc",),
+    "tokenizer": ("vocab_size",),
+    "simulator_sft": ("sim_faithfulness",),
+    "agent_sft": ("strict_pass_camo",),
+    "cycle": ("w_da",),
+    "evaluate": ("final.strict_pass_coop", "final.strict_pass_advpool"),
+}
+# Stages that write a data series for `dvc plots show`: the SFT stages their training loss (what they log with
+# `StageLog.curves`), each cycle the W_DA trajectory so far (its report's state); plot id -> (x, y, title).
+PLOTS = {
+    "simulator_sft": ("step", "train_loss", "simulator SFT: training loss (drills, then SFT)"),
+    "agent_sft": ("step", "train_loss", "DA0 warm start: training loss (intent phase, then episodes)"),
+    "cycle": ("cycle", "w_da", "co-evolution: W_DA (the agent's win rate in the arena) per cycle"),
+}
+
+
+def stage_kind(name: str) -> str:
+    """The name HEADLINE and PLOTS know a stage by: its own, or "cycle" for every cycle_k."""
+    return "cycle" if CYCLE.fullmatch(name) else name
 
 
 @dataclass(frozen=True)
@@ -34,12 +79,20 @@ class Stage:
     params: tuple[str, ...]  # params.yaml sections the stage reads (besides COMMON_PARAMS)
     deps: tuple[str, ...]  # code and data paths the stage reads, relative to the project root
     outs: tuple[str, ...]  # what it writes (DVC-cached)
-    metrics: tuple[str, ...] = ()  # small JSON summaries (DVC metrics, not cached, also logged to MLflow)
+    metrics: tuple[str, ...] = ()  # small JSON summaries it writes (DVC-tracked, not cached, logged to MLflow)
     upstream: tuple[str, ...] = ()  # stages whose outs it reads
 
     @property
     def report(self) -> str:
         return f"reports/{self.name}.json"
+
+    @property
+    def headline(self) -> str:
+        return f"reports/headline/{self.name}.json"
+
+    @property
+    def plot(self) -> str | None:
+        return f"reports/plots/{self.name}.json" if stage_kind(self.name) in PLOTS else None
 
 
 @dataclass
@@ -57,9 +110,72 @@ class StageOutput:
     metadata: dict[str, Any] = field(default_factory=dict)  # extra Dagster metadata
 
 
+def verbose() -> bool:
+    return os.environ.get(VERBOSE_ENV) == "1"
+
+
+def say(message: str) -> None:
+    """One progress line on the terminal (stderr), whatever a stage's own output is redirected to."""
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+@contextmanager
+def trainer_output(root: Path, name: str) -> Iterator[Path | None]:
+    """Unless verbose, send what the stage's code prints (TRL's log dicts, tqdm bars, warnings) to
+    scratch/logs/<stage>.log instead of the terminal; yields that file (None when verbose)."""
+    if verbose():
+        yield None
+        return
+    path = root / "scratch" / "logs" / f"{name}.log"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if "transformers" in sys.modules:  # its logger writes to the stream it was created with, so quiet it here
+        sys.modules["transformers"].utils.logging.set_verbosity_error()
+    with path.open("w", encoding="utf-8") as log, redirect_stdout(log), redirect_stderr(log):
+        yield path
+
+
+def _headline(stage: Stage, metrics: dict[str, Any]) -> dict[str, Any]:
+    return {k: metrics[k] for k in HEADLINE.get(stage_kind(stage.name), ()) if k in metrics}
+
+
+def _plot_points(stage: Stage, log: Any, report: dict[str, Any]) -> list[dict[str, Any]]:
+    """The stage's data series: an SFT stage's logged loss (steps counted across its phases), or a cycle's W_DA
+    trajectory so far (from the state it leaves)."""
+    if stage_kind(stage.name) == "cycle":
+        history = report.get("state", {}).get("w_da_history", [])
+        return [{"cycle": k, "w_da": float(w)} for k, w in enumerate(history, start=1)]
+    points, offset, last_phase, last_step = [], 0, None, 0
+    for entry in getattr(log, "logged_curves", []):
+        if "loss" not in entry or "step" not in entry:
+            continue
+        phase = entry.get("phase", 0)
+        if phase != last_phase:
+            offset, last_phase = last_step, phase
+        last_step = offset + int(entry["step"])
+        points.append({"step": last_step, "phase": phase, "train_loss": float(entry["loss"])})
+    return points
+
+
+def _write_reports(stage: Stage, root: Path, params: Params, output: StageOutput, log: Any, seconds: float) -> None:
+    report = {
+        "stage": stage.name,
+        "profile": params.profile,
+        "seed": params.seed,
+        "wall_seconds": seconds,
+        "metrics": output.metrics,
+        **output.report,
+    }
+    write_json(report, root / stage.report)
+    write_json(_headline(stage, output.metrics), root / stage.headline)
+    if stage.plot:
+        # write_json takes a dict; DVC reads the first list of points it finds in the file
+        write_json({"points": _plot_points(stage, log, report)}, root / stage.plot)
+
+
 def stage_asset(stage: Stage) -> Callable[[Callable[[StageContext], StageOutput]], Any]:
     """Wrap a plain `fn(StageContext) -> StageOutput` as the stage's Dagster asset: it loads params, opens
-    the stage's MLflow run, times the work, writes reports/<stage>.json atomically and returns metadata."""
+    the stage's MLflow run, times the work, writes reports/<stage>.json (and its headline and plot files)
+    atomically and returns metadata. It prints one line when the stage starts and one when it ends."""
 
     def wrap(fn: Callable[[StageContext], StageOutput]) -> Any:
         @asset(
@@ -72,24 +188,25 @@ def stage_asset(stage: Stage) -> Callable[[Callable[[StageContext], StageOutput]
         def _asset(
             context: AssetExecutionContext, project: ProjectResource, mlflow: MlflowTracking
         ) -> MaterializeResult:
+            began = time.perf_counter()
+            say(f"stage {stage.name}: started")
             root, params = project.path(), project.params()
-            with mlflow.stage_run(
-                context.run.run_id, stage.name, params, [*COMMON_PARAMS, *stage.params]
-            ) as log:
-                start = time.perf_counter()
-                output = fn(StageContext(root=root, params=params, log=log, dagster=context))
-                seconds = round(time.perf_counter() - start, 3)
-                report = {
-                    "stage": stage.name,
-                    "profile": params.profile,
-                    "seed": params.seed,
-                    "wall_seconds": seconds,
-                    "metrics": output.metrics,
-                    **output.report,
-                }
-                write_json(report, root / stage.report)
-                log.metrics({**output.metrics, "wall_seconds": seconds})
-                log.artifact(root / stage.report)
+            for out in stage.outs:  # the pipeline's own paths: an output from before manifests is still its own
+                adopt_dir(root / out)
+            try:
+                with mlflow.stage_run(context.run.run_id, stage.name, params, [*COMMON_PARAMS, *stage.params]) as log:
+                    start = time.perf_counter()
+                    with trainer_output(root, stage.name) as chatter:
+                        output = fn(StageContext(root=root, params=params, log=log, dagster=context))
+                    seconds = round(time.perf_counter() - start, 3)
+                    _write_reports(stage, root, params, output, log, seconds)
+                    log.metrics({**output.metrics, "wall_seconds": seconds})
+                    log.artifact(root / stage.report)
+            except BaseException:
+                say(f"stage {stage.name}: failed after {time.perf_counter() - began:.1f} s")
+                raise
+            where = f" (its output: {chatter.relative_to(root)})" if chatter and chatter.stat().st_size else ""
+            say(f"stage {stage.name}: finished in {time.perf_counter() - began:.1f} s{where}")
             metadata = {k: MetadataValue.float(float(v)) for k, v in output.metrics.items()}
             metadata["wall_seconds"] = MetadataValue.float(seconds)
             metadata["profile"] = MetadataValue.text(params.profile)
@@ -100,21 +217,68 @@ def stage_asset(stage: Stage) -> Callable[[Callable[[StageContext], StageOutput]
     return wrap
 
 
+def _plots(stages: list[Stage]) -> list[dict[str, Any]]:
+    """dvc.yaml's top-level plots: each SFT stage's loss, and the last cycle's W_DA trajectory (the whole run's)."""
+    plots = []
+    cycles = [s for s in stages if stage_kind(s.name) == "cycle"]
+    for s in stages:
+        if s.plot and (stage_kind(s.name) != "cycle" or s is cycles[-1]):
+            x, y, title = PLOTS[stage_kind(s.name)]
+            plot_id = "w_da" if stage_kind(s.name) == "cycle" else f"{s.name}_loss"
+            plots.append({plot_id: {"x": x, "y": {s.plot: y}, "title": title, "template": "linear"}})
+    return plots
+
+
 def render_dvc_yaml(stages: list[Stage]) -> str:
     """dvc.yaml for the given stages: the same command, inputs and outputs the Dagster assets declare."""
     by_name = {s.name: s for s in stages}
     body: dict[str, Any] = {}
     for s in stages:
         upstream_outs = [out for u in s.upstream for out in by_name[u].outs]
+        small = [s.report, *s.metrics, *([s.plot] if s.plot else [])]  # tracked, too small to cache
         body[s.name] = {
             "desc": s.description,
             "cmd": f"sparring stage {s.name}",
             "deps": [*upstream_outs, *COMMON_DEPS, *s.deps],
             "params": [*COMMON_PARAMS, *s.params],
-            "outs": list(s.outs),
-            "metrics": [{s.report: {"cache": False}}, *({m: {"cache": False}} for m in s.metrics)],
+            "outs": [*s.outs, *({path: {"cache": False}} for path in small)],
+            "metrics": [{s.headline: {"cache": False}}],
         }
     header = (
         "# Generated from the Stage declarations in assets/ by `sparring dvc-yaml --write`; do not edit.\n"
     )
-    return header + yaml.safe_dump({"stages": body}, sort_keys=False, width=110, allow_unicode=True)
+    document = {"stages": body, "plots": _plots(stages)}
+    return header + yaml.safe_dump(document, sort_keys=False, width=110, allow_unicode=True)
+
+
+def stage_module(name: str) -> str:
+    """The module that declares stage ``name``: assets/<name>.py, or assets/coevolution.py for every cycle."""
+    return "assets.coevolution" if CYCLE.fullmatch(name) else f"assets.{name}"
+
+
+def stage_definitions(name: str) -> tuple[Stage, Any] | None:
+    """Stage ``name`` and Dagster Definitions holding only its asset (its upstream assets stand in as external
+    specs) and its checks, with a job `main` over it: importing one stage's module, not the whole graph's, is
+    what lets `sparring stage ingest` start without torch. None if no module declares that stage."""
+    try:
+        module = importlib.import_module(stage_module(name))
+    except ModuleNotFoundError as exc:
+        if exc.name and exc.name.startswith("assets."):
+            return None
+        raise
+    declared = getattr(module, "STAGES", None) or [getattr(module, "STAGE", None)]
+    stage = next((s for s in declared if isinstance(s, Stage) and s.name == name), None)
+    if stage is None:
+        return None
+    found = [v for value in vars(module).values() for v in (value if isinstance(value, list) else [value])]
+    key = AssetKey(name)
+    checks = [c for c in found if isinstance(c, AssetChecksDefinition) and key in {k.asset_key for k in c.check_keys}]
+    assets = [a for a in found if isinstance(a, AssetsDefinition) and not isinstance(a, AssetChecksDefinition)]
+    assets = [a for a in assets if a.keys == {key}]
+    defs = Definitions(
+        assets=assets[:1],
+        asset_checks=checks,
+        jobs=[define_asset_job("main", selection=AssetSelection.assets(key))],
+        resources={"project": ProjectResource(), "mlflow": MlflowTracking()},
+    )
+    return stage, defs

@@ -10,6 +10,7 @@ import yaml
 from typer.testing import CliRunner
 
 from pipelines.cli import app
+from sparring.atomic import MANIFEST
 from sparring.world.taxonomy import load_taxonomy
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -62,9 +63,9 @@ def ingest(root: Path):
 
 def test_good_input_is_ingested(project):
     files = snapshot(project / "out")
-    assert set(files) == {
-        f"{p}{s}.parquet" for p in ("", "dialogues_") for s in ("train", "validation", "test")
-    }
+    parquet = {f"{p}{s}.parquet" for p in ("", "dialogues_") for s in ("train", "validation", "test")}
+    assert set(files) == parquet | {MANIFEST}  # the manifest marks the folder as sparring's own output
+    assert set(json.loads((project / "out" / MANIFEST).read_text())["files"]) == parquet
 
 
 CASES = {

@@ -28,7 +28,9 @@ def test_dvc_yaml_is_generated_from_the_stage_declarations():
 
 def test_dvc_and_dagster_have_the_same_stages_and_upstreams():
     stages = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
-    producer = {out: name for name, s in stages.items() for out in s["outs"]}
+    # outs are the cached folders (strings) and the small report files ({path: {cache: false}})
+    paths = {name: [o if isinstance(o, str) else next(iter(o)) for o in s["outs"]] for name, s in stages.items()}
+    producer = {out: name for name, outs in paths.items() for out in outs}
     dvc_graph = {name: sorted({producer[d] for d in s["deps"] if d in producer}) for name, s in stages.items()}
     asset_graph = defs.resolve_asset_graph()
     dagster_graph = {
@@ -63,13 +65,15 @@ def dagster_run(tmp_path_factory):
         raw["runtime"]["profiles"]["quick"]["parallel_stages"] = 2
 
     root = copy_project(ROOT, tmp_path_factory.mktemp("dagster") / "project", edit)
+    subprocess.run(["git", "init", "-q"], cwd=root, check=True)  # a DVC project: the run tells DVC what it made
     env = {**os.environ, "SPARRING_ROOT": str(root), "DAGSTER_HOME": str(root / ".dagster")}
+    env["PATH"] = f"{BIN}{os.pathsep}{os.environ['PATH']}"
     env.pop("SPARRING_PROFILE", None)
     result = subprocess.run(
         [str(BIN / "sparring"), "run"], cwd=root, env=env, capture_output=True, text=True, timeout=900
     )
     assert result.returncode == 0, result.stdout + result.stderr
-    return root, result.stdout
+    return root, result.stdout + result.stderr
 
 
 def test_run_trains_the_simulator_beside_the_agent(dagster_run):
@@ -128,6 +132,42 @@ def dvc(root: Path, *args: str) -> subprocess.CompletedProcess:
     for var in ("SPARRING_ROOT", "SPARRING_PROFILE"):
         env.pop(var, None)
     return subprocess.run([str(BIN / "dvc"), *args], cwd=root, env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_run_prints_a_line_per_stage_and_no_trainer_chatter(dagster_run):
+    root, output = dagster_run
+    for stage in STAGES:
+        assert f"stage {stage.name}: started" in output and f"stage {stage.name}: finished in " in output, output
+    assert "{'loss'" not in output and "it/s]" not in output and "Traceback" not in output  # in scratch/logs/
+    assert "{'loss'" in (root / "scratch" / "logs" / "agent_sft.log").read_text()
+    assert "zeros are expected" in " ".join(output.split())  # quick's all-zero tables say why
+
+
+def test_dvc_repro_after_sparring_run_has_nothing_to_do(dagster_run):
+    """`sparring run` ran `dvc commit`: the lock records what it made, so DVC reruns nothing."""
+    root = dagster_run[0]
+    lock = yaml.safe_load((root / "dvc.lock").read_text())["stages"]
+    assert set(lock) == {s.name for s in STAGES} and lock["ingest"]["params"]["params.yaml"]["profile"] == "quick"
+    again = dvc(root, "repro")
+    assert again.returncode == 0 and "Running stage" not in again.stdout, again.stdout + again.stderr
+    assert "Data and pipelines are up to date." in again.stdout
+
+
+def test_dvc_metrics_are_a_short_table_and_plots_have_something_to_draw(dagster_run, tmp_path):
+    root = dagster_run[0]
+    shown = dvc(root, "metrics", "show")
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.strip().splitlines()
+    assert len(lines) == len(STAGES) + 1 and max(map(len, lines)) < 260, shown.stdout  # was one 28,000-char line
+    assert "rows_train" in lines[0] and "w_da" in lines[0] and "final.strict_pass_advpool" in lines[0]
+    drawn = dvc(root, "plots", "show", "-o", str(tmp_path / "plots"))
+    assert drawn.returncode == 0, drawn.stderr
+    page = (tmp_path / "plots" / "index.html").read_text()
+    for title in ("simulator SFT: training loss", "DA0 warm start: training loss", "co-evolution: W_DA"):
+        assert title in page
+    cycles = [s.name for s in STAGES if s.name.startswith("cycle_")]
+    trajectory = yaml.safe_load((root / "reports" / "plots" / f"{cycles[-1]}.json").read_text())["points"]
+    assert [p["cycle"] for p in trajectory] == list(range(1, len(trajectory) + 1)) and trajectory
 
 
 def test_dvc_repro_makes_the_same_files_skips_when_unchanged_and_reruns_on_a_param(tmp_path, dagster_run):

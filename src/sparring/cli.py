@@ -3,6 +3,7 @@ the pipeline commands — run, stage, ui, dvc-yaml — to this app."""
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 
 import typer
@@ -47,21 +48,50 @@ def params(
 
 @app.command()
 def ingest(
-    out: Path = typer.Option(Path("data/ingest"), help="output folder (replaced atomically)"),
+    out: Path = typer.Option(
+        Path("data/ingest"), help="output folder: new, empty, or an earlier `sparring ingest` output (replaced whole)"
+    ),
     profile: str = typer.Option(None, help="quick | default | scale | banking77"),
     params_file: Path = typer.Option(Path("params.yaml"), "--params", help="the params file"),
 ) -> None:
     """Run ingestion alone, untracked (to check your own data); `sparring stage ingest` is the tracked stage."""
+    from sparring.atomic import OutputRefused
     from sparring.data.ingest import run_ingest
     from sparring.data.sources import IngestError
 
     resolved = load_or_fail(params_file, profile)
     try:
         result = run_ingest(resolved, params_file.resolve().parent, out)
-    except IngestError as exc:
+    except (IngestError, OutputRefused) as exc:
         fail(str(exc))
+    except OSError as exc:  # reading a source, or writing into the folder
+        fail(f"{exc.filename or out}: {exc.strerror or exc}")
     for key, value in result.metrics().items():
         typer.echo(f"{key:>24}  {value}")
+
+
+ROUTED_COLUMNS = ("intent", "tool", "reply")  # what `route` appends: a CSV ending with them is its own output
+
+
+def _check_route_target(target: Path, csv_in: Path) -> None:
+    """Refuse, before any work, a --out that would destroy what sparring did not write or cannot be written."""
+    if target.resolve() == csv_in.resolve():
+        fail(f"{target}: is the input file; choose another --out")
+    if target.is_dir():
+        fail(f"{target}: is a folder; --out names the CSV file to write")
+    if target.exists():
+        with target.open("rb") as f:
+            header = f.readline().decode("utf-8", "replace").strip().split(",")
+        if tuple(header[-3:]) != ROUTED_COLUMNS:
+            fail(f"{target}: exists and is not a CSV `sparring route` wrote; choose another --out or remove it")
+    parent = target.absolute().parent
+    while not parent.exists():
+        parent = parent.parent
+    try:  # a probe file (deleted at once) where the output's folder would be made
+        with tempfile.TemporaryFile(dir=parent):
+            pass
+    except OSError:
+        fail(f"{target}: cannot write there ({parent} is not a writable folder)")
 
 
 @app.command()
@@ -76,13 +106,15 @@ def route(
     import polars as pl
     from rich.progress import Progress
 
-    from sparring.atomic import write_csv
+    from sparring.atomic import OutputRefused, write_csv
     from sparring.data.sources import IngestError, read_text_csv
 
     try:
         frame = read_text_csv(csv_in)
     except IngestError as exc:
         fail(str(exc))
+    target = out or csv_in.with_name(csv_in.stem + ".routed.csv")
+    _check_route_target(target, csv_in)
     policy = _load_agent(checkpoint, max_new_tokens)
     from sparring.evaluate.agent import route_utterances
 
@@ -93,31 +125,30 @@ def route(
             rows += route_utterances(policy, texts[i : i + batch_size])
             progress.advance(task, min(batch_size, len(texts) - i))
     routed = frame.with_columns(
-        intent=pl.Series([r["intent"] for r in rows], dtype=pl.String),
-        tool=pl.Series([r["tool"] for r in rows], dtype=pl.String),
-        reply=pl.Series([r["reply"] for r in rows], dtype=pl.String),
+        **{c: pl.Series([r[c] for r in rows], dtype=pl.String) for c in ROUTED_COLUMNS}
     )
-    target = out or csv_in.with_name(csv_in.stem + ".routed.csv")
-    write_csv(routed, target)
+    try:
+        write_csv(routed, target)
+    except OutputRefused as exc:
+        fail(str(exc))
     found = routed.filter(pl.col("intent").is_not_null()).height
     typer.echo(f"routed {routed.height} rows ({found} with an intent) → {target}")
 
 
 def _load_agent(checkpoint: Path, max_new_tokens: int):
-    """An agent policy from a checkpoint folder, or a clear error naming what is missing."""
-    if not (checkpoint / "config.json").is_file():
-        fail(f"{checkpoint}: not a model checkpoint (no config.json); train one with `sparring run` first")
-    if not (checkpoint / "tokenizer_config.json").is_file():
-        fail(f"{checkpoint}: the checkpoint has no tokenizer (tokenizer_config.json)")
+    """An agent policy from a checkpoint folder (safetensors only), or one line naming the file at fault."""
+    from sparring.agents.checkpoints import CheckpointError, check_checkpoint, load_checkpoint
+
+    try:
+        check_checkpoint(checkpoint)
+    except CheckpointError as exc:
+        fail(str(exc))
     from sparring.agents.policies import LMPolicy
     from sparring.runtime import apply_torch_threads
 
     apply_torch_threads(1)
     try:
-        from transformers import AutoModelForCausalLM, AutoTokenizer
-
-        tokenizer = AutoTokenizer.from_pretrained(checkpoint)
-        model = AutoModelForCausalLM.from_pretrained(checkpoint)
-    except (OSError, ValueError) as exc:
-        fail(f"{checkpoint}: cannot load the checkpoint: {exc}")
+        model, tokenizer = load_checkpoint(checkpoint)
+    except CheckpointError as exc:
+        fail(str(exc))
     return LMPolicy(model, tokenizer, role="agent", max_new_tokens=max_new_tokens, greedy=True)

@@ -1,12 +1,25 @@
 """Checkpoints every trained policy is saved as: `save_pretrained` safetensors with the tokenizer and its
-chat template, loadable by anyone with `AutoModelForCausalLM.from_pretrained` / `AutoTokenizer.from_pretrained`."""
+chat template, loadable by anyone with `AutoModelForCausalLM.from_pretrained` / `AutoTokenizer.from_pretrained`.
+
+Only safetensors are ever loaded: a folder holding a pickle (``.bin``, ``.pt``, ``.pkl``, ...), whose loading can
+run arbitrary code, is refused, and so is a truncated or corrupt weights file, each by a :class:`CheckpointError`
+naming the file, before transformers reads anything.
+"""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 from sparring.atomic import replace_dir
+
+PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".pickle", ".ckpt", ".joblib")
+_MAX_HEADER = 100 * 1024 * 1024  # safetensors' own limit on the JSON header
+
+
+class CheckpointError(ValueError):
+    """A folder that is not a loadable sparring checkpoint; the message names the folder or file at fault."""
 
 
 def save_checkpoint(model: Any, tokenizer: Any, out_dir: Path) -> None:
@@ -22,7 +35,62 @@ def save_checkpoint(model: Any, tokenizer: Any, out_dir: Path) -> None:
     replace_dir(out_dir, write)
 
 
+def check_safetensors(path: Path) -> None:
+    """Raise :class:`CheckpointError` unless ``path`` is a whole safetensors file: an 8-byte header length, a JSON
+    header, and exactly the tensor bytes that header describes (a truncated copy has fewer)."""
+    size = path.stat().st_size
+    with path.open("rb") as f:
+        head = f.read(8)
+        n = int.from_bytes(head, "little") if len(head) == 8 else -1
+        if n < 2 or n > min(_MAX_HEADER, size - 8):
+            raise CheckpointError(f"{path}: not a whole safetensors file (truncated or corrupt: {size} bytes)")
+        try:
+            header = json.loads(f.read(n))
+            ends = [int(v["data_offsets"][1]) for k, v in header.items() if k != "__metadata__"]
+        except (ValueError, TypeError, KeyError, IndexError, AttributeError):
+            raise CheckpointError(f"{path}: corrupt safetensors header") from None
+    expected = 8 + n + max(ends, default=0)
+    if expected != size:
+        raise CheckpointError(
+            f"{path}: truncated or corrupt: its header describes {expected} bytes, the file holds {size}"
+        )
+
+
+def check_checkpoint(folder: Path) -> None:
+    """Refuse (:class:`CheckpointError`) a folder that is not a whole safetensors checkpoint with its tokenizer."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise CheckpointError(f"{folder}: not a model checkpoint (no such folder); train one with `sparring run`")
+    if not (folder / "config.json").is_file():
+        raise CheckpointError(f"{folder}: not a model checkpoint (no config.json); train one with `sparring run`")
+    pickles = sorted(p for p in folder.iterdir() if p.suffix.lower() in PICKLE_SUFFIXES)
+    if pickles:
+        raise CheckpointError(
+            f"{pickles[0]}: a pickle file; sparring loads only safetensors (loading a pickle can run code), "
+            "so this checkpoint is refused"
+        )
+    try:
+        json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError):
+        raise CheckpointError(f"{folder / 'config.json'}: not valid JSON") from None
+    weights = sorted(folder.glob("*.safetensors"))
+    if not weights:
+        raise CheckpointError(f"{folder}: the checkpoint has no weights (*.safetensors)")
+    for path in weights:
+        check_safetensors(path)
+    if not (folder / "tokenizer_config.json").is_file():
+        raise CheckpointError(f"{folder}: the checkpoint has no tokenizer (tokenizer_config.json)")
+
+
 def load_checkpoint(folder: Path) -> tuple[Any, Any]:
+    """A checkpoint's model and tokenizer, after :func:`check_checkpoint`; safetensors only."""
+    check_checkpoint(folder)
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    return AutoModelForCausalLM.from_pretrained(folder), AutoTokenizer.from_pretrained(folder)
+    try:
+        model = AutoModelForCausalLM.from_pretrained(folder, use_safetensors=True)
+        tokenizer = AutoTokenizer.from_pretrained(folder)
+    except Exception as exc:  # transformers raises many types for a bad folder; name the folder, keep the cause
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise CheckpointError(f"{folder}: cannot load the checkpoint: {first}") from exc
+    return model, tokenizer

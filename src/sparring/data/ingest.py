@@ -16,13 +16,15 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from sparring.atomic import replace_dir
+from sparring.atomic import check_replaceable, replace_dir
 from sparring.data import synthetic
-from sparring.data.sources import DIALOGUE_SCHEMA, read_dialogues_jsonl, read_intent_csv
+from sparring.data.sources import DIALOGUE_SCHEMA, IngestError, read_dialogues_jsonl, read_intent_csv
 from sparring.params import Params
 from sparring.world.taxonomy import load_taxonomy
 
 SPLITS = ("train", "validation", "test")
+# What an ingest folder holds: an earlier output (even one written before manifests) is recognized by these names.
+OUTPUT_FILES = tuple(f"{prefix}{split}.parquet" for prefix in ("", "dialogues_") for split in SPLITS)
 
 
 @dataclass
@@ -160,24 +162,65 @@ def load_dialogues(params: Params, root: Path) -> pl.DataFrame:
     )
 
 
+def _source_name(params: Params, root: Path, kind: str) -> str:
+    cfg = getattr(params.ingest, kind)
+    return str(root / cfg.path) if cfg.source != "synthetic" else f"ingest.{kind} (synthetic)"
+
+
+def _refuse_degenerate(params: Params, root: Path, frames: dict[str, pl.DataFrame], dropped: dict[str, int]) -> None:
+    """Refuse, with the counts, a dataset that cannot be split: a split left empty, or an intent missing from a
+    split (too few distinct rows: it needs one in train, one in test and, if validation > 0, one there)."""
+    needed = [s for s in SPLITS if s != "validation" or params.ingest.split.validation > 0]
+    counts = {s: dict(frames[s]["intent"].value_counts().iter_rows()) for s in SPLITS}
+    intents = sorted(set().union(*counts.values()))
+    short = [i for i in intents if any(counts[s].get(i, 0) == 0 for s in needed)]
+    if short or any(frames[s].height == 0 for s in needed):
+        rows = ", ".join(f"{s} {frames[s].height}" for s in SPLITS)
+        shown = "; ".join(
+            f"intent {i!r}: " + ", ".join(f"{s} {counts[s].get(i, 0)}" for s in SPLITS) for i in short[:5]
+        )
+        more = f" (and {len(short) - 5} more intents)" if len(short) > 5 else ""
+        raise IngestError(
+            f"{_source_name(params, root, 'utterances')}: too few distinct rows to split: {rows} rows after "
+            f"dropping {dropped['duplicates']} duplicate(s) and {dropped['conflicting']} conflicting"
+            + (f"; {shown}{more}" if short else "")
+            + f"; every intent needs at least {len(needed)} distinct rows, one per split"
+        )
+    empty = [s for s in needed if frames[f"dialogues_{s}"].height == 0]
+    if empty:
+        rows = ", ".join(f"{s} {frames[f'dialogues_{s}'].height}" for s in SPLITS)
+        raise IngestError(
+            f"{_source_name(params, root, 'dialogues')}: too few distinct dialogues to split: {rows} after "
+            f"deduplication; the {', '.join(empty)} split(s) would be empty (an outcome needs at least 3 dialogues "
+            "to reach every split)"
+        )
+
+
+def _split_utterances(utterances: pl.DataFrame, fractions: dict[str, float], seed: int) -> pl.DataFrame:
+    if utterances["heldout_pool"].is_null().all():
+        return stratified_split(utterances, "intent", fractions, seed).drop("heldout_pool")
+    # synthetic: the train pool is train; the held-out pool is split into validation and test
+    held = fractions["validation"] + fractions["test"]
+    heldout = stratified_split(
+        utterances.filter(pl.col("heldout_pool")),
+        "intent",
+        {"validation": fractions["validation"] / held, "test": fractions["test"] / held},
+        seed,
+    )
+    train = utterances.filter(~pl.col("heldout_pool")).with_columns(split=pl.lit("train"))
+    return pl.concat([train, heldout]).sort("id").drop("heldout_pool")
+
+
 def run_ingest(params: Params, root: Path, out_dir: Path) -> IngestResult:
-    """Read, validate, deduplicate and split both sources, then write them; nothing is written on any error."""
+    """Read, validate, deduplicate and split both sources, then write them; nothing is written on any error.
+
+    Refused before anything is read: an ``out_dir`` holding anything but sparring's own earlier ingest output
+    (:class:`~sparring.atomic.OutputRefused`). Refused after reading: a dataset too small to split (IngestError)."""
     start = time.perf_counter()
+    check_replaceable(out_dir, recognizes=OUTPUT_FILES)
     fractions = params.ingest.split.model_dump()
     utterances, dropped = deduplicate(load_utterances(params, root))  # keeps the first: train-pool rows win
-    if utterances["heldout_pool"].is_null().all():
-        utterances = stratified_split(utterances, "intent", fractions, params.seed)
-    else:  # synthetic: the train pool is train; the held-out pool is split into validation and test
-        held = fractions["validation"] + fractions["test"]
-        heldout = stratified_split(
-            utterances.filter(pl.col("heldout_pool")),
-            "intent",
-            {"validation": fractions["validation"] / held, "test": fractions["test"] / held},
-            params.seed,
-        )
-        train = utterances.filter(~pl.col("heldout_pool")).with_columns(split=pl.lit("train"))
-        utterances = pl.concat([train, heldout]).sort("id")
-    utterances = utterances.drop("heldout_pool")
+    utterances = _split_utterances(utterances, fractions, params.seed)
     # Intents are too many to stratify a few hundred dialogues by; their outcomes are what simulators match.
     dialogues = stratified_split(load_dialogues(params, root), "outcome", fractions, params.seed)
 
@@ -185,12 +228,13 @@ def run_ingest(params: Params, root: Path, out_dir: Path) -> IngestResult:
     for split in SPLITS:
         frames[split] = utterances.filter(pl.col("split") == split).drop("split")
         frames[f"dialogues_{split}"] = dialogues.filter(pl.col("split") == split).drop("split")
+    _refuse_degenerate(params, root, frames, dropped)
 
     def write_all(folder: Path) -> None:
         for name, frame in frames.items():
             frame.write_parquet(folder / f"{name}.parquet")
 
-    replace_dir(out_dir, write_all)
+    replace_dir(out_dir, write_all, recognizes=OUTPUT_FILES)
 
     label_counts = {split: dict(sorted(frames[split]["intent"].value_counts().iter_rows())) for split in SPLITS}
     return IngestResult(
