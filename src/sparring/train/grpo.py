@@ -182,7 +182,7 @@ def make_rollout_func(
         samples = [side_sample(ep, side) for ep in episodes]
         rewards = [float(s[key]) for s in scores]
         if settings.credit != "grpo":  # per-token weights, read back by iapo.CreditGRPOTrainer
-            turn = [float(s.get(FIRST_TURN_REWARD, 0.0)) for s in scores]
+            turn = [float(s.get(FIRST_TURN_REWARD, 0.0)) for s in scores] if settings.credit == "mt_grpo" else []
             own = [s["env_mask"] for s in samples]
             trainer.credit_batch = credit_batch(episodes, own, side, settings, turn, g)
         if record is not None:

@@ -192,8 +192,8 @@ def routing_weights(graph: InfluenceGraph, beta_plus: float, clip: float) -> tup
     lengths = graph.lengths
     phi_plus, phi_minus = features(graph)
     m_plus, m_minus = influence_weights(phi_plus, lengths, clip), influence_weights(phi_minus, lengths, clip)
-    mean_minus = sum(phi_minus) / max(1, len(phi_minus))
-    damped = [m * math.exp(-beta_plus * (p - mean_minus)) for m, p in zip(m_plus, phi_minus, strict=True)]
+    # exp(−β₊ψ⁻) with ψ⁻ = φ⁻ − mean φ⁻: the mean's factor is common to every action and cancels below
+    damped = [m * math.exp(-beta_plus * p) for m, p in zip(m_plus, phi_minus, strict=True)]
     total, mass = sum(lengths), sum(w * d for w, d in zip(lengths, damped, strict=True))
     w_pos = [total * d / mass for d in damped] if mass > 0 else [1.0] * len(lengths)
     return w_pos, m_minus
