@@ -4,6 +4,8 @@ the pipeline commands — run, stage, ui, dvc-yaml — to this app."""
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import typer
@@ -152,3 +154,76 @@ def _load_agent(checkpoint: Path, max_new_tokens: int):
     except CheckpointError as exc:
         fail(str(exc))
     return LMPolicy(model, tokenizer, role="agent", max_new_tokens=max_new_tokens, greedy=True)
+
+
+@app.command()
+def chat(
+    checkpoint: Path = typer.Option(Path("models/agent_sft"), help="a trained agent checkpoint folder"),
+    scenario: str = typer.Option(None, help="id of the scenario to play (default: the first of --scenarios)"),
+    scenarios: Path = typer.Option(
+        Path("data/scenarios/heldout.jsonl"), help="scenarios to choose from (absent: generated ones, fixed seed)"
+    ),
+    judge: Path = typer.Option(Path("models/judge"), help="a trained judge folder (absent: the world's verdict alone)"),
+    max_turns: int = typer.Option(10, min=1, help="rounds (your message and the agent's answer) before it stops"),
+    max_calls_per_turn: int = typer.Option(3, min=1, help="tool calls the agent makes before you speak again"),
+    max_new_tokens: int = typer.Option(96, min=8, help="longest agent message"),
+    profile: str = typer.Option(None, help="the profile of the judge's settings in --params"),
+    params_file: Path = typer.Option(Path("params.yaml"), "--params", help="the params file (the judge's settings)"),
+) -> None:
+    """Talk to a trained agent as the customer: its tool calls, the world's answers and changes as they happen,
+    the verdict at the end. Reads stdin, so piped lines script it; /end or end of input leaves."""
+    import sys
+
+    from sparring.evaluate.chat_session import ChatError, choose_scenario, play_chat
+
+    try:
+        chosen, source = choose_scenario(scenarios, scenario)
+    except ChatError as exc:
+        fail(str(exc))
+    with _no_progress_bars():  # "Loading weights" bars, the judge's encoder's too, would land in the transcript
+        policy = _load_agent(checkpoint, max_new_tokens)
+        scorer = _chat_judge(judge, params_file, profile)
+        play_chat(
+            policy,
+            chosen,
+            sys.stdin,
+            Console(highlight=False),
+            max_turns=max_turns,
+            max_calls_per_turn=max_calls_per_turn,
+            judge=scorer,
+            source=source,
+        )
+
+
+@contextmanager
+def _no_progress_bars() -> Iterator[None]:
+    """transformers' progress bars off for the block (as they were after it)."""
+    from transformers.utils import logging as hf_logging
+
+    shown = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if shown:
+            hf_logging.enable_progress_bar()
+
+
+def _chat_judge(judge_dir: Path, params_file: Path, profile: str | None):
+    """The judge under ``judge_dir`` with --params' settings (the defaults without that file), or None when
+    there is no such folder; a folder that does not load is one line naming it."""
+    if not judge_dir.exists():
+        return None
+    from sparring.judge.loading import load_judge
+    from sparring.params import Judge as JudgeParams
+
+    if params_file.is_file():
+        resolved = load_or_fail(params_file, profile)
+        cfg, turns = resolved.judge, resolved.coevolution.agent_grpo.max_turns  # its turns part as in training
+    else:
+        cfg, turns = JudgeParams(), 6
+    try:
+        return load_judge(judge_dir, cfg, turns)
+    except Exception as exc:  # the oracle's and discriminator's loaders raise many types for a bad folder
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        fail(f"{judge_dir}: cannot load the judge: {first}")
