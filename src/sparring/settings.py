@@ -29,7 +29,7 @@ class ModelSpec(Settings):
     """params.yaml's `model`: what every trained policy starts from, a tiny model built from config (the default,
     ~1.5M parameters) or a pretrained one (``name_or_path``), either wrapped in a LoRA adapter when ``lora`` is set."""
 
-    arch: Literal["llama", "qwen2"] = Field("llama", description="config family of a model built from config")
+    arch: Literal["llama", "qwen2", "gpt_neox"] = Field("llama", description="config family of a from-config model")
     hidden_size: int = Field(128, ge=8, description="width of a model built from config")
     num_layers: int = Field(4, ge=1, description="decoder layers")
     num_heads: int = Field(4, ge=1, description="attention heads; divides hidden_size")
@@ -195,4 +195,64 @@ class CoevolutionSettings(Settings):
             raise ValueError("adversary_grpo.completion must be episode: first_turn windows are the agent's")
         if self.adversary_grpo.credit == "mt_grpo":
             raise ValueError("adversary_grpo.credit mt_grpo: its turn reward is the agent's routing (grpo or iapo)")
+        return self
+
+
+class PeerMember(Settings):
+    """One member of the peer-reward cohort: the final co-evolved agent, or a model spec warm-started as DA0 was."""
+
+    model: ModelSpec | None = Field(None, description="a model built from this spec (null: the final co-evolved agent)")
+    warm_start: AgentSFTSettings | None = Field(None, description="its warm start (null: params' agent_sft)")
+    demos: bool = Field(True, description="run the warm start's phase 2 (expert demos); false: the intent phase alone")
+
+
+class PeerRewardSettings(Settings):
+    """params.yaml's `peer_rl`: Co-RL (:mod:`sparring.train.peer_reward`), a cohort rewarding each other's routing."""
+
+    members: dict[str, PeerMember] = Field(
+        {
+            "final": PeerMember(),
+            "qwen": PeerMember(
+                model=ModelSpec(arch="qwen2", hidden_size=96, num_layers=4, num_heads=4, intermediate_size=384),
+                warm_start=AgentSFTSettings(demos=300, intent_rehearsal=1500, sft=SFTSettings(epochs=3, batch_size=4)),
+            ),
+            "neox": PeerMember(
+                model=ModelSpec(arch="gpt_neox", hidden_size=128, num_layers=3, num_heads=4, intermediate_size=512),
+                warm_start=AgentSFTSettings(demos=300, intent_rehearsal=1500, sft=SFTSettings(epochs=3, batch_size=4)),
+            ),
+        },
+        description="the cohort, in ring order; `final` is the last cycle's agent",
+    )
+    reward: Literal["ring", "majority", "self"] = Field(
+        "ring", description="agreement with the next member's vote, the others' majority, or one's own (TTRL)"
+    )
+    grpo: GRPOSettings = Field(
+        GRPOSettings(
+            num_generations=8,
+            scenarios_per_step=16,
+            max_steps=40,
+            learning_rate=5e-5,
+            max_new_tokens=2,
+            max_turns=1,
+            max_calls_per_turn=1,
+            completion="first_turn",
+        ),
+        description="each member's GRPO (scenarios_per_step = utterances per step; 2 tokens: <intent> NAME)",
+    )
+    pool: int = Field(2000, ge=1, description="unlabeled utterances trained on (the first of the shuffled pool)")
+    probe: int = Field(200, ge=1, description="labelled utterances of the diversity probe (validation split)")
+    measure: int = Field(1000, ge=1, description="labelled utterances before/after are measured on (test split)")
+    collapse_window: int = Field(64, ge=1, description="the collapse guard reads a member's last this many votes")
+    collapse_entropy: float = Field(1.0, ge=0, description="stop a member whose votes' entropy (nats) falls below")
+    collapse_share: float = Field(0.5, gt=0, le=1, description="... or whose most frequent vote exceeds this share")
+
+    @model_validator(mode="after")
+    def _check(self) -> PeerRewardSettings:
+        if len(self.members) < 2 and self.reward != "self":
+            raise ValueError(f"reward {self.reward!r} needs at least 2 members, got {list(self.members)}")
+        odd = [name for name, m in self.members.items() if (m.model is None) != (name == "final")]
+        if odd:
+            raise ValueError(f"members {odd}: the member without a model is the final agent, named 'final'")
+        if self.grpo.completion != "first_turn":
+            raise ValueError("peer_rl.grpo.completion must be first_turn: a member's episode is its first message")
         return self

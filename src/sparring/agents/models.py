@@ -34,18 +34,27 @@ def _token_ids(tokenizer: PreTrainedTokenizerBase) -> dict[str, int]:
     return {"pad_token_id": pad, "bos_token_id": bos, "eos_token_id": eos}
 
 
+# Families without grouped-query attention: their config takes no num_key_value_heads (one K/V head per head).
+NO_GQA = frozenset({"gpt_neox"})
+
+
 def model_config(spec: ModelSpec, tokenizer: PreTrainedTokenizerBase) -> Any:
-    """The config of a from-scratch model: vocabulary = the whole tokenizer (added tokens included)."""
+    """The config of a from-scratch model: vocabulary = the whole tokenizer (added tokens included).
+
+    ``gpt_neox`` (GPT-NeoX / Pythia: parallel attention + MLP, partial rotary, LayerNorm, untied by default) is the
+    cohort's third family beside llama and qwen2; it has no grouped-query attention, so ``num_kv_heads`` is unused.
+    """
+    gqa = {} if spec.arch in NO_GQA else {"num_key_value_heads": spec.num_kv_heads}
     return AutoConfig.for_model(
         spec.arch,
         vocab_size=len(tokenizer),
         hidden_size=spec.hidden_size,
         num_hidden_layers=spec.num_layers,
         num_attention_heads=spec.num_heads,
-        num_key_value_heads=spec.num_kv_heads,
         intermediate_size=spec.intermediate_size,
         max_position_embeddings=spec.max_position_embeddings,
         tie_word_embeddings=spec.tie_word_embeddings,
+        **gqa,
         **_token_ids(tokenizer),
     )
 

@@ -4,6 +4,9 @@ Outputs (one folder, replaced atomically so a failed run never leaves half-writt
 
     <out>/{train,validation,test}.parquet            utterances: id, text, intent, tool, style, source
     <out>/dialogues_{train,validation,test}.parquet  dialogues: id, intent, persona, outcome, turns
+
+The unlabeled pool of peer-reward RL (``ingest.unlabeled``) is read by :func:`load_unlabeled`, which the
+``peer_rl`` stage calls on these splits: it is not written here.
 """
 
 from __future__ import annotations
@@ -18,7 +21,13 @@ import polars as pl
 
 from sparring.atomic import check_replaceable, replace_dir
 from sparring.data import synthetic
-from sparring.data.sources import DIALOGUE_SCHEMA, IngestError, read_dialogues_jsonl, read_intent_csv
+from sparring.data.sources import (
+    DIALOGUE_SCHEMA,
+    IngestError,
+    read_dialogues_jsonl,
+    read_intent_csv,
+    read_unlabeled_csv,
+)
 from sparring.params import Params
 from sparring.world.taxonomy import load_taxonomy
 
@@ -159,6 +168,30 @@ def load_dialogues(params: Params, root: Path) -> pl.DataFrame:
         frame.with_columns(texts.alias("_key"))
         .unique(subset=["intent", "_key"], keep="first", maintain_order=True)
         .drop("_key")
+    )
+
+
+def load_unlabeled(params: Params, root: Path, heldout_texts: pl.Series) -> pl.DataFrame:
+    """The unlabeled pool as id, text, intent (withheld from training), source: the synthetic generator's
+    held-out phrasing seed (a population of wording the train split never saw) or a CSV; texts of the validation
+    and test splits (``heldout_texts``), where accuracy is measured, are dropped, and so are repeats."""
+    cfg = params.ingest.unlabeled
+    if cfg.source == "synthetic":
+        n = max(1, -(-cfg.count // len(load_taxonomy().intents)))
+        frame = synthetic.generate_utterances(
+            n, seed=params.seed + HELDOUT_SEED_OFFSET, style_weights=dict(params.ingest.utterances.style_weights)
+        ).select("text", "intent")
+    else:
+        frame = read_unlabeled_csv(root / cfg.path, params.ingest.max_text_chars)
+    held = pl.DataFrame({"_key": heldout_texts}).select(_normalize(pl.col("_key")))
+    keyed = frame.with_columns(_normalize(pl.col("text")).alias("_key"))
+    pool = keyed.join(held, on="_key", how="anti", maintain_order="left")
+    pool = pool.unique(subset=["_key"], keep="first", maintain_order=True)
+    return pool.select(
+        pl.col("_key").map_elements(lambda t: _stable_id("x", t), return_dtype=pl.String).alias("id"),
+        "text",
+        "intent",
+        pl.lit(cfg.source).alias("source"),
     )
 
 

@@ -141,9 +141,7 @@ def read_dialogues_jsonl(path: str | Path, max_text_chars: int) -> pl.DataFrame:
                 "intent": obj["intent"],
                 "persona": str(obj.get("persona") or "unknown"),
                 "outcome": obj["outcome"],
-                "turns": [
-                    {"role": t["role"], "text": str(t["text"]).strip()} for t in turns if isinstance(t, dict)
-                ],
+                "turns": [{"role": t["role"], "text": str(t["text"]).strip()} for t in turns if isinstance(t, dict)],
             }
         )
     if not records and not problems:
@@ -178,3 +176,19 @@ def read_text_csv(path: str | Path, max_text_chars: int = 100_000) -> pl.DataFra
         _check_text(text, f"row {row}, column 'text'", max_text_chars, problems)
     _raise_if(problems, path)
     return frame
+
+
+def read_unlabeled_csv(path: str | Path, max_text_chars: int) -> pl.DataFrame:
+    """An unlabeled pool: a CSV with a ``text`` column (a one-column file, or Banking77-style ``text,category``)
+    → DataFrame[text, intent], ``intent`` the row's known category or null. Those labels are withheld from training:
+    peer-reward RL only measures its pseudo-labels against them."""
+    frame = read_text_csv(path, max_text_chars)
+    intents = set(load_taxonomy().intents)
+    labels = frame["category"] if "category" in frame.columns else pl.Series([None] * frame.height, dtype=pl.String)
+    return pl.DataFrame(
+        {
+            "text": frame["text"].str.strip_chars(),
+            "intent": [c if c in intents else None for c in labels.to_list()],
+        },
+        schema={"text": pl.String, "intent": pl.String},
+    )

@@ -1,0 +1,132 @@
+"""Asset `peer_rl`: Co-RL, a cohort (the final co-evolved agent + members of other families) adapts its routing to
+the unlabeled pool by rewarding each other's answers → models/peer_rl/<member>/, reports/peer_rl.json."""
+
+from __future__ import annotations
+
+import random
+import sys
+
+import polars as pl
+from transformers import AutoTokenizer
+
+from assets.coevolution import N_CYCLES, cycle_dir
+from pipelines.stages import Stage, StageContext, StageOutput, stage_asset
+from sparring.agents.chat import AGENT_SYSTEM_PROMPT
+from sparring.agents.checkpoints import load_checkpoint, save_checkpoint
+from sparring.atomic import replace_dir
+from sparring.data.ingest import load_unlabeled
+from sparring.train.cycle_state import CycleState
+from sparring.train.demos import expert_demonstrations
+from sparring.train.peer_cohort import accuracy, probe, route_intents, warm_start_member
+from sparring.train.peer_reward import summarize, train_cohort
+from sparring.world.scenarios import load_scenarios
+
+OUT = "models/peer_rl"
+STAGE = Stage(
+    name="peer_rl",
+    description="Peer-reward RL (Co-RL): the final agent and members of other model families, each its own GRPO "
+    "trainer, reward each other's routing on unlabeled utterances (ring / majority / self); intent accuracy "
+    "before and after on the labelled test split, Co-RL's diversity probe, a collapse guard.",
+    params=("ingest", "agent_sft", "peer_rl"),
+    deps=(
+        "src/sparring/data",
+        "src/sparring/train/peer_reward.py",
+        "src/sparring/train/peer_cohort.py",
+        "src/sparring/train/grpo.py",
+        "src/sparring/train/demos.py",
+        "src/sparring/train/sft.py",
+        "src/sparring/agents",
+        "src/sparring/evaluate/agent.py",
+        "assets/peer_rl.py",
+    ),
+    outs=(OUT,),
+    upstream=(f"cycle_{N_CYCLES}", "agent_sft", "ingest", "scenarios", "tokenizer"),
+)
+
+
+@stage_asset(STAGE)
+def peer_rl(ctx: StageContext) -> StageOutput:
+    p, root = ctx.params, ctx.root
+    cfg, data = p.peer_rl, root / "data" / "ingest"
+    tokenizer = AutoTokenizer.from_pretrained(root / "models" / "tokenizer")
+    train, validation, test = (pl.read_parquet(data / f"{s}.parquet") for s in ("train", "validation", "test"))
+    # ingest.unlabeled, without the texts accuracy is measured on (validation: the probe, test: before/after)
+    unlabeled = load_unlabeled(p, root, pl.concat([validation, test])["text"])
+    texts, intents = train["text"].to_list(), train["intent"].to_list()
+
+    models = {}
+    for name, member in cfg.members.items():
+        if member.model is None:  # the final co-evolved agent, as evaluate loads it
+            agent_dir = root / CycleState.load(root / cycle_dir(N_CYCLES)).agent_dir
+            models[name] = load_checkpoint(agent_dir)[0]
+            continue
+        recipe = member.warm_start or p.agent_sft
+        demos = []
+        if member.demos:
+            scenarios = load_scenarios(root / "data" / "scenarios" / "train.jsonl")[: recipe.demos]
+            system = AGENT_SYSTEM_PROMPT if recipe.system_prompt else ""
+            demos = expert_demonstrations(scenarios, p.seed, refs=recipe.object_refs, agent_system=system)
+        models[name] = warm_start_member(
+            member, tokenizer, texts, intents, demos, p.agent_sft, root / "scratch" / "peer_rl" / name, seed=p.seed
+        )
+
+    m_texts, m_gold = test["text"].to_list()[: cfg.measure], test["intent"].to_list()[: cfg.measure]
+    before = {k: accuracy(route_intents(m, tokenizer, m_texts), m_gold) for k, m in models.items()}
+    diversity = probe(
+        models, tokenizer, validation["text"].to_list()[: cfg.probe], validation["intent"].to_list()[: cfg.probe]
+    )
+    order = list(range(unlabeled.height))
+    random.Random(p.seed).shuffle(order)
+    order = order[: cfg.pool]
+    pool = [unlabeled["text"][i] for i in order]
+    gold = [unlabeled["intent"][i] for i in order]  # withheld: only the pseudo-label accuracy reads them
+
+    def say(message: str) -> None:
+        print(message, file=sys.stderr, flush=True)  # the stage's log (scratch/logs/peer_rl.log)
+        ctx.dagster.log.warning(message)
+
+    result = train_cohort(
+        models, tokenizer, pool, cfg, root / "scratch" / "peer_rl" / "grpo", gold=gold, seed=p.seed, say=say
+    )
+
+    def write_all(folder):  # noqa: ANN001, ANN202
+        for name, model in result.models.items():
+            save_checkpoint(model, tokenizer, folder / name)
+
+    replace_dir(root / OUT, write_all)
+    members, metrics = {}, {}
+    for name, model in result.models.items():
+        after = accuracy(route_intents(model, tokenizer, m_texts), m_gold)
+        s = summarize(result.logs[name])
+        agreement = {k[len("agree_") :]: v for k, v in s.items() if k.startswith("agree_")}
+        members[name] = {
+            "before": before[name],
+            "after": after,
+            "collapsed": s["collapsed"],
+            "collapse_reason": s["collapse_reason"],
+            "collapsed_step": s["collapsed_step"],
+            "entropy": s["entropy"],
+            "agreement": agreement,
+            "pseudo_label_acc": s.get("target_acc_all", float("nan")),
+            "own_vote_acc": s.get("vote_acc_all", float("nan")),
+            "reward_mean": s["reward_mean"],
+            "steps": result.logs[name].steps,
+        }
+        with ctx.log.child_run(name) as run:
+            for row in result.logs[name].steps:
+                run.metrics({k: v for k, v in row.items() if k != "step"}, step=int(row["step"]))
+            run.metrics({"before": before[name], "after": after, "collapsed": float(s["collapsed"])})
+        metrics.update({f"{name}.before": before[name], f"{name}.after": after})
+        metrics[f"{name}.collapsed"] = float(s["collapsed"])
+    metrics.update(kappa=diversity["kappa"], c=diversity["c"], w=diversity["w"], train_seconds=result.seconds)
+    report = {
+        "members": members,
+        "kappa": diversity["kappa"],
+        "c": diversity["c"],
+        "w": diversity["w"],
+        "pairs": diversity["pairs"],
+        "reward": cfg.reward,
+        "n_pool": len(pool),
+        "n_measure": len(m_texts),
+    }
+    return StageOutput(metrics=metrics, report=report)

@@ -1,0 +1,59 @@
+"""The peer-reward cohort's members: built from a model spec and warm-started by the agent's own recipe, measured on
+labelled utterances, and the report that reads both (:mod:`sparring.train.peer_reward` trains them)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from sparring.agents.chat import AGENT_SYSTEM_PROMPT
+from sparring.agents.models import build_model
+from sparring.agents.policies import LMPolicy
+from sparring.evaluate.agent import route_utterances
+from sparring.settings import AgentSFTSettings, PeerMember
+from sparring.train.demos import intent_examples, warm_start
+from sparring.train.peer_reward import Label, diversity
+from sparring.train.sft import train_sft
+
+
+def warm_start_member(
+    member: PeerMember,
+    tokenizer: Any,
+    texts: Sequence[str],
+    intents: Sequence[str],
+    demos: Sequence[Sequence[dict[str, Any]]],
+    default: AgentSFTSettings,
+    output_dir: Path,
+    seed: int = 0,
+) -> Any:
+    """A member from its model spec, warm-started as DA0 is (:func:`warm_start`, ``member.warm_start`` or
+    ``default``); with ``member.demos`` false, its intent phase alone (utterance -> ``<intent>NAME``)."""
+    if member.model is None:
+        raise ValueError("the final agent is loaded from its cycle, not built")
+    cfg = member.warm_start or default
+    model = build_model(member.model, tokenizer, seed=seed)
+    system = AGENT_SYSTEM_PROMPT if cfg.system_prompt else ""
+    model.config.agent_system_prompt = system  # as DA0: whoever loads it prompts it as it was trained
+    if member.demos:
+        return warm_start(model, tokenizer, demos, texts, intents, cfg, output_dir, seed=seed).model
+    if cfg.intent is None:
+        raise ValueError("a member without demos needs its warm start's intent phase (warm_start.intent is null)")
+    examples = intent_examples(texts, intents, system or None)
+    return train_sft(model, tokenizer, examples, cfg.intent, output_dir / "intent", seed=seed).model
+
+
+def route_intents(model: Any, tokenizer: Any, texts: Sequence[str], max_new_tokens: int = 2) -> list[Label]:
+    """The intent each text's greedy first reply names (None: none), as ``sparring route`` reads it."""
+    policy = LMPolicy(model, tokenizer, "agent", max_new_tokens=max_new_tokens, greedy=True)
+    return [r["intent"] for r in route_utterances(policy, texts)]
+
+
+def accuracy(predicted: Sequence[Label], gold: Sequence[str]) -> float:
+    """Share of predictions equal to the gold intent."""
+    return sum(p == g for p, g in zip(predicted, gold, strict=True)) / len(gold) if gold else 0.0
+
+
+def probe(models: dict[str, Any], tokenizer: Any, texts: Sequence[str], gold: Sequence[str]) -> dict[str, Any]:
+    """Co-RL's diversity probe on labelled ``texts``: κ, c, w per pair and their means (greedy routings)."""
+    return diversity({k: route_intents(m, tokenizer, texts) for k, m in models.items()}, gold)

@@ -1,0 +1,417 @@
+"""Peer-reward RL (Co-RL, ../shared/SEEDS.md, arXiv 2608.17253): a cohort of decoupled agents adapts its routing to
+unlabeled utterances by rewarding each other's answers. In the paper's order:
+
+1. The cohort: N >= 2 members, each its own model, its own TRL ``GRPOTrainer`` and optimizer; no shared parameters
+   or gradients; the same prompt order (every trainer gets the same prompt keys and sampler seed, checked per step).
+2. The diversity probe, before training, on a small labelled probe set (:func:`diversity`): per pair of members,
+   Cohen's κ of their right/wrong patterns, c = share where exactly one is right, w = share where both are wrong
+   with the same answer.
+3. Per unlabeled utterance x each member k samples G routings a_{k,1..G} (its first message, ``max_new_tokens``
+   tokens: ``<intent>`` NAME); its plurality vote is its pseudo-label ŷ_k(x) (:func:`plurality`; unparseable
+   answers never vote).
+4. Label-free rewards (:func:`targets`, :func:`rewards`): r_{k,g} = 1[a_{k,g} = y*_k(x)], 0 when a_{k,g} is
+   unparseable, where y*_k is the peer's pseudo-label ŷ_{peer(k)} (``ring``: A←B←C←A, :func:`ring_peers`), the
+   plurality of the other members' pooled samples (``majority``), or ŷ_k itself (``self``: TTRL, the baseline).
+5. GRPO with group normalization (TRL's): Â_{k,g} = (r_{k,g} − mean_g r_{k,·}) / (std_g r_{k,·} + ε) on the member's
+   generated tokens.
+6. Monitoring, per member and step: the entropy of its votes, its agreement with each peer, the accuracy of the
+   labels it was rewarded with against withheld labels (measured, never used), and a collapse guard
+   (:class:`CollapseGuard`) that freezes a member whose votes collapse (entropy below a floor, or one intent above
+   a share); a frozen member still votes, but no member takes its labels while a live one is left.
+
+How members see each other's samples (:class:`Lockstep`): each member's ``trainer.train()`` runs in its own thread,
+but only one thread runs at a time, passing a turn around the ring. At step t member k, in its ``rollout_func``,
+samples its G routings per utterance of the step with its current weights and posts them; the last member to post
+computes every member's rewards for step t; each member's ``rollout_func`` then returns its own completions with
+those rewards, and its trainer takes its optimizer step. So every reward of step t reads the peers' samples of step
+t, each from weights after t−1 updates, and the run is deterministic (the shared torch RNG is drawn in ring order).
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections import Counter, deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sparring.agents.chat import parse_agent_message
+from sparring.agents.policies import LMPolicy, TurnRequest
+from sparring.rollout import agent_opening
+from sparring.settings import PeerRewardSettings
+from sparring.train.grpo import build_trainer
+
+Label = str | None  # an intent name, or None for an unparseable answer
+
+
+# ---------------------------------------------------------------------------------------------- 3-4. votes, rewards
+
+
+def ring_peers(names: Sequence[str]) -> dict[str, str]:
+    """Each member's peer in the ring A←B←C←A: member k is rewarded by member k+1's pseudo-label."""
+    if len(names) < 2:
+        raise ValueError(f"a ring needs at least 2 members, got {list(names)}")
+    return {name: names[(k + 1) % len(names)] for k, name in enumerate(names)}
+
+
+def plurality(answers: Sequence[Label]) -> Label:
+    """The most frequent parseable answer; a tie goes to the answer first seen; None when none parses."""
+    counts = Counter(a for a in answers if a is not None)
+    if not counts:
+        return None
+    best = max(counts.values())
+    return next(a for a in answers if a is not None and counts[a] == best)
+
+
+def targets(
+    samples: dict[str, list[list[Label]]], mode: str, live: Sequence[str] | None = None
+) -> dict[str, list[Label]]:
+    """y*_k(x) for every member k and utterance x: the label member k is rewarded by agreeing with.
+
+    ``samples[k][i]``: member k's G answers to utterance i. ``live``: the members whose labels others may take
+    (default: all); in ``ring`` a member takes the next live member's vote, in ``majority`` the live others' pooled
+    samples; with no live other member left a member falls back to its own vote."""
+    names = list(samples)
+    live = list(names if live is None else live)
+    votes = {k: [plurality(a) for a in samples[k]] for k in names}
+    out: dict[str, list[Label]] = {}
+    for k, name in enumerate(names):
+        others = [n for n in names[k + 1 :] + names[:k] if n in live]  # ring order after k
+        if mode == "self" or not others:
+            out[name] = votes[name]
+        elif mode == "ring":
+            out[name] = votes[others[0]]
+        elif mode == "majority":
+            n = len(samples[name])
+            out[name] = [plurality([a for o in others for a in samples[o][i]]) for i in range(n)]
+        else:
+            raise ValueError(f"reward must be ring, majority or self, got {mode!r}")
+    return out
+
+
+def rewards(answers: Sequence[Label], target: Label) -> list[float]:
+    """r_g = 1 if answer g parses and equals the target label, else 0 (no target: all 0)."""
+    return [float(a is not None and a == target) for a in answers]
+
+
+# --------------------------------------------------------------------------------------------- 2. diversity probe
+
+
+def cohen_kappa(a: Sequence[bool], b: Sequence[bool]) -> float:
+    """Cohen's κ of two right/wrong patterns: (p_o − p_e) / (1 − p_e); 1.0 when they agree everywhere."""
+    if len(a) != len(b) or not a:
+        raise ValueError(f"need two equally long, non-empty patterns, got {len(a)} and {len(b)}")
+    n = len(a)
+    p_o = sum(x == y for x, y in zip(a, b, strict=True)) / n
+    pa, pb = sum(a) / n, sum(b) / n
+    p_e = pa * pb + (1 - pa) * (1 - pb)
+    return 1.0 if p_e >= 1 else (p_o - p_e) / (1 - p_e)
+
+
+def diversity(predictions: dict[str, Sequence[Label]], gold: Sequence[str]) -> dict[str, Any]:
+    """Co-RL's probe: κ, c (exactly one right) and w (both wrong, same answer) per pair, and their means."""
+    names = list(predictions)
+    right = {k: [p == g for p, g in zip(predictions[k], gold, strict=True)] for k in names}
+    pairs: dict[str, dict[str, float]] = {}
+    for i, a in enumerate(names):
+        for b in names[i + 1 :]:
+            n = len(gold)
+            both_wrong = [
+                not ra and not rb and pa == pb
+                for ra, rb, pa, pb in zip(right[a], right[b], predictions[a], predictions[b], strict=True)
+            ]
+            pairs[f"{a}~{b}"] = {
+                "kappa": cohen_kappa(right[a], right[b]),
+                "c": sum(ra != rb for ra, rb in zip(right[a], right[b], strict=True)) / n,
+                "w": sum(both_wrong) / n,
+            }
+    mean = {m: sum(p[m] for p in pairs.values()) / len(pairs) if pairs else 0.0 for m in ("kappa", "c", "w")}
+    return {**mean, "pairs": pairs}
+
+
+# ----------------------------------------------------------------------------------------------- 6. collapse guard
+
+
+def entropy(labels: Sequence[Label]) -> float:
+    """Shannon entropy (nats) of the parseable labels' distribution (0 when there are none)."""
+    counts = Counter(x for x in labels if x is not None)
+    n = sum(counts.values())
+    return -sum(c / n * math.log(c / n) for c in counts.values()) if n else 0.0
+
+
+class CollapseGuard:
+    """Fires once a member's last ``window`` votes have entropy < ``floor`` or one intent above ``max_share``."""
+
+    def __init__(self, window: int, floor: float, max_share: float) -> None:
+        self.votes: deque[Label] = deque(maxlen=window)
+        self.floor, self.max_share = floor, max_share
+
+    def update(self, votes: Sequence[Label]) -> str | None:
+        """Add a step's votes; the reason it collapsed (an unparseable vote counts as its own answer), else None."""
+        self.votes.extend(votes)
+        if len(self.votes) < (self.votes.maxlen or 0):
+            return None
+        seen = list(self.votes)
+        h = entropy(seen)
+        top, n = Counter(seen).most_common(1)[0]
+        if h < self.floor:
+            return f"entropy of its last {len(seen)} votes {h:.3f} < {self.floor}"
+        if n / len(seen) > self.max_share:
+            return f"{n / len(seen):.2f} of its last {len(seen)} votes are {top!r} (> {self.max_share})"
+        return None
+
+
+# ------------------------------------------------------------------------------------------ 1, 5. cohort, lockstep
+
+
+class Aborted(RuntimeError):
+    """Another member's thread failed; this one stops."""
+
+
+class Lockstep:
+    """One member's thread runs at a time; the turn passes around the ring (skipping finished members)."""
+
+    def __init__(self, n: int) -> None:
+        self.turn, self.done, self.error = 0, [False] * n, None
+        self.cond = threading.Condition()
+
+    def wait(self, k: int) -> None:
+        with self.cond:
+            self.cond.wait_for(lambda: self.turn == k or self.error is not None)
+            if self.error is not None:
+                raise Aborted("another member failed") from None
+
+    def pass_on(self, k: int, finished: bool = False) -> None:
+        with self.cond:
+            self.done[k] = self.done[k] or finished
+            n = len(self.done)
+            nxt = next((j % n for j in range(k + 1, k + 1 + n) if not self.done[j % n]), k)
+            self.turn = nxt
+            self.cond.notify_all()
+
+    def fail(self, exc: BaseException) -> None:
+        with self.cond:
+            self.error = self.error or exc
+            self.cond.notify_all()
+
+
+@dataclass
+class MemberLog:
+    """What one member did: per step reward, entropy, agreement and (with labels) accuracy of its vote and target."""
+
+    steps: list[dict[str, float]] = field(default_factory=list)
+    collapsed: str | None = None  # the guard's reason
+    collapsed_step: int | None = None
+
+
+@dataclass
+class Board:
+    """Each step's posted samples, and the rewards computed from them once every member has posted."""
+
+    names: list[str]
+    settings: PeerRewardSettings
+    gold: Sequence[Label] | None  # withheld labels of the pool (measured, never rewarded); None: unlabeled
+    say: Callable[[str], None]
+    posted: dict[str, tuple[list[int], list[list[Label]]]] = field(default_factory=dict)
+    rewards: dict[str, list[float]] = field(default_factory=dict)
+    logs: dict[str, MemberLog] = field(init=False)
+    guards: dict[str, CollapseGuard] = field(init=False)
+    step: int = 0
+
+    def __post_init__(self) -> None:
+        s = self.settings
+        self.logs = {k: MemberLog() for k in self.names}
+        self.guards = {k: CollapseGuard(s.collapse_window, s.collapse_entropy, s.collapse_share) for k in self.names}
+
+    def live(self) -> list[str]:
+        return [k for k in self.names if self.logs[k].collapsed is None]
+
+    def post(self, name: str, keys: list[int], answers: list[list[Label]]) -> None:
+        self.posted[name] = (keys, answers)
+        if len(self.posted) == len(self.names):
+            self._score()
+
+    def _score(self) -> None:
+        """Rewards of every member for this step (SEEDS.md: 1 if equal to the peer's label, else 0)."""
+        self.step += 1
+        keys = self.posted[self.names[0]][0]
+        if any(self.posted[k][0] != keys for k in self.names):
+            raise RuntimeError("members were given different prompts: the cohort must share one prompt order")
+        samples = {k: self.posted[k][1] for k in self.names}
+        votes = {k: [plurality(a) for a in samples[k]] for k in self.names}
+        goal = targets(samples, self.settings.reward, self.live())
+        gold = [self.gold[i] for i in keys] if self.gold is not None else None
+        for k in self.names:
+            frozen = self.logs[k].collapsed is not None
+            r = [0.0 if frozen else x for i, t in enumerate(goal[k]) for x in rewards(samples[k][i], t)]
+            self.rewards[k] = r
+            row = {"step": self.step, "reward": sum(r) / len(r), "entropy": entropy(votes[k])}
+            row["unparseable"] = sum(a is None for ans in samples[k] for a in ans) / len(r)
+            for j in self.names:
+                if j != k:
+                    row[f"agree_{j}"] = sum(a == b for a, b in zip(votes[k], votes[j], strict=True)) / len(keys)
+            if gold is not None:
+                row["vote_acc"] = _acc(votes[k], gold)
+                row["target_acc"] = _acc(goal[k], gold)
+            self.logs[k].steps.append(row)
+            reason = None if frozen else self.guards[k].update(votes[k])
+            if reason is not None:
+                self.logs[k].collapsed, self.logs[k].collapsed_step = reason, self.step
+                self.say(f"peer_rl: member {k} collapsed at step {self.step} ({reason}): frozen from here on")
+        self.posted = {}
+
+
+def _acc(labels: Sequence[Label], gold: Sequence[Label]) -> float:
+    pairs = [(a, g) for a, g in zip(labels, gold, strict=True) if g is not None]
+    return sum(a == g for a, g in pairs) / len(pairs) if pairs else float("nan")
+
+
+def sample_routings(
+    model: Any, tokenizer: Any, texts: Sequence[str], settings: PeerRewardSettings
+) -> tuple[list[list[int]], list[Any]]:
+    """Each text's prompt ids (the agent reading it as the customer's opening) and one sampled first message."""
+    g = settings.grpo
+    policy = LMPolicy(model, tokenizer, "agent", max_new_tokens=g.max_new_tokens, temperature=g.temperature)
+    system = getattr(model.config, "agent_system_prompt", "")
+    prompts = [
+        list(tokenizer.apply_chat_template(agent_opening(t, system), add_generation_prompt=True, return_dict=False))
+        for t in texts
+    ]
+    requests = [TurnRequest(role="agent", prompt_ids=p, messages=[], scenario=None) for p in prompts]  # type: ignore[arg-type]
+    was_training = model.training
+    model.eval()
+    try:
+        outputs = policy.act(requests)
+    finally:
+        model.train(was_training)
+    return prompts, outputs
+
+
+def _freeze(trainer: Any) -> None:
+    """lr 0 from now on (AdamW's step and decay both scale with it): a collapsed member's weights stay put."""
+    for group in trainer.optimizer.param_groups:
+        group["lr"] = 0.0
+    scheduler = getattr(trainer.lr_scheduler, "scheduler", trainer.lr_scheduler)
+    scheduler.base_lrs = [0.0] * len(scheduler.base_lrs)
+
+
+def make_member_rollout(
+    k: int, name: str, tokenizer: Any, pool: Sequence[str], board: Board, lock: Lockstep
+) -> Callable[[list[Any], Any], dict[str, list]]:
+    """Member k's ``rollout_func``: sample, post, hand the turn on, and return its completions with the rewards
+    computed from every member's samples of the same step."""
+    g = board.settings.grpo.num_generations
+
+    def rollout(prompts: list[Any], trainer: Any) -> dict[str, list]:
+        keys = [int(str(p).split("|", 1)[0]) for p in prompts]
+        if len(keys) % g:
+            raise ValueError(f"{len(keys)} prompts do not form groups of {g}")
+        if board.logs[name].collapsed is not None:
+            _freeze(trainer)
+        model = trainer.accelerator.unwrap_model(trainer.model)
+        ids, outs = sample_routings(model, tokenizer, [pool[i] for i in keys], board.settings)
+        answers = [parse_agent_message(o.text).intent for o in outs]
+        board.post(name, keys[::g], [answers[i : i + g] for i in range(0, len(answers), g)])
+        lock.pass_on(k)
+        lock.wait(k)  # every member has posted this step; the last one scored it
+        return {
+            "prompt_ids": ids,
+            "completion_ids": [o.token_ids for o in outs],
+            "logprobs": [o.logprobs for o in outs],
+            "env_mask": [[1] * len(o.token_ids) for o in outs],
+            "side_reward": list(board.rewards[name]),
+        }
+
+    return rollout
+
+
+@dataclass
+class CohortResult:
+    models: dict[str, Any]
+    logs: dict[str, MemberLog]
+    seconds: float
+
+
+def train_cohort(
+    models: dict[str, Any],
+    tokenizer: Any,
+    pool: Sequence[str],
+    settings: PeerRewardSettings,
+    output_dir: Path,
+    *,
+    gold: Sequence[Label] | None = None,
+    seed: int = 0,
+    say: Callable[[str], None] = print,
+) -> CohortResult:
+    """Co-RL on the unlabeled ``pool``: every member (in ``models``' order: the ring's) trains ``grpo.max_steps``
+    steps of ``scenarios_per_step`` utterances x G routings in lockstep. ``gold``: the pool's withheld labels, for
+    the pseudo-label accuracy only. The models are trained in place and returned."""
+    if not pool:
+        raise ValueError("peer_rl: the unlabeled pool is empty")
+    names = list(models)
+    if len(names) < 2 and settings.reward != "self":
+        raise ValueError(f"reward {settings.reward!r} needs at least 2 members, got {names}")
+    # TRL drops an incomplete last batch: tile the pool up to one step's worth.
+    n = max(len(pool), settings.grpo.scenarios_per_step)
+    texts = [pool[i % len(pool)] for i in range(n)]
+    labels = [gold[i % len(gold)] for i in range(n)] if gold is not None else None
+    board, lock = Board(names, settings, labels, say), Lockstep(len(names))
+    trainers = [
+        build_trainer(
+            models[name],
+            tokenizer,
+            make_member_rollout(k, name, tokenizer, texts, board, lock),
+            n,
+            settings.grpo,
+            output_dir / name,
+            reward_name="peer_reward",
+            seed=seed,  # one sampler seed: the same prompt order for every member
+        )
+        for k, name in enumerate(names)
+    ]
+
+    def run(k: int) -> None:
+        try:
+            lock.wait(k)
+            trainers[k].train()
+        except Aborted:
+            return
+        except BaseException as exc:
+            lock.fail(exc)
+            return
+        lock.pass_on(k, finished=True)
+
+    start = time.perf_counter()
+    threads = [threading.Thread(target=run, args=(k,), name=f"peer-{name}") for k, name in enumerate(names)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if lock.error is not None:
+        raise lock.error
+    trained = {}
+    for name, trainer in zip(names, trainers, strict=True):
+        trained[name] = trainer.accelerator.unwrap_model(trainer.model)
+        trained[name].eval()
+    return CohortResult(models=trained, logs=board.logs, seconds=time.perf_counter() - start)
+
+
+def summarize(log: MemberLog, tail: int = 5) -> dict[str, Any]:
+    """A member's training figures: mean reward, its last steps' entropy, agreement and label accuracies."""
+    steps = log.steps[-tail:] or [{}]
+    keys = sorted({k for s in steps for k in s if k != "step"})
+    out: dict[str, Any] = {k: sum(s.get(k, 0.0) for s in steps) / len(steps) for k in keys}
+    out["reward_mean"] = sum(s["reward"] for s in log.steps) / max(len(log.steps), 1)
+    for key in ("target_acc", "vote_acc"):  # over the whole run
+        values = [s[key] for s in log.steps if key in s and not math.isnan(s[key])]
+        if values:
+            out[f"{key}_all"] = sum(values) / len(values)
+    out["collapsed"], out["collapse_reason"], out["collapsed_step"] = (
+        log.collapsed is not None,
+        log.collapsed,
+        log.collapsed_step,
+    )
+    return out

@@ -1,0 +1,161 @@
+"""Peer-reward RL (Co-RL): ring, votes, rewards, the diversity probe, the collapse guard, the unlabeled pool, and a
+quick-profile cohort trained end to end on tiny models."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from sparring.agents.checkpoints import load_checkpoint, save_checkpoint
+from sparring.data.sources import IngestError, read_unlabeled_csv
+from sparring.data.synthetic import generate_utterances
+from sparring.params import load_params
+from sparring.train.peer_cohort import accuracy, route_intents, warm_start_member
+from sparring.train.peer_reward import (
+    CollapseGuard,
+    cohen_kappa,
+    diversity,
+    entropy,
+    plurality,
+    rewards,
+    ring_peers,
+    summarize,
+    targets,
+    train_cohort,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_ring_assignment():
+    assert ring_peers(["a", "b", "c"]) == {"a": "b", "b": "c", "c": "a"}  # A←B←C←A
+    assert ring_peers(["a", "b"]) == {"a": "b", "b": "a"}
+    with pytest.raises(ValueError, match="at least 2"):
+        ring_peers(["a"])
+
+
+def test_plurality_ties_and_unparseable():
+    assert plurality(["x", "y", "y", None, None, None]) == "y"  # unparseable answers never vote
+    assert plurality(["x", "y", "y", "x"]) == "x"  # a tie goes to the answer seen first
+    assert plurality([None, "y", "x", "x", "y"]) == "y"
+    assert plurality([None, None]) is None
+    assert plurality([]) is None
+
+
+def test_rewards_and_targets():
+    assert rewards(["x", None, "y", "x"], "x") == [1.0, 0.0, 0.0, 1.0]
+    assert rewards(["x", None], None) == [0.0, 0.0]  # no label: nothing to agree with
+    samples = {
+        "a": [["x", "x", "y"], [None, None, None]],
+        "b": [["y", "y", "x"], ["z", "z", "q"]],
+        "c": [["z", "z", "z"], ["q", "q", "z"]],
+    }
+    ring = targets(samples, "ring")
+    assert ring == {"a": ["y", "z"], "b": ["z", "q"], "c": ["x", None]}
+    assert targets(samples, "self") == {"a": ["x", None], "b": ["y", "z"], "c": ["z", "q"]}
+    # majority: the plurality of the other members' pooled samples (b+c for a: z z z y y x | z z q q q z)
+    assert targets(samples, "majority")["a"] == ["z", "z"]
+    # a collapsed peer gives no labels: a takes c's vote instead of b's
+    assert targets(samples, "ring", live=["a", "c"])["a"] == ["z", "q"]
+    assert targets(samples, "ring", live=["a"])["a"] == ["x", None]  # nobody left: its own vote
+    with pytest.raises(ValueError, match="ring, majority or self"):
+        targets(samples, "best")
+
+
+def test_kappa_c_w_on_hand_made_patterns():
+    gold = ["a", "b", "c", "d"]
+    # identical right/wrong patterns and identical mistakes: κ 1, c 0, w = share both wrong alike
+    same = diversity({"m": ["a", "b", "x", "x"], "n": ["a", "b", "x", "x"]}, gold)
+    assert same["kappa"] == pytest.approx(1.0) and same["c"] == 0.0 and same["w"] == 0.5
+    # complementary: each right exactly where the other is wrong
+    comp = diversity({"m": ["a", "b", "x", "y"], "n": ["x", "y", "c", "d"]}, gold)
+    assert comp["kappa"] == pytest.approx(-1.0) and comp["c"] == 1.0 and comp["w"] == 0.0
+    # both wrong on 2 items, with the same answer on one of them: w = 1/4
+    mixed = diversity({"m": ["a", "x", "x", "q"], "n": ["a", "b", "x", "r"]}, gold)
+    assert mixed["c"] == 0.25 and mixed["w"] == 0.25
+    # κ by hand: p_o = 3/4, p_m = 1/4, p_n = 1/2 → p_e = 1/8 + 3/8 = 1/2 → κ = (3/4 − 1/2) / (1/2) = 1/2
+    assert mixed["kappa"] == pytest.approx(0.5)
+    assert cohen_kappa([True, False], [True, False]) == 1.0
+    three = diversity({"m": gold, "n": gold, "o": ["x"] * 4}, gold)
+    assert set(three["pairs"]) == {"m~n", "m~o", "n~o"}
+
+
+def test_collapse_guard_fires_on_a_constant_predictor():
+    guard = CollapseGuard(window=8, floor=1.0, max_share=0.5)
+    assert guard.update(["card_arrival"] * 4) is None  # not a full window yet
+    reason = guard.update(["card_arrival"] * 4)
+    assert reason is not None and "entropy" in reason
+    share = CollapseGuard(window=8, floor=0.5, max_share=0.5)  # entropy 1.07 nats > 0.5, but one intent holds 5/8
+    assert "card_arrival" in share.update(["card_arrival"] * 5 + ["a", "b", "c"])
+    healthy = CollapseGuard(window=8, floor=1.0, max_share=0.5)
+    assert healthy.update(list("abcdefgh")) is None
+    assert entropy(list("abcd")) == pytest.approx(math.log(4)) and entropy([None, None]) == 0.0
+
+
+def test_unlabeled_csv_names_file_and_column(tmp_path):
+    bad = tmp_path / "pool.csv"
+    bad.write_text("utterance,category\nhello,card_arrival\n")
+    with pytest.raises(IngestError, match=r"pool\.csv: missing column 'text'"):
+        read_unlabeled_csv(bad, 1000)
+    plain = tmp_path / "plain.csv"
+    plain.write_text("text\nmy card never came\n")
+    assert read_unlabeled_csv(plain, 1000)["intent"].to_list() == [None]
+    labelled = tmp_path / "b77.csv"
+    labelled.write_text("text,category\n my card never came,card_arrival\nwhat?,not_an_intent\n")
+    frame = read_unlabeled_csv(labelled, 1000)
+    assert frame["text"].to_list() == ["my card never came", "what?"]
+    assert frame["intent"].to_list() == ["card_arrival", None]
+
+
+def test_peer_rl_stage_sits_after_the_last_cycle():
+    from assets.coevolution import N_CYCLES
+    from pipelines.definitions import STAGES
+
+    names = [s.name for s in STAGES]
+    assert names.index("peer_rl") == names.index(f"cycle_{N_CYCLES}") + 1 < names.index("evaluate")
+    peer = STAGES[names.index("peer_rl")]
+    assert f"cycle_{N_CYCLES}" in peer.upstream and peer.outs == ("models/peer_rl",)
+
+
+def test_quick_peer_rl_end_to_end(tok, tmp_path):
+    """The quick profile's cohort (intent-only warm starts, llama + qwen2 + gpt_neox), trained in lockstep; every
+    member comes back as a loadable agent checkpoint and the logs hold one row per step."""
+    p = load_params(ROOT / "params.yaml", "quick")
+    cfg = p.peer_rl
+    synth = generate_utterances(2, seed=3)
+    texts, intents = synth["text"].to_list(), synth["intent"].to_list()
+    models = {}
+    for name, member in cfg.members.items():
+        member = member if member.model is not None else member.replace(model=p.model.replace(arch="llama"))
+        models[name] = warm_start_member(
+            member.replace(demos=False), tok, texts, intents, [], p.agent_sft, tmp_path / name, seed=p.seed
+        )
+    assert {type(m).__name__ for m in models.values()} == {"LlamaForCausalLM", "Qwen2ForCausalLM", "GPTNeoXForCausalLM"}
+    pool = generate_utterances(1, seed=9)
+    said: list[str] = []
+    result = train_cohort(
+        models, tok, pool["text"].to_list(), cfg, tmp_path / "grpo", gold=pool["intent"].to_list(), say=said.append
+    )
+    for name, log in result.logs.items():
+        assert [row["step"] for row in log.steps] == list(range(1, cfg.grpo.max_steps + 1))
+        s = summarize(log)
+        assert 0.0 <= s["reward_mean"] <= 1.0 and "target_acc_all" in s
+        assert (s["collapsed"]) == any(name in line for line in said)  # a collapse is said in the log
+        save_checkpoint(result.models[name], tok, tmp_path / "out" / name)
+        loaded, _ = load_checkpoint(tmp_path / "out" / name)
+        assert 0.0 <= accuracy(route_intents(loaded, tok, texts[:8]), intents[:8]) <= 1.0
+
+
+def test_unlabeled_pool_drops_the_measured_texts():
+    import polars as pl
+
+    from sparring.data.ingest import load_unlabeled
+
+    p = load_params(ROOT / "params.yaml", "quick")
+    full = load_unlabeled(p, ROOT, pl.Series([], dtype=pl.String))
+    held = full["text"].head(5)
+    pool = load_unlabeled(p, ROOT, held.str.to_uppercase())  # matched as ingest deduplicates: case-insensitively
+    assert pool.height == full.height - 5 and not set(held) & set(pool["text"])
+    assert pool.columns == ["id", "text", "intent", "source"] and pool["id"].n_unique() == pool.height
