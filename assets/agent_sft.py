@@ -5,12 +5,14 @@ from __future__ import annotations
 import polars as pl
 from transformers import AutoTokenizer
 
+from pipelines.checks import report_check
 from pipelines.stages import Stage, StageContext, StageOutput, stage_asset
 from sparring.agents.chat import AGENT_SYSTEM_PROMPT
 from sparring.agents.checkpoints import save_checkpoint
 from sparring.agents.models import build_model, count_parameters
 from sparring.agents.policies import LMPolicy
 from sparring.agents.scripted import CamouflagingCustomer, CooperativeCustomer
+from sparring.evaluate import checks
 from sparring.evaluate.agent import evaluate_agent, intent_accuracy
 from sparring.evaluate.baselines import tfidf_intent_accuracy
 from sparring.train.demos import expert_demonstrations, warm_start
@@ -68,3 +70,9 @@ def agent_sft(ctx: StageContext) -> StageOutput:
         final_loss=result.final_loss,
     )
     return StageOutput(metrics=metrics)
+
+
+da0_beats_tfidf = report_check(
+    "agent_sft", "da0_beats_tfidf", checks.da0_beats_tfidf.__doc__.split("\n\n")[0].replace("\n", " "),
+    checks.da0_beats_tfidf,
+)  # fmt: skip

@@ -1,8 +1,9 @@
 """Asset `evaluate`: DA0, every cycle's agent and the final agent on held-out scenarios → reports/metrics.json.
 
 Opponents: the cooperative simulator (`_coop`), the scripted camouflaging customer (`_camo`) and the pool of
-adversary generations (`_advpool`, with the judge's adversary reward parts). The file's layout is
-../shared/METRICS.md's: profile, seed, n_heldout, agents, cycles, simulator, wall_seconds.
+adversary generations (`_advpool`, with the judge's adversary reward parts). Beside the agents: the goal-knowing
+expert's figures (`ceiling`), cross-play of every agent against each adversary generation, pass^k, and the
+strategies found in the adversaries' messages. The file's layout is ../shared/METRICS.md's.
 """
 
 from __future__ import annotations
@@ -10,11 +11,17 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from dagster import AssetCheckSeverity
+
 from assets.coevolution import N_CYCLES, cycle_dir
 from assets.coevolution import STAGES as CYCLE_STAGES
+from pipelines.checks import report_check
 from pipelines.stages import Stage, StageContext, StageOutput, stage_asset
+from sparring.agents.scripted import ExpertAgent
 from sparring.atomic import write_json
-from sparring.evaluate.heldout import evaluate_agents
+from sparring.evaluate import checks
+from sparring.evaluate.heldout import evaluate_heldout
+from sparring.evaluate.strategies import discover_strategies, strategy_records
 from sparring.judge.loading import load_judge
 from sparring.train.cycle_state import CycleState
 from sparring.train.cycles import load_metrics
@@ -29,6 +36,8 @@ STAGE = Stage(
     deps=(
         "src/sparring/evaluate/heldout.py",
         "src/sparring/evaluate/play.py",
+        "src/sparring/evaluate/crossplay.py",
+        "src/sparring/evaluate/strategies.py",
         "src/sparring/judge",
         "src/sparring/rollout.py",
         "src/sparring/agents",
@@ -78,7 +87,8 @@ def evaluate(ctx: StageContext) -> StageOutput:
     agents["final"] = root / final.agent_dir
 
     heldout = load_scenarios(root / "data" / "scenarios" / "heldout.jsonl")[: p.evaluate.eval_scenarios]
-    results = evaluate_agents(
+    e = p.evaluate
+    played = evaluate_heldout(
         agents,
         root / final.simulator_dir,
         [root / d for d in final.adversary_dirs],
@@ -86,6 +96,15 @@ def evaluate(ctx: StageContext) -> StageOutput:
         load_judge(root / "models" / "judge", p.judge, p.coevolution.agent_grpo.max_turns),
         p.coevolution,
         seed=p.seed,
+        expert=ExpertAgent(refs=p.agent_sft.object_refs),
+        cross_play_scenarios=e.cross_play_scenarios,
+        pass_k=e.pass_k,
+        pass_k_scenarios=e.pass_k_scenarios,
+    )
+    results = played.agents
+    records = [r for g, eps in sorted(played.adversary_episodes.items()) for r in strategy_records(eps, g - 1)]
+    strategies = discover_strategies(
+        records, n_generations=len(played.adversary_episodes), seed=p.seed, max_clusters=e.strategy_clusters
     )
     simulator = _report(ctx, "simulator_sft")
     wall = {}  # every other stage's last run of this profile
@@ -98,6 +117,9 @@ def evaluate(ctx: StageContext) -> StageOutput:
         "seed": p.seed,
         "n_heldout": len(heldout),
         "agents": results,
+        "ceiling": played.ceiling,
+        "cross_play": played.cross_play,
+        "strategies": strategies,
         "cycles": cycles,
         "stop_reason": final.stopped,
         "w_da_trajectory": final.w_da_history,
@@ -112,3 +134,13 @@ def evaluate(ctx: StageContext) -> StageOutput:
         metrics={**headline, "n_heldout": len(heldout), "cycles_run": len(cycles)},
         report={"stop_reason": final.stopped},
     )
+
+
+final_no_worse_than_da0 = report_check(
+    "evaluate", "final_no_worse_than_da0", checks.final_no_worse_than_da0.__doc__.replace("\n", " "),
+    checks.final_no_worse_than_da0, METRICS_FILE,
+)  # fmt: skip
+no_unauthorized_actions = report_check(
+    "evaluate", "no_unauthorized_actions", checks.no_unauthorized_actions.__doc__.replace("\n", " "),
+    checks.no_unauthorized_actions, METRICS_FILE, severity=AssetCheckSeverity.ERROR,
+)  # fmt: skip

@@ -5,10 +5,12 @@ from __future__ import annotations
 import polars as pl
 from transformers import AutoTokenizer
 
+from pipelines.checks import report_check
 from pipelines.stages import Stage, StageContext, StageOutput, stage_asset
 from sparring.agents.checkpoints import save_checkpoint
 from sparring.agents.models import build_model, count_parameters
 from sparring.agents.policies import LMPolicy
+from sparring.evaluate import checks
 from sparring.evaluate.fidelity import simulator_fidelity
 from sparring.judge.models import IntentOracle, RealismDiscriminator
 from sparring.train.simulator import scripted_episodes, simulator_conversations, train_simulator
@@ -72,3 +74,9 @@ def simulator_sft(ctx: StageContext) -> StageOutput:
         if name != "sft":
             metrics.update({f"{name}_seconds": round(phase.seconds, 2), f"{name}_final_loss": phase.final_loss})
     return StageOutput(metrics=metrics)
+
+
+simulator_is_faithful = report_check(
+    "simulator_sft", "simulator_is_faithful", checks.simulator_is_faithful.__doc__.replace("\n", " "),
+    checks.simulator_is_faithful,
+)  # fmt: skip

@@ -147,7 +147,7 @@ QUICK_NOTE = (
 
 def _agents_summary(root: Path) -> None:
     """reports/metrics.json as two short tables: cycles (who trained, W_DA) and agents x key held-out metrics."""
-    from assets.evaluate import KEY_METRICS, METRICS_FILE
+    from assets.evaluate import METRICS_FILE
 
     path = root / METRICS_FILE
     if not path.is_file():
@@ -169,19 +169,19 @@ def _agents_summary(root: Path) -> None:
         )
     console.print(cycles)
 
-    def order(name: str) -> tuple:  # da0, cycle_1 … cycle_N, others, final
-        cycle = int(name.rsplit("_", 1)[1]) if name.startswith("cycle_") else 0
-        return (name != "da0", name == "final", not name.startswith("cycle_"), cycle, name)
+    from sparring.evaluate.report import summary_rows
 
-    names = sorted(doc["agents"], key=order)
+    header, *rows = summary_rows(doc)
     title = f"held-out agents ({doc['n_heldout']} scenarios per opponent, profile {doc['profile']})"
     agents = Table(title=title, caption=note)
-    agents.add_column("metric")
-    for name in names:
-        agents.add_column(name, justify="right")
-    for m in KEY_METRICS:
-        agents.add_row(m, *(f"{doc['agents'][n][m]:.3f}" if m in doc["agents"][n] else "-" for n in names))
+    for i, column in enumerate(header):
+        agents.add_column(column, justify="left" if i == 0 else "right")
+    for row in rows:
+        agents.add_row(*row)
     console.print(agents)
+    report = root / "reports" / "report.html"
+    if report.is_file():
+        console.print(f"report: {report.relative_to(root)} (and reports/report.md)", highlight=False)
 
 
 def _tell_dvc(root: Path, ran: str) -> None:

@@ -6,7 +6,18 @@ from typing import Any
 
 from dagster import AssetSelection, Definitions, define_asset_job
 
-from assets import agent_sft, coevolution, evaluate, ingest, judge_models, scenarios, simulator_sft, tokenizer
+from assets import (
+    agent_sft,
+    coevolution,
+    evaluate,
+    ingest,
+    judge_models,
+    peer_rl,
+    report,
+    scenarios,
+    simulator_sft,
+    tokenizer,
+)
 from pipelines.resources import MlflowTracking, ProjectResource
 from pipelines.stages import Stage
 
@@ -19,7 +30,9 @@ STAGE_ASSETS: list[tuple[Stage, Any]] = [
     (simulator_sft.STAGE, simulator_sft.simulator_sft),
     (agent_sft.STAGE, agent_sft.agent_sft),
     *zip(coevolution.STAGES, coevolution.ASSETS, strict=True),
+    (peer_rl.STAGE, peer_rl.peer_rl),
     (evaluate.STAGE, evaluate.evaluate),
+    (report.STAGE, report.report),
 ]
 STAGES = [stage for stage, _ in STAGE_ASSETS]
 
@@ -29,7 +42,13 @@ main_job = define_asset_job(
 
 defs = Definitions(
     assets=[asset for _, asset in STAGE_ASSETS],
-    asset_checks=[ingest.ingest_splits_are_sound],
+    asset_checks=[
+        ingest.ingest_splits_are_sound,
+        agent_sft.da0_beats_tfidf,
+        simulator_sft.simulator_is_faithful,
+        evaluate.final_no_worse_than_da0,
+        evaluate.no_unauthorized_actions,
+    ],
     jobs=[main_job],
     resources={"project": ProjectResource(), "mlflow": MlflowTracking()},
 )

@@ -193,11 +193,32 @@ class StageLog:
         for i in range(0, len(points), 1000):  # MLflow caps a batch at 1000 metrics
             self.client.log_batch(self.run_id, metrics=points[i : i + 1000])
 
+    @contextmanager
+    def child_run(self, name: str) -> Iterator[StageLog]:
+        """A run nested under the stage's (peer_rl: one per member); its metrics also reach the stage's run as
+        `<name>.<metric>`. Closed FINISHED, or FAILED if the body raised."""
+        experiment_id = self.client.get_run(self.run_id).info.experiment_id
+        tags = {"mlflow.parentRunId": self.run_id, "sparring.stage": self.stage, "sparring.member": name}
+        child = self.client.create_run(experiment_id, run_name=f"{self.stage}.{name}", tags=tags)
+        status = "FAILED"
+        try:
+            yield StageLog(self.client, child.info.run_id, self.run_id, name)
+            status = "FINISHED"
+        finally:
+            self.client.set_terminated(child.info.run_id, status)
+
     def artifacts(self, folder: Path, name: str) -> None:
         self.client.log_artifacts(self.run_id, str(folder), name)
 
     def artifact(self, path: Path, folder: str | None = None) -> None:
         self.client.log_artifact(self.run_id, str(path), folder)
+
+    def parent_artifact(self, path: Path, folder: str | None = None) -> None:
+        """A file on the pipeline's parent run (the report), where run comparison looks first."""
+        self.client.log_artifact(self.parent_id, str(path), folder)
+
+    def parent_artifacts(self, folder: Path, name: str) -> None:
+        self.client.log_artifacts(self.parent_id, str(folder), name)
 
     def json_artifact(self, obj: dict, name: str) -> None:
         with tempfile.TemporaryDirectory() as tmp:
@@ -212,7 +233,11 @@ def ensure_dagster_home(root: Path) -> Path:
     home.mkdir(parents=True, exist_ok=True)
     config = home / "dagster.yaml"
     if not config.exists():
-        # No telemetry (offline), and no "join the community" pop-up over the asset graph on first open.
-        config.write_text("telemetry:\n  enabled: false\nnux:\n  enabled: false\n", encoding="utf-8")
+        # No telemetry (offline), no "join the community" pop-up over the asset graph on first open, and Dagster's
+        # DEBUG engine events (a multiprocess step's "Executing step in subprocess") off the terminal.
+        config.write_text(
+            "telemetry:\n  enabled: false\nnux:\n  enabled: false\npython_logs:\n  python_log_level: INFO\n",
+            encoding="utf-8",
+        )
     os.environ["DAGSTER_HOME"] = str(home)
     return home

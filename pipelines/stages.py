@@ -12,6 +12,7 @@ reports/plots/<stage>.json (a data series for `dvc plots show`).
 """
 
 # No `from __future__ import annotations`: Dagster reads the asset function's annotations at definition time.
+import hashlib
 import importlib
 import os
 import re
@@ -67,6 +68,21 @@ PLOTS = {
 }
 
 
+# What each stage is, as the Dagster UI groups and badges it (Dagster shows at most three kinds per asset).
+GROUPS = {
+    "ingest": "data", "scenarios": "data", "judge_models": "data", "tokenizer": "data",
+    "simulator_sft": "warm_start", "agent_sft": "warm_start", "cycle": "coevolution", "peer_rl": "peer_reward",
+    "evaluate": "evaluation", "report": "evaluation",
+}  # fmt: skip
+KINDS = {
+    "ingest": {"python", "polars"}, "scenarios": {"python"}, "judge_models": {"scikitlearn", "huggingface"},
+    "tokenizer": {"huggingface"}, "simulator_sft": {"pytorch", "huggingface", "mlflow"},
+    "agent_sft": {"pytorch", "huggingface", "mlflow"}, "cycle": {"pytorch", "mlflow"}, "peer_rl": {"pytorch", "mlflow"},
+    "evaluate": {"pytorch", "scikitlearn"}, "report": {"matplotlib", "mlflow"},
+}  # fmt: skip
+ROOT = Path(__file__).resolve().parents[1]
+
+
 def stage_kind(name: str) -> str:
     """The name HEADLINE and PLOTS know a stage by: its own, or "cycle" for every cycle_k."""
     return "cycle" if CYCLE.fullmatch(name) else name
@@ -81,6 +97,7 @@ class Stage:
     outs: tuple[str, ...]  # what it writes (DVC-cached)
     metrics: tuple[str, ...] = ()  # small JSON summaries it writes (DVC-tracked, not cached, logged to MLflow)
     upstream: tuple[str, ...] = ()  # stages whose outs it reads
+    figures: tuple[str, ...] = ()  # PNGs among its outs that `dvc plots show` draws
 
     @property
     def report(self) -> str:
@@ -134,6 +151,19 @@ def trainer_output(root: Path, name: str) -> Iterator[Path | None]:
         yield path
 
 
+def code_version(stage: Stage, root: Path = ROOT) -> str:
+    """A hash of the code the stage runs (its deps' .py and .json files, and COMMON_DEPS): Dagster marks the
+    asset stale when it changes, as DVC does for the same paths."""
+    digest = hashlib.sha1()
+    for dep in sorted({*stage.deps, *COMMON_DEPS}):
+        path = root / dep
+        files = sorted(p for p in path.rglob("*") if p.suffix in (".py", ".json")) if path.is_dir() else [path]
+        for file in files:
+            if file.is_file():
+                digest.update(file.relative_to(root).as_posix().encode() + b"\0" + file.read_bytes())
+    return digest.hexdigest()[:12]
+
+
 def _headline(stage: Stage, metrics: dict[str, Any]) -> dict[str, Any]:
     return {k: metrics[k] for k in HEADLINE.get(stage_kind(stage.name), ()) if k in metrics}
 
@@ -183,7 +213,9 @@ def stage_asset(stage: Stage) -> Callable[[Callable[[StageContext], StageOutput]
             description=stage.description,
             deps=list(stage.upstream),
             metadata={"dvc_outs": list(stage.outs), "params_sections": [*COMMON_PARAMS, *stage.params]},
-            kinds={"python"},
+            kinds=KINDS.get(stage_kind(stage.name), {"python"}),
+            group_name=GROUPS.get(stage_kind(stage.name), "pipeline"),
+            code_version=code_version(stage),
         )
         def _asset(
             context: AssetExecutionContext, project: ProjectResource, mlflow: MlflowTracking
@@ -226,6 +258,7 @@ def _plots(stages: list[Stage]) -> list[dict[str, Any]]:
             x, y, title = PLOTS[stage_kind(s.name)]
             plot_id = "w_da" if stage_kind(s.name) == "cycle" else f"{s.name}_loss"
             plots.append({plot_id: {"x": x, "y": {s.plot: y}, "title": title, "template": "linear"}})
+        plots += list(s.figures)  # images: DVC shows them as they are
     return plots
 
 
@@ -234,7 +267,7 @@ def render_dvc_yaml(stages: list[Stage]) -> str:
     by_name = {s.name: s for s in stages}
     body: dict[str, Any] = {}
     for s in stages:
-        upstream_outs = [out for u in s.upstream for out in by_name[u].outs]
+        upstream_outs = [out for u in s.upstream for out in (*by_name[u].outs, *by_name[u].metrics)]
         small = [s.report, *s.metrics, *([s.plot] if s.plot else [])]  # tracked, too small to cache
         body[s.name] = {
             "desc": s.description,

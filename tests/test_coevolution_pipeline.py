@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from dagster import AssetKey, DagsterInstance
+from dagster import AssetCheckKey, AssetKey, DagsterInstance
 from typer.testing import CliRunner
 
 from assets.coevolution import N_CYCLES
@@ -30,6 +30,13 @@ from sparring.train.cycles import absolute, fingerprint, is_finished, portable
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 QUICK_CYCLES = load_params(ROOT / "params.yaml", "quick").coevolution.max_cycles
+CHECKS = (
+    ("ingest", "ingest_splits_are_sound"),
+    ("agent_sft", "da0_beats_tfidf"),
+    ("simulator_sft", "simulator_is_faithful"),
+    ("evaluate", "final_no_worse_than_da0"),
+    ("evaluate", "no_unauthorized_actions"),
+)
 EPISODE_KEYS = ("strict_pass", "routing_acc", "lookup_first", "pass", "intent_acc", "unauthorized_actions")
 
 
@@ -82,7 +89,8 @@ def test_one_stage_per_cycle_then_evaluate():
     by_name = {s.name: s for s in STAGES}
     names = [s.name for s in STAGES]
     cycles = [f"cycle_{k}" for k in range(1, N_CYCLES + 1)]
-    assert names[-N_CYCLES - 1 :] == [*cycles, "evaluate"]  # in pipeline order, after the SFT stages
+    tail = names[names.index("cycle_1") :]  # in pipeline order, after the SFT stages; peer RL between
+    assert tail[:N_CYCLES] == cycles and tail[-2:] == ["evaluate", "report"] and set(tail[N_CYCLES:-2]) <= {"peer_rl"}
     assert set(by_name["cycle_1"].upstream) == {"agent_sft", "simulator_sft", "judge_models", "scenarios"}
     for k in range(2, N_CYCLES + 1):
         assert by_name[f"cycle_{k}"].upstream == (f"cycle_{k - 1}",)
@@ -180,6 +188,64 @@ def test_quick_run_writes_metrics_json_mlflow_and_dagster(uninterrupted):
         event = instance.get_latest_materialization_event(AssetKey("cycle_1"))
         assert event.asset_materialization.metadata["w_da"].value == cycles[0]["w_da"]
         assert event.asset_materialization.metadata["trained"].value == trained[0]
+
+
+def _summary_table(markdown: str) -> dict[str, dict[str, str]]:
+    """The report's summary table as {agent: {header: cell}}."""
+    lines = markdown.split("## Summary", 1)[1].strip().splitlines()
+    header = [c.strip() for c in lines[0].strip("|").split("|")]
+    rows = [[c.strip() for c in line.strip("|").split("|")] for line in lines[2:] if line.startswith("|")]
+    return {row[0]: dict(zip(header, row, strict=True)) for row in rows}
+
+
+def test_quick_run_reports_ceiling_cross_play_strategies_and_a_report_that_matches(uninterrupted):
+    from sparring.evaluate.report import SUMMARY_COLUMNS, fmt, pass_hat_key
+
+    root, output = uninterrupted
+    doc = json.loads((root / "reports" / "metrics.json").read_text())
+    n = doc["n_heldout"]
+    assert doc["ceiling"]["n_episodes_advpool"] == n and "strict_pass_advpool" in doc["ceiling"]
+    generations = doc["adversary_generations"]
+    cp = doc["cross_play"]
+    assert sorted(cp["agents"][:-1]) == sorted(doc["agents"]) and cp["agents"][-1] == "expert"
+    assert cp["opponents"] == ["coop", "camo", *(f"adv_{g}" for g in range(1, generations + 1))]
+    cells = zip(sum(cp["strict_pass"], []), sum(cp["ci_low"], []), sum(cp["ci_high"], []), strict=True)
+    assert all(lo <= v <= hi for v, lo, hi in cells)
+    i = cp["agents"].index("final")
+    assert cp["strict_pass"][i][0] == doc["agents"]["final"]["strict_pass_coop"]  # same scenarios: coop reused
+    for metrics in [*doc["agents"].values(), doc["ceiling"]]:
+        fails = sum(v for k, v in metrics.items() if k.startswith("failure_") and k.endswith("_advpool"))
+        assert abs(fails - (1 - metrics["strict_pass_advpool"])) < 1e-9  # one kind per failed episode
+        assert {"pass_hat_1_coop", "pass_hat_2_advpool"} <= set(metrics)
+    assert doc["strategies"] and all(len(s["share_by_cycle"]) == generations for s in doc["strategies"])
+
+    table = _summary_table((root / "reports" / "report.md").read_text())
+    assert set(table) == {"expert (ceiling)", *doc["agents"]}
+    for agent, row in table.items():
+        values = doc["ceiling"] if agent == "expert (ceiling)" else doc["agents"][agent]
+        for header, key in SUMMARY_COLUMNS:
+            key = pass_hat_key(values, "_advpool") if key == "pass_hat_k_advpool" else key
+            assert row[header] == fmt(values.get(key)), (agent, header)
+    page = (root / "reports" / "report.html").read_text()
+    assert page.count("data:image/png;base64,") >= 5 and "src='figures/" not in page  # self-contained
+    assert {p.name for p in (root / "reports" / "figures").glob("*.png")} >= {"cross_play.png", "w_da.png"}
+    assert "report: reports/report.html" in output
+
+    db = sqlite3.connect(root / "mlruns" / "mlflow.db")
+    runs = dict(db.execute("select run_uuid, name from runs").fetchall())
+    parents = dict(db.execute("select run_uuid, value from tags where key = 'mlflow.parentRunId'").fetchall())
+    evaluate = next(r for r in parents if runs[r] == "evaluate")
+    logged = dict(db.execute("select key, value from metrics where run_uuid = ?", (evaluate,)).fetchall())
+    assert fmt(logged["final.strict_pass_coop"]) == table["final"]["PASS coop"]
+    assert fmt(logged["da0.strict_pass_advpool"]) == table["da0"]["PASS pool"]
+    parent = parents[evaluate]
+    assert (root / "mlruns" / "artifacts" / parent / "artifacts" / "report" / "report.html").is_file()
+    with DagsterInstance.from_config(str(root / ".dagster")) as instance:
+        event = instance.get_latest_materialization_event(AssetKey("report"))
+        assert "data:image/png;base64," in event.asset_materialization.metadata["report"].value
+        keys = [AssetCheckKey(AssetKey(a), n) for a, n in CHECKS]
+        ran = instance.event_log_storage.get_latest_asset_check_execution_by_key(keys)
+        assert set(ran) == set(keys)  # every guard ran in the main job
 
 
 def test_crash_mid_cycle_then_rerun_resumes_and_equals_uninterrupted(uninterrupted, tmp_path):

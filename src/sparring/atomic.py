@@ -32,6 +32,11 @@ def write_json(obj: dict, path: Path) -> None:
     _write_file(path, lambda tmp: tmp.write_text(json.dumps(obj, indent=2, sort_keys=True) + "\n", encoding="utf-8"))
 
 
+def write_text(text: str, path: Path) -> None:
+    """``text`` (UTF-8) at ``path``, written beside it then renamed (no temp file is left on failure)."""
+    _write_file(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+
+
 def write_csv(frame: Any, path: Path) -> None:
     """A polars DataFrame as CSV, written beside the target then renamed (no temp file is left on failure)."""
     _write_file(path, frame.write_csv)

@@ -18,7 +18,13 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from sparring.settings import AgentSFTSettings, CoevolutionSettings, ModelSpec, SimulatorSFTSettings
+from sparring.settings import (
+    AgentSFTSettings,
+    CoevolutionSettings,
+    ModelSpec,
+    PeerRewardSettings,
+    SimulatorSFTSettings,
+)
 
 PROFILES = ("quick", "default", "scale", "banking77")
 PROFILE_ENV = "SPARRING_PROFILE"
@@ -72,6 +78,20 @@ class DialogueSource(_Strict):
         return self
 
 
+class UnlabeledSource(_Strict):
+    """The unlabeled pool peer-reward RL adapts to; labels in it, if any, are never trained on (only measured)."""
+
+    source: Literal["synthetic", "csv"] = "synthetic"  # synthetic: the generator's held-out phrasing seed
+    path: str | None = None  # csv: a one-column `text` CSV, or Banking77-style `text,category`
+    count: int = Field(2000, ge=1, le=1_000_000)  # synthetic: utterances generated, before deduplication
+
+    @model_validator(mode="after")
+    def _check(self) -> UnlabeledSource:
+        if self.source != "synthetic" and not self.path:
+            raise ValueError(f"source {self.source!r} needs a path")
+        return self
+
+
 class Split(_Strict):
     validation: float = Field(0.1, ge=0.0, lt=0.5)
     test: float = Field(0.1, gt=0.0, lt=0.5)
@@ -80,6 +100,7 @@ class Split(_Strict):
 class Ingest(_Strict):
     utterances: UtteranceSource = UtteranceSource()
     dialogues: DialogueSource = DialogueSource()
+    unlabeled: UnlabeledSource = UnlabeledSource()
     max_text_chars: int = Field(1000, ge=16, le=100_000)
     split: Split = Split()
 
@@ -135,6 +156,10 @@ class Tokenizer(_Strict):
 
 class Evaluate(_Strict):
     eval_scenarios: int = Field(240, ge=1)  # held-out scenarios every agent plays per opponent
+    cross_play_scenarios: int = Field(120, ge=0)  # of them, the first ones each adversary generation plays alone
+    pass_k: int = Field(4, ge=0, le=64)  # sampled runs per scenario for pass^k (below 2: none)
+    pass_k_scenarios: int = Field(30, ge=0)  # scenarios those runs play, against coop and the pool
+    strategy_clusters: int = Field(6, ge=2, le=50)  # most clusters strategy discovery tries
 
 
 class Params(_Strict):
@@ -150,6 +175,7 @@ class Params(_Strict):
     simulator_sft: SimulatorSFTSettings = SimulatorSFTSettings()
     agent_sft: AgentSFTSettings = AgentSFTSettings()
     coevolution: CoevolutionSettings = CoevolutionSettings()
+    peer_rl: PeerRewardSettings = PeerRewardSettings()
     evaluate: Evaluate = Evaluate()
 
     def flat(self) -> dict[str, Any]:

@@ -12,35 +12,64 @@ Every agent plays greedy, as deployed, the same held-out scenarios with the same
   (``adv_success_advpool``, ``adv_misroute_advpool``, ``adv_faithfulness_advpool``, ``adv_realism_advpool``,
   ``adv_reward_advpool``).
 
-Names follow ../shared/METRICS.md. An agent folder that appears under several names (a cycle in which the
-adversary trained keeps the previous agent) is played once.
+:func:`evaluate_heldout` adds what the report reads (:mod:`sparring.evaluate.crossplay`): the goal-knowing
+expert's figures as the ceiling, each agent's share of it and its failure kinds; cross-play of every agent
+against each adversary generation on its own (``adv_<g>``), beside ``coop`` and ``camo``, on the first
+``cross_play_scenarios`` scenarios; and pass^k over ``pass_k`` sampled runs. Nothing is played twice: a
+cross-play cell reuses the pool's episodes of its generation and plays only the rest. Names follow
+../shared/METRICS.md. An agent folder that appears under several names (a cycle in which the adversary trained
+keeps the previous agent) is played once.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from sparring.agents.policies import LMPolicy, Policy
+from sparring.agents.policies import Policy
 from sparring.agents.scripted import CamouflagingCustomer
-from sparring.evaluate.play import (
-    CheckpointCache,
-    adversary_customer,
-    adversary_parts,
-    against_pool,
-    cooperative_customer,
-    customer_policy,
+from sparring.evaluate.crossplay import (
+    cross_play_cell,
+    cross_play_matrix,
+    failure_rates,
+    pass_hat_metrics,
+    share_of_ceiling,
 )
+from sparring.evaluate.play import GameModels, adversary_parts, against_pool, cooperative_customer
 from sparring.judge import Scorer
-from sparring.rollout import episode_metrics, run_episodes
+from sparring.rollout import Episode, episode_metrics, run_episodes
 from sparring.seeds import derive_seed
 from sparring.settings import CoevolutionSettings
 from sparring.world.scenarios import Scenario, as_cooperative
+
+EXPERT = "expert"  # the ceiling's row in cross-play
 
 
 def heldout_seed(seed: int) -> int:
     """The rollout seed of every held-out evaluation under the run's ``seed``: agents compared on one draw."""
     return derive_seed(seed, "heldout")
+
+
+@dataclass
+class HeldoutReport:
+    """Everything `evaluate` measured: per-agent metrics, the expert's (``ceiling``), cross-play, and the
+    adversaries' held-out episodes per generation (1-based), for strategy discovery."""
+
+    agents: dict[str, dict[str, float]]
+    ceiling: dict[str, float] = field(default_factory=dict)
+    cross_play: dict[str, list] = field(default_factory=dict)
+    adversary_episodes: dict[int, list[Episode]] = field(default_factory=dict)
+
+
+@dataclass
+class _Opponents:
+    """The frozen customers every agent meets, built once."""
+
+    coops: dict[str, Policy]
+    camo: Policy
+    pool: list[Policy]
+    generations: int  # adversary generations in the pool (0: the simulator stands in)
 
 
 def evaluate_agents(
@@ -57,48 +86,132 @@ def evaluate_agents(
     simulator's own opening), camo and the adversary pool, every episode shaped as co-evolution's (``settings``:
     the agent gym's turn limits and message length, the adversary gym's for customers); the simulator plays
     ``_coop`` and ``_coopsim`` at ``coop_temperature`` (0: greedy), adversaries at their gym's temperature."""
+    return evaluate_heldout(agents, simulator_dir, adversary_dirs, scenarios, judge, settings, seed=seed).agents
+
+
+def evaluate_heldout(
+    agents: Mapping[str, str | Path],
+    simulator_dir: str | Path,
+    adversary_dirs: Sequence[str | Path],
+    scenarios: Sequence[Scenario],
+    judge: Scorer,
+    settings: CoevolutionSettings,
+    *,
+    seed: int = 0,
+    expert: Policy | None = None,
+    cross_play_scenarios: int = 0,
+    pass_k: int = 0,
+    pass_k_scenarios: int = 0,
+) -> HeldoutReport:
+    """:func:`evaluate_agents`'s figures, plus (each when asked) the ``expert``'s as the ceiling with every agent's
+    share of it, cross-play on the first ``cross_play_scenarios`` scenarios, and pass^1..pass^k over ``pass_k``
+    runs sampled at the agent gym's temperature on the first ``pass_k_scenarios``, against coop and the pool."""
     if not scenarios:
         raise ValueError("no held-out scenarios to evaluate on")
-    models, a, c = CheckpointCache(), settings.agent_grpo, settings.adversary_grpo
-
-    def customer(folder: str | Path, temperature: float = c.temperature) -> LMPolicy:
-        return customer_policy(models.model(folder), models.tokenizer, c.max_new_tokens, temperature)
-
-    def adversary(folder: str | Path) -> Policy:
-        return adversary_customer(customer(folder), settings.adversary_opening)
-
+    models, a = GameModels(settings), settings.agent_grpo
     turns = {"max_turns": a.max_turns, "max_calls_per_turn": a.max_calls_per_turn, "seed": heldout_seed(seed)}
-    pool = list(adversary_dirs) or [simulator_dir]
-    camo = CamouflagingCustomer(seed=seed)
-    simulator = customer(simulator_dir, settings.coop_temperature)
-    coops = {"_coop": cooperative_customer(simulator, settings.coop_opening), "_coopsim": simulator}
-    done: dict[str, dict[str, float]] = {}
-    results: dict[str, dict[str, float]] = {}
+    simulator = models.customer(simulator_dir, settings.coop_temperature)
+    opponents = _Opponents(
+        coops={"_coop": cooperative_customer(simulator, settings.coop_opening), "_coopsim": simulator},
+        camo=CamouflagingCustomer(seed=seed),
+        pool=[models.adversary(d) for d in adversary_dirs or [simulator_dir]],
+        generations=len(adversary_dirs),
+    )
+    scenarios, k_cross = list(scenarios), min(cross_play_scenarios, len(scenarios))
+    players: dict[str, Callable[[bool], Policy]] = {}  # unique agent key -> (greedy?) -> policy
+    names: dict[str, str] = {}
     for name, folder in agents.items():
         key = str(Path(folder).resolve())
-        if key not in done:
-            model = models.model(folder)
-            agent = LMPolicy(model, models.tokenizer, "agent", max_new_tokens=a.max_new_tokens, greedy=True)
-            done[key] = _play(agent, adversary, coops, camo, pool, scenarios, judge, turns)
-        results[name] = dict(done[key])
-    return results
+        names[name] = key
+        if key not in players:
+            players[key] = lambda greedy, f=folder: models.agent_policy_of(f, greedy)
+    if expert is not None:
+        players[EXPERT] = lambda greedy: expert
+    done: dict[str, dict[str, float]] = {}
+    cells: dict[str, dict[str, dict[str, float]]] = {}
+    report = HeldoutReport(agents={})
+    for key, player in players.items():
+        metrics, played = _play(player(True), opponents, scenarios, judge, turns)
+        if k_cross:
+            cells[key] = _cross_play(player(True), opponents, scenarios[:k_cross], played, turns, report, key)
+        if pass_k >= 2 and pass_k_scenarios:
+            metrics.update(_pass_hat(player(False), opponents, scenarios[:pass_k_scenarios], pass_k, turns, seed))
+        done[key] = metrics
+    report.ceiling = done.get(EXPERT, {})
+    for name, key in names.items():
+        report.agents[name] = {**done[key], **share_of_ceiling(done[key], report.ceiling)}
+    if cells:
+        rows = {name: cells[key] for name, key in names.items()}
+        if EXPERT in cells:
+            rows[EXPERT] = cells[EXPERT]
+        report.cross_play = cross_play_matrix(rows)
+    return report
 
 
 def _play(
-    agent: Policy,
-    adversary: Callable[[str | Path], Policy],
-    coops: Mapping[str, Policy],
-    camo: Policy,
-    pool: Sequence[str | Path],
-    scenarios: Sequence[Scenario],
-    judge: Scorer,
-    turns: dict[str, int],
-) -> dict[str, float]:
+    agent: Policy, opponents: _Opponents, scenarios: Sequence[Scenario], judge: Scorer, turns: dict[str, int]
+) -> tuple[dict[str, float], dict[str, list[Episode]]]:
     metrics: dict[str, float] = {}
-    for suffix, coop in coops.items():
-        metrics.update(episode_metrics(run_episodes(as_cooperative(scenarios), agent, coop, **turns), suffix))
-    metrics.update(episode_metrics(run_episodes(scenarios, agent, camo, **turns), "_camo"))
-    pooled = against_pool(list(scenarios), agent, [adversary(folder) for folder in pool], **turns)
-    metrics.update(episode_metrics(pooled, "_advpool"))
-    metrics.update(adversary_parts(judge.score(pooled), "_advpool"))
-    return metrics
+    played: dict[str, list[Episode]] = {}
+    for suffix, coop in opponents.coops.items():
+        played[suffix] = run_episodes(as_cooperative(scenarios), agent, coop, **turns)
+    played["_camo"] = run_episodes(scenarios, agent, opponents.camo, **turns)
+    played["_advpool"] = against_pool(list(scenarios), agent, opponents.pool, **turns)
+    for suffix, episodes in played.items():
+        metrics.update(episode_metrics(episodes, suffix))
+        metrics.update(failure_rates(episodes, suffix))
+    scores = judge.score(played["_advpool"])
+    for episode, score in zip(played["_advpool"], scores, strict=True):
+        episode.rewards = score  # strategy discovery reads who won
+    metrics.update(adversary_parts(scores, "_advpool"))
+    return metrics, played
+
+
+def _cross_play(
+    agent: Policy,
+    opponents: _Opponents,
+    scenarios: Sequence[Scenario],
+    played: dict[str, list[Episode]],
+    turns: dict[str, int],
+    report: HeldoutReport,
+    key: str,
+) -> dict[str, dict[str, float]]:
+    """One agent's cross-play row on ``scenarios`` (a prefix of the held-out list): coop and camo from the episodes
+    already played; each adversary generation from its share of the pool plus the rest of ``scenarios``."""
+    k = len(scenarios)
+    row = {"coop": cross_play_cell(played["_coop"][:k]), "camo": cross_play_cell(played["_camo"][:k])}
+    if not opponents.generations:
+        return row
+    n = len(opponents.pool)
+    # against_pool returns generation g's scenarios (indices g, g+n, ...) as one block, oldest generation first
+    offsets = [0]
+    for g in range(n):
+        offsets.append(offsets[-1] + len(range(g, len(played["_coop"]), n)))
+    for g, adversary in enumerate(opponents.pool):
+        dealt = played["_advpool"][offsets[g] : offsets[g + 1]]
+        have = {ep.scenario.scenario_id: ep for ep in dealt}
+        rest = [s for s in scenarios if s.scenario_id not in have]
+        fresh = dict(zip([s.scenario_id for s in rest], run_episodes(rest, agent, adversary, **turns), strict=True))
+        episodes = [have.get(s.scenario_id) or fresh[s.scenario_id] for s in scenarios]
+        row[f"adv_{g + 1}"] = cross_play_cell(episodes)
+        if key != EXPERT:
+            report.adversary_episodes.setdefault(g + 1, []).extend(episodes)
+    return row
+
+
+def _pass_hat(
+    agent: Policy,
+    opponents: _Opponents,
+    scenarios: Sequence[Scenario],
+    runs: int,
+    turns: dict[str, int],
+    seed: int,
+) -> dict[str, float]:
+    """pass^1..pass^runs of the sampling ``agent`` against coop and the pool, each run its own draw."""
+    coop, pooled = [], []
+    for r in range(runs):
+        draw = {**turns, "seed": derive_seed(seed, "pass_k", r)}
+        coop.append(run_episodes(as_cooperative(scenarios), agent, opponents.coops["_coop"], **draw))
+        by_id = {ep.scenario.scenario_id: ep for ep in against_pool(list(scenarios), agent, opponents.pool, **draw)}
+        pooled.append([by_id[s.scenario_id] for s in scenarios])
+    return {**pass_hat_metrics(coop, "_coop"), **pass_hat_metrics(pooled, "_advpool")}

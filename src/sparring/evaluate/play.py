@@ -44,6 +44,35 @@ class CheckpointCache:
         self._models[str(Path(folder).resolve())] = model.eval()
 
 
+class GameModels(CheckpointCache):
+    """Checkpoints played as co-evolution plays them (``settings``): an agent shaped by the agent gym, customers by
+    the adversary gym (message length, temperature), adversaries with their opening. Cycles and `evaluate` both
+    build their policies here."""
+
+    def __init__(self, settings: Any) -> None:
+        super().__init__()
+        self.settings = settings
+
+    def agent_policy_of(self, folder: str | Path, greedy: bool) -> LMPolicy:
+        a = self.settings.agent_grpo
+        return LMPolicy(
+            self.model(folder),
+            self.tokenizer,
+            "agent",
+            max_new_tokens=a.max_new_tokens,
+            temperature=a.temperature,
+            greedy=greedy,
+        )
+
+    def customer(self, folder: str | Path, temperature: float | None = None) -> LMPolicy:
+        c = self.settings.adversary_grpo
+        t = c.temperature if temperature is None else temperature
+        return customer_policy(self.model(folder), self.tokenizer, c.max_new_tokens, t)
+
+    def adversary(self, folder: str | Path) -> Policy:
+        return adversary_customer(self.customer(folder), self.settings.adversary_opening)
+
+
 def customer_policy(model: Any, tokenizer: Any, max_new_tokens: int, temperature: float) -> LMPolicy:
     """An LM customer sampling at ``temperature``; 0 plays greedy."""
     return LMPolicy(

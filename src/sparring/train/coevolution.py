@@ -34,12 +34,11 @@ from sparring.agents.checkpoints import load_checkpoint, save_checkpoint
 from sparring.agents.policies import LMPolicy, OpensWithUtterance, Policy
 from sparring.atomic import write_json
 from sparring.evaluate.play import (
-    CheckpointCache,
+    GameModels,
     adversary_customer,
     adversary_parts,
     against_pool,
     cooperative_customer,
-    customer_policy,
 )
 from sparring.judge import Scorer
 from sparring.rollout import Episode, episode_metrics, run_episodes
@@ -54,31 +53,16 @@ ROLE = {"agent": "agent", "adversary": "customer"}  # the chat role each side's 
 METRICS_FILE = "metrics.json"
 
 
-class CycleModels(CheckpointCache):
+class CycleModels(GameModels):
     """A cycle's checkpoints: the agent (whose tokenizer every view is built with) and the customers it meets."""
 
     def __init__(self, state: CycleState, settings: CoevolutionSettings) -> None:
-        super().__init__()
-        self.agent, self.settings = self.model(state.agent_dir), settings
+        super().__init__(settings)
+        self.agent_dir = state.agent_dir
+        self.agent = self.model(state.agent_dir)
 
     def agent_policy(self, greedy: bool) -> LMPolicy:
-        a = self.settings.agent_grpo
-        return LMPolicy(
-            self.agent,
-            self.tokenizer,
-            "agent",
-            max_new_tokens=a.max_new_tokens,
-            temperature=a.temperature,
-            greedy=greedy,
-        )
-
-    def customer(self, folder: str, temperature: float | None = None) -> LMPolicy:
-        c = self.settings.adversary_grpo
-        t = c.temperature if temperature is None else temperature
-        return customer_policy(self.model(folder), self.tokenizer, c.max_new_tokens, t)
-
-    def adversary(self, folder: str) -> Policy:
-        return adversary_customer(self.customer(folder), self.settings.adversary_opening)
+        return self.agent_policy_of(self.agent_dir, greedy)
 
 
 def turn_limits(settings: CoevolutionSettings) -> dict[str, int]:

@@ -1,0 +1,258 @@
+"""The end-of-run report: reports/report.md and a self-contained reports/report.html (the PNGs inlined), built
+from reports/metrics.json alone, so every number in it is one the metrics file holds (rounded to 3 places).
+
+The report answers, in order: did the agent get better and against whom (summary table, strict PASS per
+generation, each agent's share of the expert's ceiling), how the co-evolution went (W_DA and the side that
+trained per cycle), who beats whom (cross-play with 95% intervals), why agents fail (failure kinds), what tricks
+the adversaries found (strategies), how realistic the simulated customers are (fidelity), what peer-reward RL
+changed, and where the time went. A part whose stage has not run is left out.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sparring.evaluate.crossplay import FAILURE_KINDS
+from sparring.evaluate.figures import FIDELITY, OPPONENTS, draw_figures, generations
+
+# (header, metric key) of the summary table, which `sparring run` prints at the end too: strict PASS against the
+# cooperative simulator, the camouflaging customer and the adversary pool; routing against coop; the pool's win
+# rate; strict PASS against the pool as a share of the expert's; pass^k (largest k) against the pool.
+SUMMARY_COLUMNS = (
+    ("PASS coop", "strict_pass_coop"),
+    ("PASS camo", "strict_pass_camo"),
+    ("PASS pool", "strict_pass_advpool"),
+    ("routing coop", "routing_acc_coop"),
+    ("adv wins", "adv_success_advpool"),
+    ("of ceiling", "share_of_ceiling_advpool"),
+    ("pass^k pool", "pass_hat_k_advpool"),
+)
+
+
+QUICK_NOTE = (
+    "Profile quick: its models are too small to learn anything, so zeros are expected; it checks that the "
+    "pipeline runs end to end (`--profile default` for real figures)."
+)
+
+
+@dataclass
+class Block:
+    """One piece of the report: a heading, a paragraph, a table or a figure; rendered as markdown or HTML."""
+
+    kind: str  # heading | text | table | figure
+    text: str = ""
+    rows: Sequence[Sequence[str]] = ()  # a table's rows, the first one its header
+    path: Path | None = None  # a figure's PNG
+
+
+def fmt(value: Any) -> str:
+    """A number as the report prints it (3 places); anything else as text; None as a dash."""
+    if value is None:
+        return "–"
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return str(value)
+    return f"{value:.3f}" if isinstance(value, float) else str(value)
+
+
+def pass_hat_key(row: dict[str, Any], suffix: str) -> str | None:
+    """The largest-k ``pass_hat_<k><suffix>`` a metrics row holds, or None."""
+    ks = [int(k.split("_")[2]) for k in row if k.startswith("pass_hat_") and k.endswith(suffix)]
+    return f"pass_hat_{max(ks)}{suffix}" if ks else None
+
+
+def summary_rows(metrics: dict[str, Any]) -> list[list[str]]:
+    """The summary table (header first): the expert's row, then every agent in generation order, peers last."""
+    agents = metrics.get("agents", {})
+    order = [*generations(metrics), *sorted(a for a in agents if a.startswith("peer_"))]
+    rows = [["agent", *(header for header, _ in SUMMARY_COLUMNS)]]
+    named = [("expert (ceiling)", metrics["ceiling"])] if metrics.get("ceiling") else []
+    for name, row in [*named, *((a, agents[a]) for a in order)]:
+        cells = [name]
+        for _, key in SUMMARY_COLUMNS:
+            if key == "pass_hat_k_advpool":
+                key = pass_hat_key(row, "_advpool") or key
+            cells.append(fmt(row.get(key)))
+        rows.append(cells)
+    return rows
+
+
+def _improvement(metrics: dict[str, Any]) -> str:
+    agents = metrics.get("agents", {})
+    if "final" not in agents or "da0" not in agents:
+        return "No final agent to compare with DA0."
+    parts = []
+    for key, label in OPPONENTS.items():
+        d, f = agents["da0"].get(f"strict_pass_{key}"), agents["final"].get(f"strict_pass_{key}")
+        if d is not None and f is not None:
+            parts.append(f"{label} {fmt(d)} → {fmt(f)} ({f - d:+.3f})")
+    return "Strict PASS from DA0 to the final agent: " + "; ".join(parts) + "."
+
+
+def _cross_play_rows(cp: dict[str, Any]) -> list[list[str]]:
+    rows = [["agent \\ opponent", *cp["opponents"]]]
+    for i, agent in enumerate(cp["agents"]):
+        cells = [agent]
+        for j in range(len(cp["opponents"])):
+            v = cp["strict_pass"][i][j]
+            lo, hi = cp["ci_low"][i][j], cp["ci_high"][i][j]
+            cells.append("–" if v is None else f"{fmt(v)} [{fmt(lo)}, {fmt(hi)}]")
+        rows.append(cells)
+    return rows
+
+
+def _failure_rows(metrics: dict[str, Any]) -> list[list[str]]:
+    agents = {**({"expert": metrics["ceiling"]} if metrics.get("ceiling") else {}), **metrics.get("agents", {})}
+    rows = [["agent", "opponent", *FAILURE_KINDS]]
+    for name in ["expert", *generations(metrics)]:
+        row = agents.get(name)
+        if row is None:
+            continue
+        for key in OPPONENTS:
+            if f"failure_misroute_{key}" in row:
+                rows.append([name, key, *(fmt(row.get(f"failure_{kind}_{key}")) for kind in FAILURE_KINDS)])
+    return rows
+
+
+def _strategy_blocks(strategies: Sequence[dict[str, Any]]) -> list[Block]:
+    if not strategies:
+        return [Block("text", "No adversary generation has trained yet: nothing to study.")]
+    rows = [["strategy", "share per generation", "success rate", "mean words", "names the intent", "concrete detail"]]
+    for s in strategies:
+        traits = s.get("traits", {})
+        rows.append([
+            s["name"],
+            " / ".join(fmt(v) for v in s.get("share_by_cycle", [])),
+            fmt(s.get("success_rate")),
+            fmt(traits.get("mean_words")),
+            fmt(traits.get("keyword_rate")),
+            fmt(traits.get("detail_rate")),
+        ])  # fmt: skip
+    blocks = [Block("table", rows=rows)]
+    for s in strategies:
+        examples = "\n".join(f"> {e}" for e in s.get("examples", [])[:3])
+        ngrams = ", ".join(s.get("ngrams", [])[:5])
+        blocks.append(Block("text", f"**{s['name']}**: {ngrams}\n\n{examples}"))
+    return blocks
+
+
+def report_blocks(metrics: dict[str, Any], figures: dict[str, Path]) -> list[Block]:
+    """The report's content, top to bottom, from ``metrics`` (metrics.json) and the drawn ``figures``."""
+    b = [
+        Block("heading", "sparring: end-of-run report"),
+        Block("text", f"Profile `{metrics.get('profile')}`, seed {metrics.get('seed')}, "
+                      f"{metrics.get('n_heldout')} held-out scenarios per opponent. "
+                      f"Co-evolution stopped: {metrics.get('stop_reason')}."),  # fmt: skip
+        *([Block("text", QUICK_NOTE)] if metrics.get("profile") == "quick" else []),
+        Block("heading", "Summary"),
+        Block("table", rows=summary_rows(metrics)),
+        Block("text", "PASS: strict PASS (the right tool, lookup first, the world's state as the goal needs, a "
+                      "clean end) against the cooperative simulator, the camouflaging customer and the adversary "
+                      "pool; adv wins: the pool's win rate; of ceiling: PASS pool over the expert's; pass^k: all "
+                      "k sampled runs of a scenario pass."),
+        Block("text", _improvement(metrics)),
+        Block("figure", "strict PASS per generation", path=figures.get("strict_pass_by_cycle")),
+        Block("figure", "each agent beside the ceiling", path=figures.get("ceiling")),
+        Block("heading", "Co-evolution"),
+        Block("table", rows=[["cycle", "trained", "W_DA"]]
+              + [[fmt(c.get("cycle")), fmt(c.get("trained")), fmt(c.get("w_da"))] for c in metrics.get("cycles", [])]),
+        Block("figure", "W_DA per cycle", path=figures.get("w_da")),
+    ]  # fmt: skip
+    if metrics.get("cross_play", {}).get("agents"):
+        b += [
+            Block("heading", "Cross-play"),
+            Block("text", "Strict PASS [95% Wilson interval] of each agent generation against each opponent, on "
+                          f"the same {metrics['cross_play']['n'][0][0]} held-out scenarios."),
+            Block("table", rows=_cross_play_rows(metrics["cross_play"])),
+            Block("figure", "cross-play heatmap", path=figures.get("cross_play")),
+        ]  # fmt: skip
+    if len(_failure_rows(metrics)) > 1:
+        b += [Block("heading", "Why episodes fail"), Block("table", rows=_failure_rows(metrics))]
+    b += [Block("heading", "Strategies the adversaries found"), *_strategy_blocks(metrics.get("strategies", []))]
+    b.append(Block("figure", "strategy shares per generation", path=figures.get("strategies")))
+    sims = {k: v for k, v in (metrics.get("simulator") or {}).items() if v}
+    if sims:
+        rows = [["simulator", *FIDELITY]] + [[k, *(fmt(v.get(m)) for m in FIDELITY)] for k, v in sims.items()]
+        b += [Block("heading", "Simulator fidelity"), Block("table", rows=rows)]
+        b.append(Block("figure", "simulator fidelity", path=figures.get("fidelity")))
+    peer = metrics.get("peer") or {}
+    if peer.get("members"):
+        rows = [["member", "before", "after", "collapsed"]]
+        for name, m in peer["members"].items():
+            rows.append([name, fmt(m.get("before")), fmt(m.get("after")), fmt(m.get("collapsed"))])
+        b += [Block("heading", "Peer-reward RL"), Block("table", rows=rows),
+              Block("text", f"Cohort diversity before training: κ {fmt(peer.get('kappa'))}, "
+                            f"c {fmt(peer.get('c'))}, w {fmt(peer.get('w'))}.")]  # fmt: skip
+    wall = metrics.get("wall_seconds") or {}
+    if wall:
+        b += [Block("heading", "Wall time per stage"), Block("table", rows=[["stage", "seconds"]]
+              + [[k, fmt(float(v))] for k, v in wall.items()])]  # fmt: skip
+    return [block for block in b if block.kind != "figure" or block.path is not None]
+
+
+def to_markdown(blocks: Sequence[Block], figures_link: str = "figures/") -> str:
+    """The blocks as markdown; a figure links to ``figures_link`` + its file name."""
+    out = []
+    for block in blocks:
+        if block.kind == "heading":
+            out.append(("# " if not out else "## ") + block.text)
+        elif block.kind == "text":
+            out.append(block.text)
+        elif block.kind == "table":
+            header, *body = block.rows
+            out.append("\n".join(["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+                                 + ["| " + " | ".join(r) + " |" for r in body]))  # fmt: skip
+        elif block.kind == "figure" and block.path is not None:
+            out.append(f"![{block.text}]({figures_link}{block.path.name})")
+    return "\n\n".join(out) + "\n"
+
+
+def _inline(text: str) -> str:
+    """Markdown's ``code``, **bold** and > quote lines of a text block, as HTML."""
+    lines = []
+    for line in html.escape(text).split("\n"):
+        quoted = line.startswith("&gt; ")
+        line = line.removeprefix("&gt; ")
+        while line.count("**") >= 2:
+            line = line.replace("**", "<b>", 1).replace("**", "</b>", 1)
+        while line.count("`") >= 2:
+            line = line.replace("`", "<code>", 1).replace("`", "</code>", 1)
+        lines.append(f"<blockquote>{line}</blockquote>" if quoted else line)
+    return "<br>".join(lines)
+
+
+def to_html(blocks: Sequence[Block]) -> str:
+    """The same blocks as one self-contained HTML page: the PNGs inlined as base64, no external file."""
+    out = ["<!doctype html><html><head><meta charset='utf-8'><title>sparring report</title><style>"
+           "body{font-family:sans-serif;max-width:980px;margin:2em auto;padding:0 1em}"
+           "table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:4px 8px;"
+           "text-align:right}td:first-child,th:first-child{text-align:left}img{max-width:100%}"
+           "blockquote{color:#444;margin:0.3em 1em}</style></head><body>"]  # fmt: skip
+    for i, block in enumerate(blocks):
+        if block.kind == "heading":
+            tag = "h1" if i == 0 else "h2"
+            out.append(f"<{tag}>{html.escape(block.text)}</{tag}>")
+        elif block.kind == "text":
+            out.append(f"<p>{_inline(block.text)}</p>")
+        elif block.kind == "table":
+            header, *body = block.rows
+            out.append("<table><tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in header) + "</tr>"
+                       + "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in body)
+                       + "</table>")  # fmt: skip
+        elif block.kind == "figure" and block.path is not None:
+            data = base64.b64encode(block.path.read_bytes()).decode()
+            out.append(f"<figure><img alt='{html.escape(block.text)}' src='data:image/png;base64,{data}'>"
+                       f"<figcaption>{html.escape(block.text)}</figcaption></figure>")  # fmt: skip
+    return "\n".join(out) + "</body></html>\n"
+
+
+def build_report(metrics: dict[str, Any], figures_dir: Path) -> tuple[str, str, list[Block]]:
+    """Draw the figures into ``figures_dir`` and return the report as (markdown, html, blocks); the markdown
+    links to the figures as ``figures/<name>.png`` (report.md sits beside that folder)."""
+    figures = draw_figures(metrics, figures_dir)
+    blocks = report_blocks(metrics, figures)
+    return to_markdown(blocks), to_html(blocks), blocks

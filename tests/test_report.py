@@ -1,0 +1,177 @@
+"""What `evaluate` and `report` compute beyond averages: pass^k, Wilson intervals, failure kinds, the ceiling
+share, cross-play reuse, the report's figures and tables, and the asset checks on planted bad inputs."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from sparring.agents.scripted import CamouflagingCustomer, CooperativeCustomer, ExpertAgent, RandomAgent
+from sparring.evaluate import checks
+from sparring.evaluate.crossplay import (
+    FAILURE_KINDS,
+    cross_play_matrix,
+    failure_kind,
+    failure_rates,
+    pass_hat_k,
+    pass_hat_metrics,
+    share_of_ceiling,
+    wilson_interval,
+)
+from sparring.evaluate.figures import FIGURES
+from sparring.evaluate.report import build_report, summary_rows
+from sparring.rollout import run_episodes
+
+
+@pytest.mark.parametrize(
+    ("successes", "n", "k", "expected"),
+    [
+        ([4, 0], 4, 1, 0.5),  # pass^1 is the mean success rate: (4/4 + 0/4) / 2
+        ([3, 2], 4, 2, (3 / 6 + 1 / 6) / 2),  # C(3,2)/C(4,2) = 3/6, C(2,2)/C(4,2) = 1/6
+        ([3, 4, 1], 4, 4, 1 / 3),  # only a task passed 4 of 4 times counts at k = n
+        ([2], 5, 3, 0.0),  # fewer successes than k
+        ([5, 4], 5, 2, (10 / 10 + 6 / 10) / 2),
+    ],
+)
+def test_pass_hat_k_matches_hand_computed_values(successes, n, k, expected):
+    assert pass_hat_k(successes, n, k) == pytest.approx(expected)
+
+
+def test_pass_hat_k_refuses_impossible_counts():
+    with pytest.raises(ValueError, match="k <= n"):
+        pass_hat_k([1], 2, 3)
+    with pytest.raises(ValueError, match="successes"):
+        pass_hat_k([3], 2, 1)
+
+
+def test_wilson_interval_is_the_textbook_one():
+    low, high = wilson_interval(8, 10)  # the standard worked example: 0.490 .. 0.943
+    assert (round(low, 3), round(high, 3)) == (0.490, 0.943)
+    assert wilson_interval(0, 10)[0] == 0.0 and wilson_interval(10, 10)[1] == pytest.approx(1.0)
+    assert wilson_interval(0, 0) == (0.0, 1.0)
+
+
+@pytest.fixture(scope="module")
+def played(heldout):
+    """The expert and a random agent against scripted customers: real episodes, no model."""
+    scenarios = heldout[:12]
+    expert = run_episodes(scenarios, ExpertAgent(), CooperativeCustomer(), max_turns=6)
+    skipping = run_episodes(scenarios, ExpertAgent(skip_lookup=True), CooperativeCustomer(), max_turns=6)
+    random = run_episodes(scenarios, RandomAgent(seed=3), CamouflagingCustomer(seed=0), max_turns=3)
+    return {"expert": expert, "skipping": skipping, "random": random}
+
+
+def test_failure_kinds_classify_real_episodes(played):
+    assert all(failure_kind(ep) is None for ep in played["expert"] if ep.outcome.strict_pass)
+    assert sum(ep.outcome.strict_pass for ep in played["expert"]) >= 10
+    # The world refuses a resolving call made before the caller was looked up: refused, not misrouted.
+    skipped = [failure_kind(ep) for ep in played["skipping"]]
+    assert "refused" in skipped and "misroute" not in skipped and None not in skipped
+    kinds = {failure_kind(ep) for ep in played["random"]}
+    assert kinds <= {*FAILURE_KINDS} and kinds & {"misroute", "format"}
+    for name, episodes in played.items():
+        rates = failure_rates(episodes, "_x")
+        strict = sum(ep.outcome.strict_pass for ep in episodes) / len(episodes)
+        assert sum(rates.values()) == pytest.approx(1 - strict), name
+
+
+def test_pass_hat_metrics_over_runs(played):
+    runs = [played["expert"], played["skipping"]]  # one scenario list played twice, by two policies
+    m = pass_hat_metrics(runs, "_coop")
+    both = sum(a.outcome.strict_pass and b.outcome.strict_pass for a, b in zip(*runs, strict=True)) / len(runs[0])
+    assert m["pass_hat_2_coop"] == pytest.approx(both)
+    mean = sum(ep.outcome.strict_pass for run in runs for ep in run) / (2 * len(runs[0]))
+    assert m["pass_hat_1_coop"] == pytest.approx(mean)
+    with pytest.raises(ValueError, match="same scenarios"):
+        pass_hat_metrics([played["expert"], played["expert"][:3]], "_coop")
+
+
+def test_cross_play_matrix_and_share_of_ceiling():
+    cell = {"strict_pass": 0.5, "ci_low": 0.2, "ci_high": 0.8, "n": 10}
+    m = cross_play_matrix({"da0": {"coop": cell, "adv_1": cell}, "final": {"coop": cell}})
+    assert m["agents"] == ["da0", "final"] and m["opponents"] == ["coop", "adv_1"]
+    assert m["strict_pass"] == [[0.5, 0.5], [0.5, None]]  # a cell never played is None, not 0
+    shares = share_of_ceiling({"strict_pass_coop": 0.45, "strict_pass_camo": 0.3}, {"strict_pass_coop": 0.9,
+                              "strict_pass_camo": 0.0})  # fmt: skip
+    assert shares == {"share_of_ceiling_coop": pytest.approx(0.5)}  # a zero ceiling gives no share
+
+
+def _metrics() -> dict:
+    row = {"strict_pass_coop": 0.8, "strict_pass_camo": 0.7, "strict_pass_advpool": 0.5, "routing_acc_coop": 0.9,
+           "adv_success_advpool": 0.3, "share_of_ceiling_advpool": 0.5263, "pass_hat_1_advpool": 0.5,
+           "pass_hat_4_advpool": 0.25, "n_episodes_coop": 40, "unauthorized_actions_coop": 0}  # fmt: skip
+    return {
+        "profile": "default", "seed": 0, "n_heldout": 40, "stop_reason": "gates",
+        "agents": {"da0": dict(row), "cycle_1": dict(row, strict_pass_advpool=0.6), "final": dict(row)},
+        "ceiling": dict(row, strict_pass_advpool=0.95),
+        "cycles": [{"cycle": 1, "trained": "adversary", "w_da": 0.55}],
+        "cross_play": cross_play_matrix({"da0": {"coop": {"strict_pass": 0.8, "ci_low": 0.6, "ci_high": 0.9,
+                                                          "n": 40}}}),
+        "strategies": [{"name": "Contextual Camouflage", "share_by_cycle": [0.4], "success_rate": 0.6,
+                        "traits": {"mean_words": 30.0, "keyword_rate": 0.1, "detail_rate": 0.9},
+                        "examples": ["a long story about a Tesco trip on the 12th"], "ngrams": ["tesco"]}],
+        "simulator": {"sft": {"outcome_f1": 0.2, "sim_faithfulness": 0.54}},
+        "wall_seconds": {"ingest": 3.0},
+    }  # fmt: skip
+
+
+def test_report_shows_the_metrics_numbers_and_every_figure(tmp_path):
+    metrics = _metrics()
+    markdown, page, _ = build_report(metrics, tmp_path / "figures")
+    assert sorted(p.stem for p in (tmp_path / "figures").glob("*.png")) == sorted(FIGURES)
+    header, *rows = summary_rows(metrics)
+    assert [r[0] for r in rows] == ["expert (ceiling)", "da0", "cycle_1", "final"]
+    assert rows[2][header.index("PASS pool")] == "0.600" and rows[0][header.index("PASS pool")] == "0.950"
+    assert rows[1][header.index("pass^k pool")] == "0.250"  # the largest k
+    assert "| cycle_1 | 0.800 | 0.700 | 0.600 |" in markdown
+    assert "Contextual Camouflage" in markdown and "0.800 [0.600, 0.900]" in markdown
+    assert "](figures/cross_play.png)" in markdown and page.count("data:image/png;base64,") == len(FIGURES)
+    assert "figures/" not in page  # self-contained: no link to a file beside it
+
+
+def test_report_leaves_out_what_has_not_run(tmp_path):
+    metrics = {"profile": "quick", "seed": 0, "n_heldout": 3, "agents": {"da0": {"strict_pass_coop": 0.0}}}
+    markdown, _, _ = build_report(metrics, tmp_path / "f")
+    assert "Cross-play" not in markdown and "Peer-reward" not in markdown and "Simulator fidelity" not in markdown
+    assert "No adversary generation has trained yet" in markdown
+    assert (tmp_path / "f" / "cross_play.png").is_file()  # drawn anyway, saying what is missing
+
+
+def test_checks_pass_on_good_reports_and_fail_on_planted_bad_ones():
+    good = _metrics()
+    assert checks.final_no_worse_than_da0(good)[0] and checks.no_unauthorized_actions(good)[0]
+    worse = json.loads(json.dumps(good))
+    worse["agents"]["final"]["strict_pass_coop"] = 0.5  # 20/40: its interval tops out near 0.65 < 0.8
+    passed, details = checks.final_no_worse_than_da0(worse)
+    assert not passed and details["da0"] == 0.8 and details["final_ci_high"] < 0.8
+    bad = json.loads(json.dumps(good))
+    bad["agents"]["cycle_1"]["unauthorized_actions_advpool"] = 2
+    passed, details = checks.no_unauthorized_actions(bad)
+    assert not passed and details["unauthorized_actions"] == {"cycle_1.unauthorized_actions_advpool": 2}
+    assert checks.da0_beats_tfidf({"metrics": {"intent_acc_heldout_split": 0.93,
+                                               "tfidf_intent_acc_heldout_split": 0.9}})[0]  # fmt: skip
+    assert not checks.da0_beats_tfidf({"metrics": {"intent_acc_heldout_split": 0.5,
+                                                   "tfidf_intent_acc_heldout_split": 0.9}})[0]  # fmt: skip
+    assert not checks.da0_beats_tfidf({"metrics": {}})[0]  # a report without the figures fails, it does not pass
+    assert checks.simulator_is_faithful({"metrics": {"sim_faithfulness": 0.54}})[0]
+    assert not checks.simulator_is_faithful({"metrics": {"sim_faithfulness": 0.2}})[0]
+    assert not math.isnan(checks.FAITHFULNESS_FLOOR)
+
+
+def test_dagster_checks_read_the_report_and_fail_on_a_missing_or_bad_file(tmp_path):
+    from assets.evaluate import no_unauthorized_actions
+    from pipelines.resources import ProjectResource
+
+    project = ProjectResource(root=str(tmp_path))
+    result = no_unauthorized_actions(project=project)
+    assert not result.passed and "reports/metrics.json" in str(result.metadata["error"].value)
+    (tmp_path / "reports").mkdir()
+    bad = _metrics()
+    bad["agents"]["final"]["unauthorized_actions_camo"] = 1
+    (tmp_path / "reports" / "metrics.json").write_text(json.dumps(bad))
+    assert not no_unauthorized_actions(project=project).passed
+    (tmp_path / "reports" / "metrics.json").write_text(json.dumps(_metrics()))
+    assert no_unauthorized_actions(project=project).passed
+    assert "not verified" in next(iter(no_unauthorized_actions.check_specs)).description  # shown in the UI
