@@ -36,7 +36,7 @@ from pydantic import ValidationError
 
 from sparring.agents.checkpoints import load_checkpoint, save_checkpoint
 from sparring.agents.scripted import ExpertAgent
-from sparring.evaluate.heldout import evaluate_agents, heldout_seed
+from sparring.evaluate.heldout import evaluate_heldout, heldout_seed
 from sparring.evaluate.play import adversary_customer, against_pool
 from sparring.judge.loading import load_judge
 from sparring.params import load_params
@@ -124,7 +124,8 @@ def main() -> None:
             agents[name] = Path(scratch) / f"agent_{len(agents)}"
             rows[name] = {"sft_seconds": result.seconds, "demos": len(demos), "sft_loss": result.final_loss}
             print(f"{name}: SFT {result.seconds:.0f} s on {len(demos)} demos, loss {result.final_loss:.4f}", flush=True)
-        played = evaluate_agents(agents, state.simulator_dir, state.adversary_dirs, held, judge, co, seed=p.seed)
+        dirs = state.simulator_dir, state.adversary_dirs
+        played = evaluate_heldout(agents, *dirs, held, judge, co, seed=p.seed).agents
     ceiling = expert_ceiling(state, customer, held, co.adversary_opening, base, p, system)
     rows["expert"] = ceiling
     print(

@@ -232,7 +232,7 @@ def test_stopped_state_refuses_another_cycle(tmp_path, start, scenarios):
 def test_the_cooperative_simulator_plays_evaluations_at_coop_temperature(monkeypatch, tmp_path, start, scenarios):
     """`_coop` is played greedy by default, adversaries (here the simulator standing in for the pool) sampled."""
     import sparring.evaluate.play as play
-    from sparring.evaluate.heldout import evaluate_agents
+    from sparring.evaluate.heldout import evaluate_heldout
 
     built: list[tuple[bool, float]] = []
 
@@ -246,10 +246,10 @@ def test_the_cooperative_simulator_plays_evaluations_at_coop_temperature(monkeyp
     judge = Judge(FixedBackend())
     for coop_temperature, expected in ((0.0, [(True, 1.0), (False, 1.0)]), (0.7, [(False, 0.7), (False, 1.0)])):
         built.clear()
-        results = evaluate_agents(
+        results = evaluate_heldout(
             {"da0": start.agent_dir}, start.simulator_dir, [], scenarios[:2], judge,
             short_episodes(coop_temperature=coop_temperature),
-        )  # fmt: skip
+        ).agents  # fmt: skip
         assert built == expected and results["da0"]["n_episodes_coop"] == 2
         built.clear()  # a cycle: arena and gym customers sample; its evaluation's `_coop` is the one greedy
         settings = tiny("adversary").replace(coop_temperature=coop_temperature, eval_scenarios=2)
@@ -285,9 +285,9 @@ def test_coop_continues_the_scenarios_utterance_and_coopsim_writes_its_own(monke
 
     monkeypatch.setattr(heldout, "run_episodes", recorder(heldout.run_episodes))
     judge = Judge(FixedBackend())
-    results = heldout.evaluate_agents(
+    results = heldout.evaluate_heldout(
         {"da0": start.agent_dir}, start.simulator_dir, [], scenarios[:3], judge, short_episodes()
-    )
+    ).agents
     (_, coop), (_, coopsim) = played[:2]
     assert [opening(ep) for ep in coop] == [s.utterance.strip() for s in scenarios[:3]]
     assert not any(opening(ep) == ep.scenario.utterance.strip() for ep in coopsim)

@@ -72,23 +72,6 @@ class _Opponents:
     generations: int  # adversary generations in the pool (0: the simulator stands in)
 
 
-def evaluate_agents(
-    agents: Mapping[str, str | Path],
-    simulator_dir: str | Path,
-    adversary_dirs: Sequence[str | Path],
-    scenarios: Sequence[Scenario],
-    judge: Scorer,
-    settings: CoevolutionSettings,
-    *,
-    seed: int = 0,
-) -> dict[str, dict[str, float]]:
-    """``{name: metrics}`` for each agent checkpoint in ``agents`` against coop (``coop_opening``), coopsim (the
-    simulator's own opening), camo and the adversary pool, every episode shaped as co-evolution's (``settings``:
-    the agent gym's turn limits and message length, the adversary gym's for customers); the simulator plays
-    ``_coop`` and ``_coopsim`` at ``coop_temperature`` (0: greedy), adversaries at their gym's temperature."""
-    return evaluate_heldout(agents, simulator_dir, adversary_dirs, scenarios, judge, settings, seed=seed).agents
-
-
 def evaluate_heldout(
     agents: Mapping[str, str | Path],
     simulator_dir: str | Path,
@@ -103,7 +86,11 @@ def evaluate_heldout(
     pass_k: int = 0,
     pass_k_scenarios: int = 0,
 ) -> HeldoutReport:
-    """:func:`evaluate_agents`'s figures, plus (each when asked) the ``expert``'s as the ceiling with every agent's
+    """``agents`` (name -> checkpoint) against coop (``coop_opening``), coopsim (the simulator's own opening), camo
+    and the adversary pool, every episode shaped as co-evolution's (``settings``: the agent gym's turn limits and
+    message length, the adversary gym's for customers); the simulator plays ``_coop`` and ``_coopsim`` at
+    ``coop_temperature`` (0: greedy), adversaries at their gym's temperature. Plus (each when asked) the
+    ``expert``'s figures as the ceiling with every agent's
     share of it, cross-play on the first ``cross_play_scenarios`` scenarios, and pass^1..pass^k over ``pass_k``
     runs sampled at the agent gym's temperature on the first ``pass_k_scenarios``, against coop and the pool."""
     if not scenarios:
