@@ -113,10 +113,8 @@ def test_ui_serves_every_stage_asset_from_the_project_instance(dagster_ui):
     assert (root / ".dagster" / "history").is_dir()
 
 
-def test_asset_graph_page_shows_every_stage(dagster_ui, tmp_path):
-    if CHROMIUM is None:
-        pytest.skip("no chromium binary (/usr/bin/chromium or on PATH): the asset graph page is not rendered")
-    _, port = dagster_ui
+def rendered_texts(url: str, user_data_dir: Path) -> set[str]:
+    """The element texts of `url` once headless Chromium has rendered it (the graph's nodes, the asset list)."""
     command = [
         CHROMIUM,
         "--headless",
@@ -127,18 +125,34 @@ def test_asset_graph_page_shows_every_stage(dagster_ui, tmp_path):
         "--disable-background-networking",
         "--disable-component-update",
         "--disable-sync",
-        f"--user-data-dir={tmp_path / 'chromium'}",
+        f"--user-data-dir={user_data_dir}",
         "--window-size=1400,900",
         "--virtual-time-budget=20000",
         "--dump-dom",
-        f"http://127.0.0.1:{port}/asset-groups",
+        url,
     ]
     result = subprocess.run(command, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr[-2000:]
-    page = result.stdout
-    shown = set(re.findall(r">\s*([A-Za-z0-9_]+)\s*<", page))  # element texts: the graph's nodes and the asset list
-    missing = sorted(s.name for s in STAGES if s.name not in shown)
-    assert not missing, f"not on the asset graph page: {missing} ({len(page)} characters of DOM)"
+    return set(re.findall(r">\s*([A-Za-z0-9_]+)\s*<", result.stdout))
+
+
+def test_asset_graph_page_shows_every_stage(dagster_ui, tmp_path):
+    """The global lineage page folds assets into their groups, so each group's graph page is rendered and every
+    stage must be drawn on its own group's page."""
+    if CHROMIUM is None:
+        pytest.skip("no chromium binary (/usr/bin/chromium or on PATH): the asset graph page is not rendered")
+    _, port = dagster_ui
+    nodes = graphql(port, "{ assetNodes { assetKey { path } groupName } }")["data"]["assetNodes"]
+    groups: dict[str, set[str]] = {}
+    for node in nodes:
+        groups.setdefault(node["groupName"], set()).add("/".join(node["assetKey"]["path"]))
+    assert set().union(*groups.values()) == {s.name for s in STAGES}
+    overview = rendered_texts(f"http://127.0.0.1:{port}/asset-groups", tmp_path / "chromium")
+    assert set(groups) <= overview, f"groups missing from the lineage page: {sorted(set(groups) - overview)}"
+    for group, members in sorted(groups.items()):
+        url = f"http://127.0.0.1:{port}/locations/pipelines.definitions/asset-groups/{group}/lineage"
+        missing = sorted(members - rendered_texts(url, tmp_path / "chromium"))
+        assert not missing, f"not on group {group}'s asset graph page: {missing}"
 
 
 @pytest.fixture
