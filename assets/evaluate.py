@@ -1,4 +1,5 @@
-"""Asset `evaluate`: DA0, every cycle's agent and the final agent on held-out scenarios → reports/metrics.json.
+"""Asset `evaluate`: DA0, every cycle's agent, the final agent and each peer-reward member (`peer_<member>`) on
+held-out scenarios → reports/metrics.json.
 
 Opponents: the cooperative simulator (`_coop`), the scripted camouflaging customer (`_camo`) and the pool of
 adversary generations (`_advpool`, with the judge's adversary reward parts). Beside the agents: the goal-knowing
@@ -30,8 +31,8 @@ from sparring.world.scenarios import load_scenarios
 METRICS_FILE = "reports/metrics.json"
 STAGE = Stage(
     name="evaluate",
-    description="Held-out evaluation of DA0, each cycle's agent and the final agent against the cooperative "
-    "simulator, the camouflaging customer and the adversary pool → reports/metrics.json.",
+    description="Held-out evaluation of DA0, each cycle's agent, the final agent and the peer cohort against the "
+    "cooperative simulator, the camouflaging customer and the adversary pool → reports/metrics.json.",
     params=("evaluate", "coevolution", "judge"),
     deps=(
         "src/sparring/evaluate/heldout.py",
@@ -46,8 +47,9 @@ STAGE = Stage(
     ),
     outs=(),
     metrics=(METRICS_FILE,),
-    upstream=(f"cycle_{N_CYCLES}", "agent_sft", "simulator_sft", "scenarios", "judge_models"),
+    upstream=(f"cycle_{N_CYCLES}", "peer_rl", "agent_sft", "simulator_sft", "scenarios", "judge_models"),
 )
+PEER_DIR = "models/peer_rl"  # peer_rl's members, one checkpoint folder each, played as `peer_<member>`
 # What the stage's MLflow run, Dagster metadata and `sparring run`'s table show per agent.
 KEY_METRICS = (
     "strict_pass_coop",
@@ -71,6 +73,15 @@ def _report(ctx: StageContext, stage: str) -> dict[str, Any] | None:
     return report if report.get("profile") == ctx.params.profile else None  # another profile's run: stale
 
 
+def _peer_summary(peer: dict[str, Any] | None) -> dict[str, Any]:
+    """peer_rl's report as METRICS.md's `peer`: before/after and collapse per member, and the cohort's κ/c/w (the
+    per-step logs stay in reports/peer_rl.json)."""
+    if not peer:
+        return {}
+    members = {name: {k: v for k, v in m.items() if k != "steps"} for name, m in peer["members"].items()}
+    return {"members": members, **{k: peer[k] for k in ("kappa", "c", "w", "reward") if k in peer}}
+
+
 @stage_asset(STAGE)
 def evaluate(ctx: StageContext) -> StageOutput:
     p, root = ctx.params, ctx.root
@@ -85,6 +96,9 @@ def evaluate(ctx: StageContext) -> StageOutput:
         agents[stage.name] = root / CycleState.load(folder).agent_dir
     final = CycleState.load(root / cycle_dir(N_CYCLES))
     agents["final"] = root / final.agent_dir
+    peer = _report(ctx, "peer_rl")
+    for member in (peer or {}).get("members", {}):
+        agents[f"peer_{member}"] = root / PEER_DIR / member
 
     heldout = load_scenarios(root / "data" / "scenarios" / "heldout.jsonl")[: p.evaluate.eval_scenarios]
     e = p.evaluate
@@ -124,6 +138,7 @@ def evaluate(ctx: StageContext) -> StageOutput:
         "stop_reason": final.stopped,
         "w_da_trajectory": final.w_da_history,
         "adversary_generations": len(final.adversary_dirs),
+        "peer": _peer_summary(peer),
         "simulator": {"sft": {k: v for k, v in (simulator or {}).get("metrics", {}).items() if k not in NOT_FIDELITY}},
         "wall_seconds": wall,
     }

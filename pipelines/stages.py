@@ -267,7 +267,8 @@ def render_dvc_yaml(stages: list[Stage]) -> str:
     by_name = {s.name: s for s in stages}
     body: dict[str, Any] = {}
     for s in stages:
-        upstream_outs = [out for u in s.upstream for out in (*by_name[u].outs, *by_name[u].metrics)]
+        # an upstream stage's outs, its metrics and its report (evaluate copies simulator_sft's and peer_rl's)
+        upstream_outs = [out for u in s.upstream for out in (*by_name[u].outs, *by_name[u].metrics, by_name[u].report)]
         small = [s.report, *s.metrics, *([s.plot] if s.plot else [])]  # tracked, too small to cache
         body[s.name] = {
             "desc": s.description,
@@ -277,9 +278,7 @@ def render_dvc_yaml(stages: list[Stage]) -> str:
             "outs": [*s.outs, *({path: {"cache": False}} for path in small)],
             "metrics": [{s.headline: {"cache": False}}],
         }
-    header = (
-        "# Generated from the Stage declarations in assets/ by `sparring dvc-yaml --write`; do not edit.\n"
-    )
+    header = "# Generated from the Stage declarations in assets/ by `sparring dvc-yaml --write`; do not edit.\n"
     document = {"stages": body, "plots": _plots(stages)}
     return header + yaml.safe_dump(document, sort_keys=False, width=110, allow_unicode=True)
 

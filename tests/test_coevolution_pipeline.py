@@ -136,7 +136,11 @@ def test_quick_run_writes_metrics_json_mlflow_and_dagster(uninterrupted):
     n = load_params(root / "params.yaml", "quick").evaluate.eval_scenarios
     assert doc["n_heldout"] == n
     ran = [f"cycle_{k}" for k in range(1, QUICK_CYCLES + 1)]
-    assert set(doc["agents"]) == {"da0", "final", *ran}
+    members = load_params(root / "params.yaml", "quick").peer_rl.members
+    assert set(doc["agents"]) == {"da0", "final", *ran, *(f"peer_{m}" for m in members)}  # every member is an agent
+    assert set(doc["peer"]["members"]) == set(members) and {"kappa", "c", "w"} <= set(doc["peer"])
+    for m in doc["peer"]["members"].values():
+        assert 0.0 <= m["before"] <= 1.0 and 0.0 <= m["after"] <= 1.0 and m["collapsed"] in (True, False)
     for name, metrics in doc["agents"].items():
         for opponent in ("coop", "camo", "advpool"):
             assert metrics[f"n_episodes_{opponent}"] == n, name
