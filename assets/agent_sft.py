@@ -15,6 +15,7 @@ from sparring.agents.scripted import CamouflagingCustomer, CooperativeCustomer
 from sparring.evaluate import checks
 from sparring.evaluate.agent import evaluate_agent, intent_accuracy
 from sparring.evaluate.baselines import tfidf_intent_accuracy
+from sparring.timing import Phases, sft_phases
 from sparring.train.demos import expert_demonstrations, warm_start
 from sparring.world.scenarios import load_scenarios
 
@@ -32,34 +33,44 @@ STAGE = Stage(
 @stage_asset(STAGE)
 def agent_sft(ctx: StageContext) -> StageOutput:
     p, data, models = ctx.params, ctx.root / "data", ctx.root / "models"
-    cfg = p.agent_sft
+    cfg, phases = p.agent_sft, Phases()
     tokenizer = AutoTokenizer.from_pretrained(models / "tokenizer")
     # Cooperative customers only: concealment styles are for co-evolution to discover.
     scenarios = load_scenarios(data / "scenarios" / "train.jsonl")[: cfg.demos]
     system = AGENT_SYSTEM_PROMPT if cfg.system_prompt else ""
-    demos = expert_demonstrations(scenarios, p.seed, refs=cfg.object_refs, agent_system=system)
+    with phases.time("expert_episodes") as counts:
+        demos = expert_demonstrations(scenarios, p.seed, refs=cfg.object_refs, agent_system=system)
+        counts["episodes"] = len(scenarios)  # played; the strict passes among them are the demos
     train, test = (pl.read_parquet(data / "ingest" / f"{s}.parquet") for s in ("train", "test"))
     spec = p.model
     if cfg.tie_word_embeddings is not None:
         spec = spec.replace(tie_word_embeddings=cfg.tie_word_embeddings)
-    model = build_model(spec, tokenizer, seed=p.seed)
+    with phases.time("build_model"):
+        model = build_model(spec, tokenizer, seed=p.seed)
     model.config.agent_system_prompt = system  # saved with DA0: whoever loads it prompts it as it was trained
     texts, intents = train["text"].to_list(), train["intent"].to_list()
     result = warm_start(model, tokenizer, demos, texts, intents, cfg, ctx.root / "scratch" / "agent_sft", seed=p.seed)
+    sft_phases(phases, result)
     ctx.log.curves(result.curves)
-    save_checkpoint(result.model, tokenizer, models / "agent_sft")
-    ctx.log.artifacts(models / "agent_sft", "checkpoint")
+    with phases.time("save_checkpoint"):
+        save_checkpoint(result.model, tokenizer, models / "agent_sft")
+        ctx.log.artifacts(models / "agent_sft", "checkpoint")
 
     agent = LMPolicy(result.model, tokenizer, role="agent", max_new_tokens=cfg.max_new_tokens, greedy=True)
     # Scripted customers only: DA0 against the cooperative simulator (`_coop`) is measured by `evaluate`, so this
     # stage needs nothing of simulator_sft and `sparring run` trains the two side by side.
     customers = {"coopscripted": CooperativeCustomer(), "camo": CamouflagingCustomer(seed=p.seed)}
     heldout = load_scenarios(data / "scenarios" / "heldout.jsonl")[: cfg.eval_scenarios]
-    metrics = evaluate_agent(agent, heldout, customers, seed=p.seed)
-    metrics["intent_acc_heldout_split"] = intent_accuracy(agent, test["text"].to_list(), test["intent"].to_list())
-    metrics["tfidf_intent_acc_heldout_split"] = tfidf_intent_accuracy(
-        train["text"].to_list(), train["intent"].to_list(), test["text"].to_list(), test["intent"].to_list()
-    )
+    with phases.time("eval_episodes") as counts:
+        metrics = evaluate_agent(agent, heldout, customers, seed=p.seed)
+        counts["episodes"] = int(sum(metrics.get(f"n_episodes_{k}", 0) for k in customers))
+    with phases.time("eval_routing") as counts:
+        metrics["intent_acc_heldout_split"] = intent_accuracy(agent, test["text"].to_list(), test["intent"].to_list())
+        counts["episodes"] = len(test)  # one routing decision per held-out utterance
+    with phases.time("tfidf_baseline"):
+        metrics["tfidf_intent_acc_heldout_split"] = tfidf_intent_accuracy(
+            train["text"].to_list(), train["intent"].to_list(), test["text"].to_list(), test["intent"].to_list()
+        )
     metrics.update(
         parameters=count_parameters(result.model),
         demos=len(demos),
@@ -69,7 +80,7 @@ def agent_sft(ctx: StageContext) -> StageOutput:
         train_tokens_per_s=round(result.tokens_per_s, 1),
         final_loss=result.final_loss,
     )
-    return StageOutput(metrics=metrics)
+    return StageOutput(metrics=metrics, report={"phases": phases.as_dict()})
 
 
 da0_beats_tfidf = report_check(

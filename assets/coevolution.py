@@ -13,6 +13,7 @@ contents, the cycle code): after a crash in cycle k, a rerun reuses cycles 1..k-
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,7 @@ from pipelines.stages import Stage, StageContext, StageOutput, stage_asset
 from sparring.judge.loading import load_judge
 from sparring.params import PROFILES, load_params
 from sparring.train.cycle_state import CycleState
-from sparring.train.cycles import fingerprint, is_finished, load_metrics, run_cycle_folder
+from sparring.train.cycles import cycle_phases, fingerprint, is_finished, load_metrics, run_cycle_folder
 from sparring.world.scenarios import load_scenarios
 
 CYCLES_DIR = "models/cycles"
@@ -140,7 +141,9 @@ def make_cycle_asset(stage: Stage, k: int) -> Any:
     def _cycle(ctx: StageContext) -> StageOutput:
         p, root = ctx.params, ctx.root
         out = root / cycle_dir(k)
+        began = time.perf_counter()
         print_ = cycle_fingerprint(ctx, k)
+        phases = {"fingerprint": {"seconds": time.perf_counter() - began}}
         resumed = is_finished(out, print_)
         if resumed:
             ctx.dagster.log.info(f"cycle {k}: {out} was made from these inputs already: reusing it")
@@ -160,13 +163,16 @@ def make_cycle_asset(stage: Stage, k: int) -> Any:
                 seed=p.seed,
                 log=ctx.dagster.log.info,
             )
+            phases.update(cycle_phases(metrics))  # a reused cycle's figures are its first run's: not this one's
             if metrics.get("trained") in ("agent", "adversary"):
                 side = metrics["trained"]
                 ctx.log.artifacts(out / side, f"checkpoint/{side}")
         if not metrics.get("stopped"):
             ctx.log.trajectory("coevolution.w_da", metrics["w_da"], k)
         ctx.log.json_artifact(metrics, f"cycle_{k}_metrics.json")
-        return cycle_output(state, metrics, resumed, print_)
+        output = cycle_output(state, metrics, resumed, print_)
+        output.report["phases"] = phases
+        return output
 
     return _cycle
 

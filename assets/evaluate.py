@@ -147,7 +147,7 @@ def evaluate(ctx: StageContext) -> StageOutput:
     headline = {f"{agent}.{m}": values[m] for agent, values in results.items() for m in KEY_METRICS if m in values}
     return StageOutput(
         metrics={**headline, "n_heldout": len(heldout), "cycles_run": len(cycles)},
-        report={"stop_reason": final.stopped},
+        report={"stop_reason": final.stopped, "phases": played.phases},
     )
 
 

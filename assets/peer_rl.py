@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 import sys
+from typing import Any
 
 import polars as pl
 from transformers import AutoTokenizer
@@ -15,6 +16,7 @@ from sparring.agents.chat import AGENT_SYSTEM_PROMPT
 from sparring.agents.checkpoints import load_checkpoint, save_checkpoint
 from sparring.atomic import replace_dir
 from sparring.data.ingest import load_unlabeled
+from sparring.timing import Phases
 from sparring.train.cycle_state import CycleState
 from sparring.train.demos import expert_demonstrations
 from sparring.train.peer_cohort import accuracy, probe, route_intents, warm_start_member
@@ -44,37 +46,48 @@ STAGE = Stage(
 )
 
 
-@stage_asset(STAGE)
-def peer_rl(ctx: StageContext) -> StageOutput:
+def _members(ctx: StageContext, tokenizer: Any, train: pl.DataFrame, phases: Phases) -> dict[str, Any]:
+    """The cohort: the final co-evolved agent (loaded as evaluate loads it) and the other members, warm-started."""
     p, root = ctx.params, ctx.root
-    cfg, data = p.peer_rl, root / "data" / "ingest"
-    tokenizer = AutoTokenizer.from_pretrained(root / "models" / "tokenizer")
-    train, validation, test = (pl.read_parquet(data / f"{s}.parquet") for s in ("train", "validation", "test"))
-    # ingest.unlabeled, without the texts accuracy is measured on (validation: the probe, test: before/after)
-    unlabeled = load_unlabeled(p, root, pl.concat([validation, test])["text"])
     texts, intents = train["text"].to_list(), train["intent"].to_list()
-
     models = {}
-    for name, member in cfg.members.items():
-        if member.model is None:  # the final co-evolved agent, as evaluate loads it
-            agent_dir = root / CycleState.load(root / cycle_dir(N_CYCLES)).agent_dir
-            models[name] = load_checkpoint(agent_dir)[0]
+    for name, member in p.peer_rl.members.items():
+        if member.model is None:
+            with phases.time("load_final"):
+                models[name] = load_checkpoint(root / CycleState.load(root / cycle_dir(N_CYCLES)).agent_dir)[0]
             continue
         recipe = member.warm_start or p.agent_sft
         demos = []
         if member.demos:
             scenarios = load_scenarios(root / "data" / "scenarios" / "train.jsonl")[: recipe.demos]
             system = AGENT_SYSTEM_PROMPT if recipe.system_prompt else ""
-            demos = expert_demonstrations(scenarios, p.seed, refs=recipe.object_refs, agent_system=system)
+            with phases.time("expert_episodes") as counts:
+                demos = expert_demonstrations(scenarios, p.seed, refs=recipe.object_refs, agent_system=system)
+                counts["episodes"] = len(scenarios)
+        scratch = root / "scratch" / "peer_rl" / name
         models[name] = warm_start_member(
-            member, tokenizer, texts, intents, demos, p.agent_sft, root / "scratch" / "peer_rl" / name, seed=p.seed
+            member, tokenizer, texts, intents, demos, p.agent_sft, scratch, seed=p.seed, phases=phases
         )
+    return models
 
+
+@stage_asset(STAGE)
+def peer_rl(ctx: StageContext) -> StageOutput:
+    p, root = ctx.params, ctx.root
+    cfg, data, phases = p.peer_rl, root / "data" / "ingest", Phases()
+    tokenizer = AutoTokenizer.from_pretrained(root / "models" / "tokenizer")
+    train, validation, test = (pl.read_parquet(data / f"{s}.parquet") for s in ("train", "validation", "test"))
+    # ingest.unlabeled, without the texts accuracy is measured on (validation: the probe, test: before/after)
+    unlabeled = load_unlabeled(p, root, pl.concat([validation, test])["text"])
+    models = _members(ctx, tokenizer, train, phases)
     m_texts, m_gold = test["text"].to_list()[: cfg.measure], test["intent"].to_list()[: cfg.measure]
-    before = {k: accuracy(route_intents(m, tokenizer, m_texts), m_gold) for k, m in models.items()}
-    diversity = probe(
-        models, tokenizer, validation["text"].to_list()[: cfg.probe], validation["intent"].to_list()[: cfg.probe]
-    )
+    with phases.time("measure_before") as counts:
+        before = {k: accuracy(route_intents(m, tokenizer, m_texts), m_gold) for k, m in models.items()}
+        counts["episodes"] = len(m_texts) * len(models)  # one routing per utterance and member
+    with phases.time("probe"):
+        diversity = probe(
+            models, tokenizer, validation["text"].to_list()[: cfg.probe], validation["intent"].to_list()[: cfg.probe]
+        )
     order = list(range(unlabeled.height))
     random.Random(p.seed).shuffle(order)
     order = order[: cfg.pool]
@@ -88,15 +101,19 @@ def peer_rl(ctx: StageContext) -> StageOutput:
     result = train_cohort(
         models, tokenizer, pool, cfg, root / "scratch" / "peer_rl" / "grpo", gold=gold, seed=p.seed, say=say
     )
+    phases.add("cohort_grpo", result.seconds, episodes=result.routings)  # lock-step GRPO: rollouts and updates
 
     def write_all(folder):  # noqa: ANN001, ANN202
         for name, model in result.models.items():
             save_checkpoint(model, tokenizer, folder / name)
 
-    replace_dir(root / OUT, write_all)
+    with phases.time("save_checkpoints"):
+        replace_dir(root / OUT, write_all)
     members, metrics = {}, {}
     for name, model in result.models.items():
-        after = accuracy(route_intents(model, tokenizer, m_texts), m_gold)
+        with phases.time("measure_after") as counts:
+            after = accuracy(route_intents(model, tokenizer, m_texts), m_gold)
+            counts["episodes"] = len(m_texts)
         s = summarize(result.logs[name])
         agreement = {k[len("agree_") :]: v for k, v in s.items() if k.startswith("agree_")}
         members[name] = {
@@ -128,5 +145,6 @@ def peer_rl(ctx: StageContext) -> StageOutput:
         "reward": cfg.reward,
         "n_pool": len(pool),
         "n_measure": len(m_texts),
+        "phases": phases.as_dict(),
     }
     return StageOutput(metrics=metrics, report=report)

@@ -13,6 +13,7 @@ from sparring.agents.policies import LMPolicy
 from sparring.evaluate import checks
 from sparring.evaluate.fidelity import simulator_fidelity
 from sparring.judge.models import IntentOracle, RealismDiscriminator
+from sparring.timing import Phases, sft_phases
 from sparring.train.simulator import scripted_episodes, simulator_conversations, train_simulator
 from sparring.world.scenarios import load_scenarios
 
@@ -31,37 +32,45 @@ STAGE = Stage(
 @stage_asset(STAGE)
 def simulator_sft(ctx: StageContext) -> StageOutput:
     p, data, models = ctx.params, ctx.root / "data", ctx.root / "models"
-    cfg = p.simulator_sft
+    cfg, phases = p.simulator_sft, Phases()
     tokenizer = AutoTokenizer.from_pretrained(models / "tokenizer")
     train_scenarios = load_scenarios(data / "scenarios" / "train.jsonl")
     utterances = pl.read_parquet(data / "ingest" / "train.parquet")
+    with phases.time("scripted_episodes") as counts:
+        episodes = scripted_episodes(train_scenarios[: cfg.scripted_episodes], p.seed)
+        counts["episodes"] = len(episodes)
     conversations = simulator_conversations(
         pl.read_parquet(data / "ingest" / "dialogues_train.parquet"),
         utterances,
-        scripted_episodes(train_scenarios[: cfg.scripted_episodes], p.seed),
+        episodes,
         seed=p.seed,
         max_utterances=cfg.openings,
     )
-    model = build_model(p.model, tokenizer, seed=p.seed)
+    with phases.time("build_model"):
+        model = build_model(p.model, tokenizer, seed=p.seed)
     scratch = ctx.root / "scratch" / "simulator_sft"
     # The drills are for a model from config: a pretrained one reads its goal already.
     result = train_simulator(
         model, tokenizer, conversations, utterances, cfg, scratch, seed=p.seed, drills=p.model.name_or_path is None
     )
+    sft_phases(phases, result)
     ctx.log.curves(result.curves)
-    save_checkpoint(result.model, tokenizer, models / "simulator_sft")
-    ctx.log.artifacts(models / "simulator_sft", "checkpoint")
+    with phases.time("save_checkpoint"):
+        save_checkpoint(result.model, tokenizer, models / "simulator_sft")
+        ctx.log.artifacts(models / "simulator_sft", "checkpoint")
 
     policy = LMPolicy(result.model, tokenizer, role="customer", max_new_tokens=cfg.max_new_tokens, greedy=True)
-    fidelity = simulator_fidelity(
-        policy,
-        load_scenarios(data / "scenarios" / "heldout.jsonl")[: cfg.eval_scenarios],
-        pl.read_parquet(data / "ingest" / "dialogues_test.parquet"),
-        IntentOracle.load(models / "judge" / "oracle"),
-        RealismDiscriminator.load(models / "judge" / "discriminator"),
-        seed=p.seed,
-        max_dialogues=cfg.eval_scenarios,
-    )
+    with phases.time("fidelity") as counts:  # held-out episodes, replays, perplexity, judge models
+        fidelity = simulator_fidelity(
+            policy,
+            load_scenarios(data / "scenarios" / "heldout.jsonl")[: cfg.eval_scenarios],
+            pl.read_parquet(data / "ingest" / "dialogues_test.parquet"),
+            IntentOracle.load(models / "judge" / "oracle"),
+            RealismDiscriminator.load(models / "judge" / "discriminator"),
+            seed=p.seed,
+            max_dialogues=cfg.eval_scenarios,
+        )
+        counts["episodes"] = int(fidelity.get("n_sim_episodes", 0) + fidelity.get("n_replayed", 0))
     metrics = {
         **fidelity,
         "parameters": count_parameters(result.model),
@@ -73,7 +82,7 @@ def simulator_sft(ctx: StageContext) -> StageOutput:
     for name, phase in result.phases.items():
         if name != "sft":
             metrics.update({f"{name}_seconds": round(phase.seconds, 2), f"{name}_final_loss": phase.final_loss})
-    return StageOutput(metrics=metrics)
+    return StageOutput(metrics=metrics, report={"phases": phases.as_dict()})
 
 
 simulator_is_faithful = report_check(

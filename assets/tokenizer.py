@@ -10,6 +10,7 @@ from sparring.agents.scripted import CooperativeCustomer, ExpertAgent
 from sparring.agents.tokenizer import train_tokenizer
 from sparring.atomic import replace_dir
 from sparring.rollout import run_episodes
+from sparring.timing import Phases
 from sparring.train.demos import tokenizer_corpus
 from sparring.world.scenarios import load_scenarios
 
@@ -26,23 +27,29 @@ STAGE = Stage(
 
 @stage_asset(STAGE)
 def tokenizer(ctx: StageContext) -> StageOutput:
-    cfg, data = ctx.params.tokenizer, ctx.root / "data"
+    cfg, data, phases = ctx.params.tokenizer, ctx.root / "data", Phases()
     texts = pl.read_parquet(data / "ingest" / "train.parquet")["text"].to_list()
     dialogues = pl.read_parquet(data / "ingest" / "dialogues_train.parquet")
     texts += [t["text"] for turns in dialogues["turns"].to_list() for t in turns]
     # Tool results are JSON with ids and field names: without them in the corpus they split into bytes.
     scenarios = load_scenarios(data / "scenarios" / "train.jsonl")[: cfg.demo_episodes]
-    episodes = run_episodes(scenarios, ExpertAgent(), CooperativeCustomer(), seed=ctx.params.seed)
+    with phases.time("expert_episodes") as counts:
+        episodes = run_episodes(scenarios, ExpertAgent(), CooperativeCustomer(), seed=ctx.params.seed)
+        counts["episodes"] = len(episodes)
     # Rendered with the agent's calls: messages' "content" alone left call syntax ("action", "show") to bytes.
     texts = tokenizer_corpus(texts, [], [e.messages for e in episodes])
-    tok = train_tokenizer(texts, cfg.vocab_size, sorted(known_intents()))
+    with phases.time("train_bpe"):
+        tok = train_tokenizer(texts, cfg.vocab_size, sorted(known_intents()))
     replace_dir(ctx.root / STAGE.outs[0], tok.save_pretrained)
     sample = texts[: min(2000, len(texts))]
-    n_tokens = sum(len(ids) for ids in tok(sample, add_special_tokens=False)["input_ids"])
+    with phases.time("tokenize_sample") as counts:
+        n_tokens = sum(len(ids) for ids in tok(sample, add_special_tokens=False)["input_ids"])
+        counts["tokens"] = n_tokens
     return StageOutput(
         metrics={
             "vocab_size": len(tok),
             "corpus_texts": len(texts),
             "chars_per_token": sum(map(len, sample)) / max(1, n_tokens),
-        }
+        },
+        report={"phases": phases.as_dict()},
     )

@@ -41,6 +41,7 @@ from sparring.judge import Scorer
 from sparring.rollout import Episode, episode_metrics, run_episodes
 from sparring.seeds import derive_seed
 from sparring.settings import CoevolutionSettings
+from sparring.timing import Phases
 from sparring.world.scenarios import Scenario, as_cooperative
 
 EXPERT = "expert"  # the ceiling's row in cross-play
@@ -60,6 +61,7 @@ class HeldoutReport:
     ceiling: dict[str, float] = field(default_factory=dict)
     cross_play: dict[str, list] = field(default_factory=dict)
     adversary_episodes: dict[int, list[Episode]] = field(default_factory=dict)
+    phases: dict[str, dict[str, float]] = field(default_factory=dict)  # where the time went (sparring.timing)
 
 
 @dataclass
@@ -95,35 +97,36 @@ def evaluate_heldout(
     runs sampled at the agent gym's temperature on the first ``pass_k_scenarios``, against coop and the pool."""
     if not scenarios:
         raise ValueError("no held-out scenarios to evaluate on")
-    models, a = GameModels(settings), settings.agent_grpo
+    models, a, phases = GameModels(settings), settings.agent_grpo, Phases()
     turns = {"max_turns": a.max_turns, "max_calls_per_turn": a.max_calls_per_turn, "seed": heldout_seed(seed)}
-    simulator = models.customer(simulator_dir, settings.coop_temperature)
-    opponents = _Opponents(
-        coops={"_coop": cooperative_customer(simulator, settings.coop_opening), "_coopsim": simulator},
-        camo=CamouflagingCustomer(seed=seed),
-        pool=[models.adversary(d) for d in adversary_dirs or [simulator_dir]],
-        generations=len(adversary_dirs),
-    )
+    with phases.time("load_opponents"):
+        simulator = models.customer(simulator_dir, settings.coop_temperature)
+        opponents = _Opponents(
+            coops={"_coop": cooperative_customer(simulator, settings.coop_opening), "_coopsim": simulator},
+            camo=CamouflagingCustomer(seed=seed),
+            pool=[models.adversary(d) for d in adversary_dirs or [simulator_dir]],
+            generations=len(adversary_dirs),
+        )
     scenarios, k_cross = list(scenarios), min(cross_play_scenarios, len(scenarios))
-    players: dict[str, Callable[[bool], Policy]] = {}  # unique agent key -> (greedy?) -> policy
-    names: dict[str, str] = {}
-    for name, folder in agents.items():
-        key = str(Path(folder).resolve())
-        names[name] = key
-        if key not in players:
-            players[key] = lambda greedy, f=folder: models.agent_policy_of(f, greedy)
-    if expert is not None:
-        players[EXPERT] = lambda greedy: expert
+    players, names = _players(agents, models, expert)
     done: dict[str, dict[str, float]] = {}
     cells: dict[str, dict[str, dict[str, float]]] = {}
     report = HeldoutReport(agents={})
     for key, player in players.items():
-        metrics, played = _play(player(True), opponents, scenarios, judge, turns)
+        with phases.time("episodes") as counts:  # coop, coopsim, camo, the pool; the agent's load the first time
+            metrics, played = _play(player(True), opponents, scenarios, judge, turns)
+            counts["episodes"] = sum(len(eps) for eps in played.values())
         if k_cross:
-            cells[key] = _cross_play(player(True), opponents, scenarios[:k_cross], played, turns, report, key)
+            with phases.time("cross_play") as counts:
+                agent, prefix = player(True), scenarios[:k_cross]
+                cells[key] = _cross_play(agent, opponents, prefix, played, turns, report, key, counts)
         if pass_k >= 2 and pass_k_scenarios:
-            metrics.update(_pass_hat(player(False), opponents, scenarios[:pass_k_scenarios], pass_k, turns, seed))
+            with phases.time("pass_k") as counts:
+                picked = scenarios[:pass_k_scenarios]
+                metrics.update(_pass_hat(player(False), opponents, picked, pass_k, turns, seed))
+                counts["episodes"] = 2 * pass_k * len(picked)  # each run: coop and the pool, every scenario
         done[key] = metrics
+    report.phases = phases.as_dict()
     report.ceiling = done.get(EXPERT, {})
     for name, key in names.items():
         report.agents[name] = {**done[key], **share_of_ceiling(done[key], report.ceiling)}
@@ -133,6 +136,23 @@ def evaluate_heldout(
             rows[EXPERT] = cells[EXPERT]
         report.cross_play = cross_play_matrix(rows)
     return report
+
+
+def _players(
+    agents: Mapping[str, str | Path], models: GameModels, expert: Policy | None
+) -> tuple[dict[str, Callable[[bool], Policy]], dict[str, str]]:
+    """Each agent folder once (key: its resolved path; the expert as :data:`EXPERT`) as ``(greedy?) -> policy``,
+    and every agent name's key."""
+    players: dict[str, Callable[[bool], Policy]] = {}
+    names: dict[str, str] = {}
+    for name, folder in agents.items():
+        key = str(Path(folder).resolve())
+        names[name] = key
+        if key not in players:
+            players[key] = lambda greedy, f=folder: models.agent_policy_of(f, greedy)
+    if expert is not None:
+        players[EXPERT] = lambda greedy: expert
+    return players, names
 
 
 def _play(
@@ -162,9 +182,11 @@ def _cross_play(
     turns: dict[str, int],
     report: HeldoutReport,
     key: str,
+    counts: dict[str, int] | None = None,
 ) -> dict[str, dict[str, float]]:
     """One agent's cross-play row on ``scenarios`` (a prefix of the held-out list): coop and camo from the episodes
-    already played; each adversary generation from its share of the pool plus the rest of ``scenarios``."""
+    already played; each adversary generation from its share of the pool plus the rest of ``scenarios``.
+    ``counts["episodes"]``: how many it played afresh."""
     k = len(scenarios)
     row = {"coop": cross_play_cell(played["_coop"][:k]), "camo": cross_play_cell(played["_camo"][:k])}
     if not opponents.generations:
@@ -179,6 +201,8 @@ def _cross_play(
         have = {ep.scenario.scenario_id: ep for ep in dealt}
         rest = [s for s in scenarios if s.scenario_id not in have]
         fresh = dict(zip([s.scenario_id for s in rest], run_episodes(rest, agent, adversary, **turns), strict=True))
+        if counts is not None:
+            counts["episodes"] = counts.get("episodes", 0) + len(rest)
         episodes = [have.get(s.scenario_id) or fresh[s.scenario_id] for s in scenarios]
         row[f"adv_{g + 1}"] = cross_play_cell(episodes)
         if key != EXPERT:

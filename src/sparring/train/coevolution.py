@@ -243,7 +243,11 @@ def grpo_metrics(result: GRPOResult) -> dict[str, float]:
     return {
         "grpo_tokens_per_s": result.update_tokens_per_s,
         "grpo_seconds": result.seconds,
+        "grpo_setup_seconds": result.setup_seconds,
         "grpo_rollout_seconds": result.rollout_seconds,
+        "grpo_rollout_episodes": result.rollout_episodes,
+        "grpo_update_seconds": result.update_seconds,
+        "grpo_update_tokens": result.update_tokens,
         "grpo_trained_tokens": result.trained_tokens,
         **{f"grpo_{name}": v for name, v in result.reward_stats().items()},
     }
@@ -340,7 +344,9 @@ def run_cycle(
     if state.stopped:
         raise ValueError(f"co-evolution already stopped ({state.stopped})")
     s, out_dir, k = settings, Path(out_dir), state.cycle + 1
+    t0 = time.perf_counter()
     models = CycleModels(state, s)
+    load_seconds = time.perf_counter() - t0
 
     t0 = time.perf_counter()
     arena = play_arena(models, state.adversary_dir, train_scenarios, judge, seed, k)
@@ -351,6 +357,8 @@ def run_cycle(
         "w_da": arena.w_da,
         "arena_adv_success": arena.adv_success,
         "arena_seconds": time.perf_counter() - t0,
+        "arena_episodes": len(arena.episodes),
+        "load_seconds": load_seconds,
     }
     log(
         f"cycle {k}: arena W_DA={arena.w_da:.3f} adversary wins={arena.adv_success:.3f} "
@@ -361,7 +369,9 @@ def run_cycle(
     side = pick_side(s, arena, stop)
     new = replace(state, cycle=k, w_da_history=history, transcripts=transcripts, stopped=None)
     if side != "none":
+        t0 = time.perf_counter()
         metrics.update(train_the_side(side, models, state, new, train_scenarios, judge, seed, out_dir, report_to))
+        metrics["train_side_seconds"] = time.perf_counter() - t0  # gym, GRPO, checkpoint
         log(f"cycle {k}: trained the {side}: reward {metrics['grpo_reward_first']:.3f} -> "
             f"{metrics['grpo_reward_last']:.3f}")  # fmt: skip
     new.trained_history = [*state.trained_history, side]

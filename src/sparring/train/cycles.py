@@ -148,3 +148,29 @@ def run_cycle_folder(
 
     replace_dir(out_dir, fill)
     return done["state"], done["metrics"]
+
+
+EVAL_SUFFIXES = ("_coop", "_adv", "_advpool")  # evaluate_cycle's opponents
+
+
+def cycle_phases(metrics: Mapping[str, Any]) -> dict[str, dict[str, float]]:
+    """Where a cycle's time went, from the figures :func:`~sparring.train.coevolution.run_cycle` measured:
+    loading checkpoints, the arena's episodes, the GRPO trainer's set-up, rollouts (episodes) and updates
+    (tokens forward/backward), the rest of training the side (its gym, opponents, checkpoint), the evaluation's
+    episodes. Empty for a cycle that trained nothing because co-evolution had stopped."""
+    m, out = metrics, {}
+
+    def put(name: str, seconds_key: str, unit: str | None = None, count: float | None = None) -> None:
+        if seconds_key in m:
+            out[name] = {"seconds": float(m[seconds_key]), **({unit: int(count or 0)} if unit else {})}
+
+    put("load_models", "load_seconds")
+    put("arena", "arena_seconds", "episodes", m.get("arena_episodes"))
+    put("grpo_setup", "grpo_setup_seconds")
+    put("grpo_rollouts", "grpo_rollout_seconds", "episodes", m.get("grpo_rollout_episodes"))
+    put("grpo_updates", "grpo_update_seconds", "tokens", m.get("grpo_update_tokens"))
+    if "train_side_seconds" in m and "grpo_seconds" in m:
+        rest = float(m["train_side_seconds"]) - float(m["grpo_seconds"]) - float(m.get("grpo_setup_seconds", 0.0))
+        out["train_side_other"] = {"seconds": max(rest, 0.0)}
+    put("eval", "eval_seconds", "episodes", sum(m.get(f"n_episodes{s}", 0) for s in EVAL_SUFFIXES))
+    return out

@@ -65,6 +65,7 @@ class GRPOResult:
     curves: list[dict[str, Any]] = field(default_factory=list)  # TRL's log history: loss, reward, grad_norm, ...
     steps: list[dict[str, float]] = field(default_factory=list)  # per rollout: reward mean/std, spread, outcomes
     seconds: float = 0.0  # whole train()
+    setup_seconds: float = 0.0  # building the trainer (and its reference model's folder)
     rollout_seconds: float = 0.0  # episodes + judge, inside rollout_func
     update_tokens: int = 0  # non-pad prompt+completion tokens the updates ran forward/backward over
     trained_tokens: int = 0  # tokens with env_mask 1 (the side's own)
@@ -72,6 +73,10 @@ class GRPOResult:
     @property
     def update_seconds(self) -> float:
         return max(self.seconds - self.rollout_seconds, 1e-9)
+
+    @property
+    def rollout_episodes(self) -> int:
+        return int(sum(s["episodes"] for s in self.steps))
 
     @property
     def update_tokens_per_s(self) -> float:
@@ -336,6 +341,7 @@ def train_side(
     )
     with tempfile.TemporaryDirectory(prefix="sparring-grpo-") as scratch:
         out = Path(output_dir) if output_dir is not None else Path(scratch)
+        setup = time.perf_counter()
         trainer = build_trainer(
             model,
             tokenizer,
@@ -360,6 +366,7 @@ def train_side(
         curves=list(trainer.state.log_history),
         steps=record,
         seconds=seconds,
+        setup_seconds=start - setup,
         rollout_seconds=sum(r["rollout_s"] for r in record),
         update_tokens=int(sum(r["update_tokens"] for r in record)),
         trained_tokens=int(sum(r["trained_tokens"] for r in record)),

@@ -12,9 +12,10 @@ from sparring.agents.models import build_model
 from sparring.agents.policies import LMPolicy
 from sparring.evaluate.agent import route_utterances
 from sparring.settings import AgentSFTSettings, PeerMember
+from sparring.timing import Phases, sft_phases
 from sparring.train.demos import intent_examples, warm_start
 from sparring.train.peer_reward import Label, diversity
-from sparring.train.sft import train_sft
+from sparring.train.sft import combine, train_sft
 
 
 def warm_start_member(
@@ -26,9 +27,11 @@ def warm_start_member(
     default: AgentSFTSettings,
     output_dir: Path,
     seed: int = 0,
+    phases: Phases | None = None,
 ) -> Any:
     """A member from its model spec, warm-started as DA0 is (:func:`warm_start`, ``member.warm_start`` or
-    ``default``); with ``member.demos`` false, its intent phase alone (utterance -> ``<intent>NAME``)."""
+    ``default``); with ``member.demos`` false, its intent phase alone (utterance -> ``<intent>NAME``). ``phases``
+    records its SFT phases (:func:`~sparring.timing.sft_phases`), named ``<output_dir's name>.<phase>``."""
     if member.model is None:
         raise ValueError("the final agent is loaded from its cycle, not built")
     cfg = member.warm_start or default
@@ -36,11 +39,16 @@ def warm_start_member(
     system = AGENT_SYSTEM_PROMPT if cfg.system_prompt else ""
     model.config.agent_system_prompt = system  # as DA0: whoever loads it prompts it as it was trained
     if member.demos:
-        return warm_start(model, tokenizer, demos, texts, intents, cfg, output_dir, seed=seed).model
-    if cfg.intent is None:
-        raise ValueError("a member without demos needs its warm start's intent phase (warm_start.intent is null)")
-    examples = intent_examples(texts, intents, system or None)
-    return train_sft(model, tokenizer, examples, cfg.intent, output_dir / "intent", seed=seed).model
+        result = warm_start(model, tokenizer, demos, texts, intents, cfg, output_dir, seed=seed)
+    else:
+        if cfg.intent is None:
+            raise ValueError("a member without demos needs its warm start's intent phase (warm_start.intent is null)")
+        examples = intent_examples(texts, intents, system or None)
+        intent = train_sft(model, tokenizer, examples, cfg.intent, output_dir / "intent", seed=seed)
+        result = combine({"intent": intent}, {"intent": 1})
+    if phases is not None:
+        sft_phases(phases, result, prefix=f"{output_dir.name}.")
+    return result.model
 
 
 def route_intents(model: Any, tokenizer: Any, texts: Sequence[str], max_new_tokens: int = 2) -> list[Label]:

@@ -220,6 +220,7 @@ class Board:
     logs: dict[str, MemberLog] = field(init=False)
     guards: dict[str, CollapseGuard] = field(init=False)
     step: int = 0
+    routings: int = 0  # first messages sampled, every member's together
 
     def __post_init__(self) -> None:
         s = self.settings
@@ -231,6 +232,7 @@ class Board:
 
     def post(self, name: str, keys: list[int], answers: list[list[Label]]) -> None:
         self.posted[name] = (keys, answers)
+        self.routings += sum(len(a) for a in answers)
         if len(self.posted) == len(self.names):
             self._score()
 
@@ -333,6 +335,7 @@ class CohortResult:
     models: dict[str, Any]
     logs: dict[str, MemberLog]
     seconds: float
+    routings: int = 0  # first messages the members sampled (one-turn episodes), all together
 
 
 def train_cohort(
@@ -396,7 +399,7 @@ def train_cohort(
     for name, trainer in zip(names, trainers, strict=True):
         trained[name] = trainer.accelerator.unwrap_model(trainer.model)
         trained[name].eval()
-    return CohortResult(models=trained, logs=board.logs, seconds=time.perf_counter() - start)
+    return CohortResult(models=trained, logs=board.logs, seconds=time.perf_counter() - start, routings=board.routings)
 
 
 def summarize(log: MemberLog, tail: int = 5) -> dict[str, Any]:

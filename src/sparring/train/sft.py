@@ -33,8 +33,10 @@ class SFTResult:
     model: Any
     curves: list[dict[str, float]] = field(default_factory=list)  # trainer log history (loss, lr, epoch, step)
     train_tokens: int = 0
-    seconds: float = 0.0
+    seconds: float = 0.0  # trainer.train() alone
     phases: dict[str, SFTResult] = field(default_factory=dict)  # a multi-phase warm start's results, in order
+    prepare_seconds: float = 0.0  # building the dataset and the trainer (TRL tokenizes the dataset there)
+    dataset_tokens: int = 0  # tokens in the tokenized dataset (one pass)
 
     @property
     def tokens_per_s(self) -> float:
@@ -59,6 +61,8 @@ def combine(phases: dict[str, SFTResult], numbers: dict[str, int]) -> SFTResult:
         train_tokens=sum(r.train_tokens for r in phases.values()),
         seconds=sum(r.seconds for r in phases.values()),
         phases=dict(phases),
+        prepare_seconds=sum(r.prepare_seconds for r in phases.values()),
+        dataset_tokens=sum(r.dataset_tokens for r in phases.values()),
     )
 
 
@@ -129,6 +133,7 @@ def train_sft(
 
     if not conversations:
         raise ValueError("train_sft: no conversations to train on")
+    prepared = time.perf_counter()
     dataset = Dataset.from_list([{"messages": flatten(c)} for c in conversations])
     trainer = SFTTrainer(
         model=model,
@@ -139,6 +144,7 @@ def train_sft(
     )
     tokens = sum(len(ids) for ids in trainer.train_dataset["input_ids"])
     start = time.perf_counter()
+    prepare_seconds = start - prepared
     with _score_labelled_positions_only():
         trainer.train()
     seconds = time.perf_counter() - start
@@ -147,7 +153,14 @@ def train_sft(
     counted = [c["num_tokens"] for c in curves if "num_tokens" in c]
     trained_tokens = int(getattr(trainer, "_total_train_tokens", 0) or max(counted, default=0))
     trained_tokens = trained_tokens or int(tokens * settings.epochs)
-    return SFTResult(model=trainer.model, curves=curves, train_tokens=trained_tokens, seconds=seconds)
+    return SFTResult(
+        model=trainer.model,
+        curves=curves,
+        train_tokens=trained_tokens,
+        seconds=seconds,
+        prepare_seconds=prepare_seconds,
+        dataset_tokens=tokens,
+    )
 
 
 TRL_SWITCH = "_use_triton"  # trl.trainer.utils' private "is this a Triton device" test (TRL 1.16)
