@@ -1,4 +1,5 @@
-"""Asset `tokenizer`: a byte-level BPE tokenizer with the chat template, trained on the ingested text."""
+"""Asset `tokenizer`: a byte-level BPE tokenizer with the chat template, trained on the ingested text; for a
+pretrained `model.name_or_path`, that model's own tokenizer with sparring's tokens added."""
 
 from __future__ import annotations
 
@@ -7,8 +8,8 @@ import polars as pl
 from pipelines.stages import Stage, StageContext, StageOutput, stage_asset
 from sparring.agents.chat import known_intents
 from sparring.agents.scripted import CooperativeCustomer, ExpertAgent
-from sparring.agents.tokenizer import train_tokenizer
-from sparring.atomic import replace_dir
+from sparring.agents.tokenizer import stage_tokenizer
+from sparring.atomic import replace_dir, write_json
 from sparring.rollout import run_episodes
 from sparring.timing import Phases
 from sparring.train.demos import tokenizer_corpus
@@ -18,11 +19,12 @@ STAGE = Stage(
     name="tokenizer",
     description="Byte-level BPE (special, intent and tool tokens; chat template) over utterances, dialogues "
     "and rendered expert episodes.",
-    params=("tokenizer",),
+    params=("tokenizer", "model"),
     deps=("src/sparring/agents/tokenizer.py", "src/sparring/agents/chat.py", "assets/tokenizer.py"),
     outs=("models/tokenizer",),
     upstream=("ingest", "scenarios"),
 )
+TOKENIZER_SOURCE = "sparring-tokenizer.json"  # which tokenizer this is: trained BPE, or a pretrained one's + ours
 
 
 @stage_asset(STAGE)
@@ -38,9 +40,14 @@ def tokenizer(ctx: StageContext) -> StageOutput:
         counts["episodes"] = len(episodes)
     # Rendered with the agent's calls: messages' "content" alone left call syntax ("action", "show") to bytes.
     texts = tokenizer_corpus(texts, [], [e.messages for e in episodes])
-    with phases.time("train_bpe"):
-        tok = train_tokenizer(texts, cfg.vocab_size, sorted(known_intents()))
-    replace_dir(ctx.root / STAGE.outs[0], tok.save_pretrained)
+    with phases.time("build_tokenizer"):  # a trained BPE, or a pretrained model's vocabulary + sparring's tokens
+        tok, source = stage_tokenizer(ctx.params.model.name_or_path, texts, cfg.vocab_size, sorted(known_intents()))
+
+    def write(folder):  # noqa: ANN001, ANN202
+        tok.save_pretrained(folder)
+        write_json(source, folder / TOKENIZER_SOURCE)
+
+    replace_dir(ctx.root / STAGE.outs[0], write)
     sample = texts[: min(2000, len(texts))]
     with phases.time("tokenize_sample") as counts:
         n_tokens = sum(len(ids) for ids in tok(sample, add_special_tokens=False)["input_ids"])
@@ -48,6 +55,7 @@ def tokenizer(ctx: StageContext) -> StageOutput:
     return StageOutput(
         metrics={
             "vocab_size": len(tok),
+            "pretrained": float(source["source"] == "pretrained"),
             "corpus_texts": len(texts),
             "chars_per_token": sum(map(len, sample)) / max(1, n_tokens),
         },

@@ -195,3 +195,67 @@ def test_saved_adapter_reloads_and_generates(trained: dict) -> None:
     assert torch.equal(out, ref)
     texts = tokenizer.batch_decode(out[:, n_in:], skip_special_tokens=True)
     assert any(t.strip() for t in texts), texts
+
+
+ENGLISH = [
+    "The quick brown fox jumps over the lazy dog.",
+    "I would like to know why my card payment was declined yesterday.",
+    "Please send the documents to my home address before Friday.",
+]
+
+
+def _lm_loss(model, tokenizer, texts: list[str]) -> float:
+    """Mean next-token loss over plain ``texts`` (no chat template), one at a time (no padding)."""
+    losses = []
+    with torch.no_grad():
+        for text in texts:
+            ids = torch.tensor([tokenizer(text, add_special_tokens=False)["input_ids"]])
+            losses.append(float(model(input_ids=ids, labels=ids).loss))
+    return sum(losses) / len(losses)
+
+
+def test_pretrained_tokenizer_keeps_every_id_and_adds_sparring_tokens(smollm2_dir: Path) -> None:
+    from transformers import AutoTokenizer
+
+    from sparring.agents.chat import END_OF_TURN, known_intents
+    from sparring.agents.tokenizer import end_of_turn_id, stage_tokenizer
+
+    own = AutoTokenizer.from_pretrained(smollm2_dir)
+    tok, source = stage_tokenizer(str(smollm2_dir), ["ignored corpus"], 4000, sorted(known_intents()))
+    assert source == {"source": "pretrained", "base": str(smollm2_dir)}
+    ids = list(range(len(own)))
+    assert tok.convert_ids_to_tokens(ids) == own.convert_ids_to_tokens(ids)  # every pretrained id means the same
+    assert end_of_turn_id(tok) >= len(own) and tok.convert_ids_to_tokens(end_of_turn_id(tok)) == END_OF_TURN
+    assert "card_arrival" in tok.get_added_vocab() and len(tok) - len(own) < 300  # sparring's tokens, only those
+    for text in ENGLISH:  # plain text tokenizes exactly as the model was trained to read it
+        assert tok(text, add_special_tokens=False)["input_ids"] == own(text, add_special_tokens=False)["input_ids"]
+    messages = [
+        {"role": "user", "content": "my card is lost"},
+        {"role": "assistant", "content": "<intent>lost_or_stolen_card"},
+    ]
+    rendered = tok.apply_chat_template(messages, tokenize=False)
+    assert tok.decode(tok(rendered, add_special_tokens=False)["input_ids"]) == rendered
+
+
+def test_pipeline_path_reads_the_pretrained_weights(smollm2_dir: Path, tok) -> None:
+    """build_model on the pretrained tokenizer + sparring's tokens scores plain English as SmolLM2 itself does; the
+    project's trained BPE (the defect: 49k embeddings read through other ids) is refused by name."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from sparring.agents.chat import known_intents
+    from sparring.agents.models import build_model
+    from sparring.agents.tokenizer import extend_pretrained_tokenizer
+    from sparring.settings import ModelSpec
+
+    spec = ModelSpec(name_or_path=str(smollm2_dir))
+    extended = extend_pretrained_tokenizer(str(smollm2_dir), sorted(known_intents()))
+    model = build_model(spec, extended)
+    assert model.config.sparring_tokenizer == {"source": "pretrained", "base": str(smollm2_dir)}
+    assert model.get_input_embeddings().num_embeddings == len(extended)
+    reference = AutoModelForCausalLM.from_pretrained(smollm2_dir, dtype=torch.float32).eval()
+    own_loss = _lm_loss(reference, AutoTokenizer.from_pretrained(smollm2_dir), ENGLISH)
+    loss = _lm_loss(model, extended, ENGLISH)
+    assert own_loss < 0.6 * math.log(len(extended))  # a language model, far from uniform over the vocabulary
+    assert abs(loss - own_loss) < 0.05 * own_loss, (loss, own_loss)
+    with pytest.raises(ValueError, match="not .*own"):
+        build_model(spec, tok)  # conftest's trained BPE

@@ -12,7 +12,7 @@ from typing import Any
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM, PreTrainedModel, PreTrainedTokenizerBase
 
-from sparring.agents.tokenizer import end_of_turn_id
+from sparring.agents.tokenizer import check_pretrained_vocabulary, end_of_turn_id
 from sparring.settings import ModelSpec
 
 DTYPES: dict[str, torch.dtype] = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -63,8 +63,10 @@ def build_model(spec: ModelSpec, tokenizer: PreTrainedTokenizerBase, seed: int =
     """A causal LM for ``spec`` whose ids agree with ``tokenizer``, in eval mode.
 
     From config: random init under ``seed`` (the global torch RNG is left untouched, so building a
-    model never changes what a later rollout samples). Pretrained: embeddings are resized when the tokenizer
-    has more tokens than the checkpoint. Either way the generation config stops on ``<|end|>``.
+    model never changes what a later rollout samples). Pretrained: ``tokenizer`` must be the checkpoint's own with
+    sparring's tokens added (:func:`~sparring.agents.tokenizer.stage_tokenizer`), else it is refused; embeddings
+    grow by the added tokens' rows. Either way the generation config stops on ``<|end|>`` and the config records
+    which tokenizer its ids are (``sparring_tokenizer``).
     """
     dtype = torch_dtype(spec.dtype)
     ids = _token_ids(tokenizer)
@@ -78,10 +80,16 @@ def build_model(spec: ModelSpec, tokenizer: PreTrainedTokenizerBase, seed: int =
 
         path = resolve_model_path(spec.name_or_path)
         model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, **(spec.load_kwargs or {}))
-        if model.get_input_embeddings().num_embeddings < len(tokenizer):
+        rows = model.get_input_embeddings().num_embeddings
+        check_pretrained_vocabulary(tokenizer, spec.name_or_path, rows)
+        if rows < len(tokenizer):  # new rows for sparring's added tokens only (transformers: mean-initialized)
             model.resize_token_embeddings(len(tokenizer))
         for key, value in ids.items():
             setattr(model.config, key, value)
+    # What the checkpoint's ids mean: the project's trained BPE, or the pretrained vocabulary + sparring's tokens.
+    model.config.sparring_tokenizer = (
+        {"source": "trained_bpe"} if spec.name_or_path is None else {"source": "pretrained", "base": spec.name_or_path}
+    )
     gen = model.generation_config
     for key, value in ids.items():
         setattr(gen, key, value)

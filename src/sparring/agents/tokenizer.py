@@ -71,11 +71,7 @@ def train_tokenizer(
     ``vocab_size`` bounds the whole vocabulary, added tokens included (a small corpus may give fewer).
     ``tools`` defaults to every tool of the taxonomy plus ``end_conversation`` and ``transfer_to_human``.
     """
-    names = list(dict.fromkeys([*intents, *(sorted(known_tools()) if tools is None else tools)]))
-    bad = [n for n in names if not _NAME.fullmatch(n)]
-    if bad:
-        raise ValueError(f"intent/tool names must match {NAME_PATTERN} to be parsed back: {bad[:5]}")
-    names += [w for w in call_words() if w not in names]
+    names = _names(intents, tools)
     added = [*CALL_MARKERS, *names]
     merges_budget = vocab_size - len(added)
     alphabet = pre_tokenizers.ByteLevel.alphabet()
@@ -101,6 +97,40 @@ def train_tokenizer(
         show_progress=False,
     )
     tok.train_from_iterator(_without(texts, [*SPECIAL_TOKENS, *added]), trainer=trainer)
+    return _with_sparring_tokens(tok, names)
+
+
+def extend_pretrained_tokenizer(
+    name_or_path: str, intents: Sequence[str], *, tools: Sequence[str] | None = None
+) -> PreTrainedTokenizerFast:
+    """A pretrained model's own tokenizer with sparring's tokens appended: every token it had keeps its id, so the
+    checkpoint's embeddings are read as they were trained, and only the added tokens (special, markers, names;
+    the ones it lacks) get new ids and new embedding rows. The chat template is sparring's: every policy finds
+    turn ends by ``<|end|>`` and roles by sparring's markers, which are among the added tokens."""
+    from transformers import AutoTokenizer  # the pretrained one's own files, offline aliases resolved
+
+    from sparring.agents.pretrained import resolve_model_path
+
+    base = AutoTokenizer.from_pretrained(resolve_model_path(name_or_path))
+    if not base.is_fast:
+        raise ValueError(f"{name_or_path}: sparring needs a fast (tokenizers) tokenizer, got {type(base).__name__}")
+    tok = Tokenizer.from_str(base.backend_tokenizer.to_str())
+    tok.no_padding()
+    tok.no_truncation()
+    return _with_sparring_tokens(tok, _names(intents, tools))
+
+
+def _names(intents: Sequence[str], tools: Sequence[str] | None) -> list[str]:
+    """Intent and tool names and call words, each one added token; refuses a name the parser cannot read back."""
+    names = list(dict.fromkeys([*intents, *(sorted(known_tools()) if tools is None else tools)]))
+    bad = [n for n in names if not _NAME.fullmatch(n)]
+    if bad:
+        raise ValueError(f"intent/tool names must match {NAME_PATTERN} to be parsed back: {bad[:5]}")
+    return names + [w for w in call_words() if w not in names]
+
+
+def _with_sparring_tokens(tok: Tokenizer, names: Sequence[str]) -> PreTrainedTokenizerFast:
+    """``tok`` with sparring's special tokens, call markers and names added, wrapped with the chat template."""
     tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in SPECIAL_TOKENS])
     # Markers need no lstrip: canonical messages never put a space before <intent>, <call> or </call>.
     tok.add_tokens([AddedToken(t, special=False, normalized=False) for t in CALL_MARKERS])
@@ -117,6 +147,33 @@ def train_tokenizer(
         clean_up_tokenization_spaces=False,  # " ." must decode as " .", or decode(encode(x)) != x
         chat_template=CHAT_TEMPLATE,
     )
+
+
+def stage_tokenizer(
+    name_or_path: str | None, texts: Iterable[str], vocab_size: int, intents: Sequence[str]
+) -> tuple[PreTrainedTokenizerFast, dict[str, str]]:
+    """The one place that decides which tokenizer every stage uses, and what the checkpoint records of it: a
+    pretrained model (``name_or_path``) keeps its own vocabulary with sparring's tokens added
+    (:func:`extend_pretrained_tokenizer`); a model from config gets a BPE trained on ``texts``."""
+    if name_or_path is not None:
+        return extend_pretrained_tokenizer(name_or_path, intents), {"source": "pretrained", "base": name_or_path}
+    return train_tokenizer(texts, vocab_size, intents), {"source": "trained_bpe"}
+
+
+def check_pretrained_vocabulary(tokenizer: PreTrainedTokenizerBase, name_or_path: str, base_size: int) -> None:
+    """Refuse to read a pretrained checkpoint's ``base_size`` embedding rows through ids that mean other tokens:
+    each of the checkpoint tokenizer's ids must name the same token in ``tokenizer``."""
+    from transformers import AutoTokenizer
+
+    from sparring.agents.pretrained import resolve_model_path
+
+    own = AutoTokenizer.from_pretrained(resolve_model_path(name_or_path))
+    ids = list(range(min(base_size, len(own))))
+    if len(tokenizer) < len(ids) or tokenizer.convert_ids_to_tokens(ids) != own.convert_ids_to_tokens(ids):
+        raise ValueError(
+            f"the tokenizer is not {name_or_path}'s own (with sparring's tokens added): its ids would read the "
+            "pretrained embeddings as other tokens; rerun the tokenizer stage with this model.name_or_path"
+        )
 
 
 def call_words() -> list[str]:
