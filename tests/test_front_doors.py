@@ -312,7 +312,7 @@ def test_stage_with_a_missing_upstream_says_which_stage_to_run_first(empty_proje
 def test_unknown_stage_lists_the_stages(empty_project):
     root, env = empty_project
     result = CliRunner().invoke(app, ["stage", "ingets"], env=env)
-    assert_one_clear_error(result, "unknown stage 'ingets' (stages: ingest, scenarios,", "cycle_1,", "evaluate, report)")
+    assert_one_clear_error(result, "unknown stage 'ingets' (stages: ingest,", "cycle_1,", "evaluate, report)")
 
 
 def test_stage_under_dvc_refuses_a_profile_dvc_would_not_record(empty_project):

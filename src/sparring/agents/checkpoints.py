@@ -1,5 +1,7 @@
 """Checkpoints every trained policy is saved as: `save_pretrained` safetensors with the tokenizer and its
 chat template, loadable by anyone with `AutoModelForCausalLM.from_pretrained` / `AutoTokenizer.from_pretrained`.
+A LoRA model on a pretrained base stays an adapter: its folder holds the adapter, the embedding rows sparring
+added, and the base's name (:mod:`sparring.agents.adapters`); loading it attaches the adapter, trainable, to the base.
 
 Only safetensors are ever loaded: a folder holding a pickle (``.bin``, ``.pt``, ``.pkl``, ...), whose loading can
 run arbitrary code, is refused, and so is a truncated or corrupt weights file, each by a :class:`CheckpointError`
@@ -23,8 +25,14 @@ class CheckpointError(ValueError):
 
 
 def save_checkpoint(model: Any, tokenizer: Any, out_dir: Path) -> None:
-    """Save model + tokenizer into `out_dir`, replacing it atomically. LoRA adapters are merged first, so the
-    folder loads with plain transformers (no peft needed to use it)."""
+    """Save model + tokenizer into `out_dir`, replacing it atomically. A LoRA model on a pretrained base is saved
+    as its adapter (no merge: :func:`~sparring.agents.adapters.save_adapter`); a full model as itself. A LoRA model
+    on a base built from a config (which exists nowhere else) is merged, as no base could be named."""
+    from sparring.agents.adapters import is_adapter_model, save_adapter
+
+    if is_adapter_model(model):
+        replace_dir(out_dir, lambda folder: save_adapter(model, tokenizer, folder))
+        return
     if hasattr(model, "merge_and_unload"):
         model = model.merge_and_unload()
 
@@ -56,40 +64,60 @@ def check_safetensors(path: Path) -> None:
         )
 
 
-def check_checkpoint(folder: Path) -> None:
-    """Refuse (:class:`CheckpointError`) a folder that is not a whole safetensors checkpoint with its tokenizer."""
-    folder = Path(folder)
-    if not folder.is_dir():
-        raise CheckpointError(f"{folder}: not a model checkpoint (no such folder); train one with `sparring run`")
-    if not (folder / "config.json").is_file():
-        raise CheckpointError(f"{folder}: not a model checkpoint (no config.json); train one with `sparring run`")
+def check_weights(folder: Path) -> None:
+    """Refuse (:class:`CheckpointError`) a folder holding a pickle, or without whole safetensors weights."""
     pickles = sorted(p for p in folder.iterdir() if p.suffix.lower() in PICKLE_SUFFIXES)
     if pickles:
         raise CheckpointError(
             f"{pickles[0]}: a pickle file; sparring loads only safetensors (loading a pickle can run code), "
             "so this checkpoint is refused"
         )
-    try:
-        json.loads((folder / "config.json").read_text(encoding="utf-8"))
-    except (ValueError, UnicodeDecodeError):
-        raise CheckpointError(f"{folder / 'config.json'}: not valid JSON") from None
     weights = sorted(folder.glob("*.safetensors"))
     if not weights:
         raise CheckpointError(f"{folder}: the checkpoint has no weights (*.safetensors)")
     for path in weights:
         check_safetensors(path)
+
+
+def check_checkpoint(folder: Path) -> None:
+    """Refuse (:class:`CheckpointError`) a folder that is not a whole safetensors checkpoint with its tokenizer: a
+    full model (``config.json``) or a LoRA adapter (``sparring-checkpoint.json`` naming its base)."""
+    from sparring.agents.adapters import MARKER, check_adapter
+
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise CheckpointError(f"{folder}: not a model checkpoint (no such folder); train one with `sparring run`")
+    adapter = (folder / MARKER).is_file()
+    if not adapter and not (folder / "config.json").is_file():
+        raise CheckpointError(f"{folder}: not a model checkpoint (no config.json); train one with `sparring run`")
+    check_weights(folder)
+    if adapter:
+        check_adapter(folder)
+    else:
+        try:
+            json.loads((folder / "config.json").read_text(encoding="utf-8"))
+        except (ValueError, UnicodeDecodeError):
+            raise CheckpointError(f"{folder / 'config.json'}: not valid JSON") from None
     if not (folder / "tokenizer_config.json").is_file():
         raise CheckpointError(f"{folder}: the checkpoint has no tokenizer (tokenizer_config.json)")
 
 
 def load_checkpoint(folder: Path) -> tuple[Any, Any]:
-    """A checkpoint's model and tokenizer, after :func:`check_checkpoint`; safetensors only."""
+    """A checkpoint's model and tokenizer, after :func:`check_checkpoint`; safetensors only. An adapter checkpoint
+    loads as its base + the adapter, trainable (a peft model), giving the outputs it had when saved."""
     check_checkpoint(folder)
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from sparring.agents.adapters import MARKER, load_adapter
+
     try:
-        model = AutoModelForCausalLM.from_pretrained(folder, use_safetensors=True)
+        if (Path(folder) / MARKER).is_file():
+            model = load_adapter(Path(folder))
+        else:
+            model = AutoModelForCausalLM.from_pretrained(folder, use_safetensors=True)
         tokenizer = AutoTokenizer.from_pretrained(folder)
+    except CheckpointError:
+        raise
     except Exception as exc:  # transformers raises many types for a bad folder; name the folder, keep the cause
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         raise CheckpointError(f"{folder}: cannot load the checkpoint: {first}") from exc

@@ -56,6 +56,7 @@ from sparring.world.scenarios import Scenario
 SIDES = ("agent", "customer")
 REWARD_KEYS = {"agent": "agent_reward", "customer": "adv_reward"}  # the judge's reward of each side
 FIRST_TURN_REWARD = "agent_first_turn_reward"  # the judge's reward of the agent's first turn alone
+TRL_REFERENCE_ADAPTER = "ref"  # TRL 1.16: the KL reference of a peft model, a frozen copy of its start adapter
 OpponentChooser = Callable[[Scenario, int], Policy]  # (scenario, draw seed) -> the frozen opponent of one group
 
 
@@ -286,8 +287,9 @@ def build_trainer(
     from trl import GRPOTrainer
 
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is "experimental" in TRL 1.16
-    if settings.beta and not _loadable(model):
+    if settings.beta and not _is_peft(model) and not _loadable(model):
         # TRL builds the KL reference from the model's folder: give a from-config model one (its start weights).
+        # A peft model needs none: TRL keeps its start adapter as a frozen "ref" adapter (dropped after training).
         ref = Path(output_dir) / "reference"
         model.save_pretrained(ref, safe_serialization=True)
         model.config._name_or_path = str(ref)
@@ -302,6 +304,17 @@ def build_trainer(
         rollout_func=rollout_func,
         callbacks=list(callbacks),
     )
+
+
+def _is_peft(model: Any) -> bool:
+    return hasattr(model, "peft_config") and hasattr(model, "active_adapter")
+
+
+def drop_reference_adapter(model: Any) -> None:
+    """Remove the frozen copy of the start adapter TRL adds to a peft model as its KL reference ("ref"): the
+    trained model keeps only its own adapter, which stays a trainable adapter (never merged)."""
+    if _is_peft(model) and TRL_REFERENCE_ADAPTER in model.peft_config:
+        model.delete_adapter(TRL_REFERENCE_ADAPTER)
 
 
 def _loadable(model: Any) -> bool:
@@ -357,7 +370,8 @@ def train_side(
         start = time.perf_counter()
         trainer.train()
         seconds = time.perf_counter() - start
-    trained = trainer.accelerator.unwrap_model(trainer.model)
+    trained = trainer.accelerator.unwrap_model(trainer.model)  # the accelerator's wrapper, not peft's
+    drop_reference_adapter(trained)
     trained.eval()
     for i, row in enumerate(record):
         row["step"] = i + 1

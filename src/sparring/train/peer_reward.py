@@ -42,7 +42,7 @@ from sparring.agents.chat import parse_agent_message
 from sparring.agents.policies import LMPolicy, TurnRequest
 from sparring.rollout import agent_opening
 from sparring.settings import PeerRewardSettings
-from sparring.train.grpo import build_trainer
+from sparring.train.grpo import build_trainer, drop_reference_adapter
 
 Label = str | None  # an intent name, or None for an unparseable answer
 
@@ -397,7 +397,8 @@ def train_cohort(
         raise lock.error
     trained = {}
     for name, trainer in zip(names, trainers, strict=True):
-        trained[name] = trainer.accelerator.unwrap_model(trainer.model)
+        trained[name] = trainer.accelerator.unwrap_model(trainer.model)  # the accelerator's wrapper, not peft's
+        drop_reference_adapter(trained[name])  # a LoRA member keeps its own adapter only, still an adapter
         trained[name].eval()
     return CohortResult(models=trained, logs=board.logs, seconds=time.perf_counter() - start, routings=board.routings)
 
