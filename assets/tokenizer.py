@@ -9,7 +9,7 @@ from pipelines.stages import Stage, StageContext, StageOutput, stage_asset
 from sparring.agents.chat import known_intents
 from sparring.agents.scripted import CooperativeCustomer, ExpertAgent
 from sparring.agents.tokenizer import stage_tokenizer
-from sparring.atomic import replace_dir, write_json
+from sparring.atomic import replace_dir
 from sparring.rollout import run_episodes
 from sparring.timing import Phases
 from sparring.train.demos import tokenizer_corpus
@@ -24,7 +24,6 @@ STAGE = Stage(
     outs=("models/tokenizer",),
     upstream=("ingest", "scenarios"),
 )
-TOKENIZER_SOURCE = "sparring-tokenizer.json"  # which tokenizer this is: trained BPE, or a pretrained one's + ours
 
 
 @stage_asset(STAGE)
@@ -42,12 +41,7 @@ def tokenizer(ctx: StageContext) -> StageOutput:
     texts = tokenizer_corpus(texts, [], [e.messages for e in episodes])
     with phases.time("build_tokenizer"):  # a trained BPE, or a pretrained model's vocabulary + sparring's tokens
         tok, source = stage_tokenizer(ctx.params.model.name_or_path, texts, cfg.vocab_size, sorted(known_intents()))
-
-    def write(folder):  # noqa: ANN001, ANN202
-        tok.save_pretrained(folder)
-        write_json(source, folder / TOKENIZER_SOURCE)
-
-    replace_dir(ctx.root / STAGE.outs[0], write)
+    replace_dir(ctx.root / STAGE.outs[0], tok.save_pretrained)  # its tokenizer_config.json records `source`
     sample = texts[: min(2000, len(texts))]
     with phases.time("tokenize_sample") as counts:
         n_tokens = sum(len(ids) for ids in tok(sample, add_special_tokens=False)["input_ids"])

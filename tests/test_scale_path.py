@@ -214,7 +214,7 @@ def _lm_loss(model, tokenizer, texts: list[str]) -> float:
     return sum(losses) / len(losses)
 
 
-def test_pretrained_tokenizer_keeps_every_id_and_adds_sparring_tokens(smollm2_dir: Path) -> None:
+def test_pretrained_tokenizer_keeps_every_id_and_adds_sparring_tokens(smollm2_dir: Path, tmp_path: Path) -> None:
     from transformers import AutoTokenizer
 
     from sparring.agents.chat import END_OF_TURN, known_intents
@@ -223,6 +223,8 @@ def test_pretrained_tokenizer_keeps_every_id_and_adds_sparring_tokens(smollm2_di
     own = AutoTokenizer.from_pretrained(smollm2_dir)
     tok, source = stage_tokenizer(str(smollm2_dir), ["ignored corpus"], 4000, sorted(known_intents()))
     assert source == {"source": "pretrained", "base": str(smollm2_dir)}
+    tok.save_pretrained(tmp_path / "tokenizer")  # the record travels with the tokenizer, into every model's config
+    assert AutoTokenizer.from_pretrained(tmp_path / "tokenizer").init_kwargs["sparring_tokenizer"] == source
     ids = list(range(len(own)))
     assert tok.convert_ids_to_tokens(ids) == own.convert_ids_to_tokens(ids)  # every pretrained id means the same
     assert end_of_turn_id(tok) >= len(own) and tok.convert_ids_to_tokens(end_of_turn_id(tok)) == END_OF_TURN

@@ -12,7 +12,7 @@ from typing import Any
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM, PreTrainedModel, PreTrainedTokenizerBase
 
-from sparring.agents.tokenizer import check_pretrained_vocabulary, end_of_turn_id
+from sparring.agents.tokenizer import SOURCE_KEY, check_pretrained_vocabulary, end_of_turn_id
 from sparring.settings import ModelSpec
 
 DTYPES: dict[str, torch.dtype] = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -86,10 +86,11 @@ def build_model(spec: ModelSpec, tokenizer: PreTrainedTokenizerBase, seed: int =
             model.resize_token_embeddings(len(tokenizer))
         for key, value in ids.items():
             setattr(model.config, key, value)
-    # What the checkpoint's ids mean: the project's trained BPE, or the pretrained vocabulary + sparring's tokens.
-    model.config.sparring_tokenizer = (
-        {"source": "trained_bpe"} if spec.name_or_path is None else {"source": "pretrained", "base": spec.name_or_path}
-    )
+    # What the checkpoint's ids mean (the tokenizer stage's record; else what the spec implies): the project's
+    # trained BPE, or a pretrained vocabulary + sparring's tokens (a from-config peer member may read one too).
+    base = spec.name_or_path
+    implied = {"source": "trained_bpe"} if base is None else {"source": "pretrained", "base": base}
+    model.config.sparring_tokenizer = tokenizer.init_kwargs.get(SOURCE_KEY) or implied
     gen = model.generation_config
     for key, value in ids.items():
         setattr(gen, key, value)

@@ -47,6 +47,7 @@ from sparring.world.vocab import TOOLS
 # GPT-2's split, except \p{N}{1,3} instead of \p{N}+: digits in runs of at most three.
 _SPLIT = r"""'(?i:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}{1,3}| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
 _NAME = re.compile(NAME_PATTERN)  # what chat.parse_agent_message reads back as an intent or tool name
+SOURCE_KEY = "sparring_tokenizer"  # which tokenizer: {"source": "trained_bpe"} or {"source": "pretrained", "base"}
 
 
 def _without(texts: Iterable[str], tokens: Sequence[str]) -> Iterator[str]:
@@ -154,10 +155,14 @@ def stage_tokenizer(
 ) -> tuple[PreTrainedTokenizerFast, dict[str, str]]:
     """The one place that decides which tokenizer every stage uses, and what the checkpoint records of it: a
     pretrained model (``name_or_path``) keeps its own vocabulary with sparring's tokens added
-    (:func:`extend_pretrained_tokenizer`); a model from config gets a BPE trained on ``texts``."""
+    (:func:`extend_pretrained_tokenizer`); a model from config gets a BPE trained on ``texts``. The tokenizer
+    carries the answer (``init_kwargs[SOURCE_KEY]``, saved in its tokenizer_config.json)."""
     if name_or_path is not None:
-        return extend_pretrained_tokenizer(name_or_path, intents), {"source": "pretrained", "base": name_or_path}
-    return train_tokenizer(texts, vocab_size, intents), {"source": "trained_bpe"}
+        tok, source = extend_pretrained_tokenizer(name_or_path, intents), {"source": "pretrained", "base": name_or_path}
+    else:
+        tok, source = train_tokenizer(texts, vocab_size, intents), {"source": "trained_bpe"}
+    tok.init_kwargs[SOURCE_KEY] = source  # saved in tokenizer_config.json; build_model copies it into the config
+    return tok, source
 
 
 def check_pretrained_vocabulary(tokenizer: PreTrainedTokenizerBase, name_or_path: str, base_size: int) -> None:
