@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from transformers import AutoTokenizer
 
 from sparring.agents.chat import END_OF_TURN, known_intents
 from sparring.agents.models import ModelSpec, build_model, count_parameters
@@ -55,10 +56,15 @@ def test_bad_specs_are_refused(tok):
 
 def test_pretrained_path_resizes_and_lora_wraps(tok, tmp_path):
     small = train_tokenizer(generate_utterances(2, 1)["text"].to_list(), 500, sorted(known_intents()))
-    build_model(TINY, small).save_pretrained(tmp_path)  # a "pretrained" checkpoint with a smaller vocabulary
+    build_model(TINY, small).save_pretrained(tmp_path)  # a "pretrained" checkpoint and its own tokenizer
+    small.save_pretrained(tmp_path)
     spec = ModelSpec(name_or_path=str(tmp_path), lora={"r": 4, "lora_alpha": 8, "target_modules": ["q_proj", "v_proj"]})
+    with pytest.raises(ValueError, match="not .*own"):
+        build_model(spec, tok)  # another BPE: its ids would read the checkpoint's embeddings as other tokens
+    tok = AutoTokenizer.from_pretrained(tmp_path)
+    tok.add_tokens(["<extra_a>", "<extra_b>"])  # the checkpoint's vocabulary + tokens of the pipeline's own
     model = build_model(spec, tok)
-    assert model.get_input_embeddings().num_embeddings >= len(tok) > len(small)
+    assert model.get_input_embeddings().num_embeddings == len(tok) == len(small) + 2
     assert 0 < count_parameters(model, trainable_only=True) < count_parameters(model) // 10
     policy = LMPolicy(model, tok, "agent", max_new_tokens=4)
     system = {"role": "system", "content": "You are a helpful support agent for a bank, be kind and brief."}

@@ -172,7 +172,10 @@ def check_pretrained_vocabulary(tokenizer: PreTrainedTokenizerBase, name_or_path
 
     from sparring.agents.pretrained import resolve_model_path
 
-    own = AutoTokenizer.from_pretrained(resolve_model_path(name_or_path))
+    try:
+        own = AutoTokenizer.from_pretrained(resolve_model_path(name_or_path))
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"{name_or_path}: no tokenizer of its own to check the ids against ({exc})") from None
     ids = list(range(min(base_size, len(own))))
     if len(tokenizer) < len(ids) or tokenizer.convert_ids_to_tokens(ids) != own.convert_ids_to_tokens(ids):
         raise ValueError(
