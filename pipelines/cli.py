@@ -201,7 +201,8 @@ def _tell_dvc(root: Path, ran: str) -> None:
 
 @app.command()
 def run(
-    profile: str = typer.Option(None, help="quick | default | scale | banking77"), verbose: bool = VERBOSE_OPTION
+    profile: str = typer.Option(None, help="quick | default | scale | banking77 | scale_smoke"),
+    verbose: bool = VERBOSE_OPTION,
 ) -> None:
     """Run the whole pipeline (the Dagster job `main`) and print a summary."""
     from pipelines.stages import say
@@ -220,7 +221,7 @@ def run(
 @app.command()
 def stage(
     name: str,
-    profile: str = typer.Option(None, help="quick | default | scale | banking77"),
+    profile: str = typer.Option(None, help="quick | default | scale | banking77 | scale_smoke"),
     verbose: bool = VERBOSE_OPTION,
 ) -> None:
     """Run one stage (what `dvc repro` calls); it reads its upstream stages' files from disk."""

@@ -53,7 +53,7 @@ def ingest(
     out: Path = typer.Option(
         Path("data/ingest"), help="output folder: new, empty, or an earlier `sparring ingest` output (replaced whole)"
     ),
-    profile: str = typer.Option(None, help="quick | default | scale | banking77"),
+    profile: str = typer.Option(None, help="quick | default | scale | banking77 | scale_smoke"),
     params_file: Path = typer.Option(Path("params.yaml"), "--params", help="the params file"),
 ) -> None:
     """Run ingestion alone, untracked (to check your own data); `sparring stage ingest` is the tracked stage."""

@@ -26,7 +26,7 @@ from sparring.settings import (
     SimulatorSFTSettings,
 )
 
-PROFILES = ("quick", "default", "scale", "banking77")
+PROFILES = ("quick", "default", "scale", "banking77", "scale_smoke")
 PROFILE_ENV = "SPARRING_PROFILE"
 
 
@@ -163,7 +163,7 @@ class Evaluate(_Strict):
 
 
 class Params(_Strict):
-    profile: Literal["quick", "default", "scale", "banking77"] = "default"
+    profile: Literal["quick", "default", "scale", "banking77", "scale_smoke"] = "default"
     seed: int = Field(0, ge=0)
     runtime: Runtime = Runtime()
     tracking: Tracking = Tracking()
