@@ -9,7 +9,7 @@ position, over the whole vocabulary). Reported: final train loss, held-out accur
 (non-pad tokens per second of training), side by side.
 
 Prints readable lines; the last line is JSON:
-``{"plain_acc", "trl_acc", "plain_tokens_per_s", "trl_tokens_per_s", ...}``.
+``{"plain_acc", "trl_acc", "plain_tokens_per_s", "trl_tokens_per_s", "trl_fraction_of_plain", ...}``.
 Usage: ``python benchmarks/sft_vs_plain_loop.py [--per-intent 60] [--epochs 4] [--batch 64]``.
 """
 
@@ -190,6 +190,7 @@ def main() -> None:
                 "trl_acc": round(trl_acc, 4),
                 "plain_tokens_per_s": round(plain["tokens"] / plain["seconds"]),
                 "trl_tokens_per_s": round(trl_tps),
+                "trl_fraction_of_plain": round(trl_tps / (plain["tokens"] / plain["seconds"]), 3),
                 "plain_loss": round(plain["final_loss"], 4),
                 "trl_loss": round(result.final_loss, 4),
                 "plain_s": round(plain["seconds"], 1),
