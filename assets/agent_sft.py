@@ -54,7 +54,7 @@ def agent_sft(ctx: StageContext) -> StageOutput:
     ctx.log.curves(result.curves)
     with phases.time("save_checkpoint"):
         save_checkpoint(result.model, tokenizer, models / "agent_sft")
-        ctx.log.artifacts(models / "agent_sft", "checkpoint")
+        ctx.log.checkpoint(models / "agent_sft", "")
 
     agent = LMPolicy(result.model, tokenizer, role="agent", max_new_tokens=cfg.max_new_tokens, greedy=True)
     # Scripted customers only: DA0 against the cooperative simulator (`_coop`) is measured by `evaluate`, so this

@@ -166,7 +166,7 @@ def make_cycle_asset(stage: Stage, k: int) -> Any:
             phases.update(cycle_phases(metrics))  # a reused cycle's figures are its first run's: not this one's
             if metrics.get("trained") in ("agent", "adversary"):
                 side = metrics["trained"]
-                ctx.log.artifacts(out / side, f"checkpoint/{side}")
+                ctx.log.checkpoint(out / side, side)
         if not metrics.get("stopped"):
             ctx.log.trajectory("coevolution.w_da", metrics["w_da"], k)
         ctx.log.json_artifact(metrics, f"cycle_{k}_metrics.json")

@@ -129,6 +129,7 @@ def peer_rl(ctx: StageContext) -> StageOutput:
             "reward_mean": s["reward_mean"],
             "steps": result.logs[name].steps,
         }
+        ctx.log.checkpoint(root / OUT / name, name)  # an MLflow logged model `peer_rl-<member>`
         with ctx.log.child_run(name) as run:
             for row in result.logs[name].steps:
                 run.metrics({k: v for k, v in row.items() if k != "step"}, step=int(row["step"]))

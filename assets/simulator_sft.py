@@ -57,7 +57,7 @@ def simulator_sft(ctx: StageContext) -> StageOutput:
     ctx.log.curves(result.curves)
     with phases.time("save_checkpoint"):
         save_checkpoint(result.model, tokenizer, models / "simulator_sft")
-        ctx.log.artifacts(models / "simulator_sft", "checkpoint")
+        ctx.log.checkpoint(models / "simulator_sft", "")
 
     policy = LMPolicy(result.model, tokenizer, role="customer", max_new_tokens=cfg.max_new_tokens, greedy=True)
     with phases.time("fidelity") as counts:  # held-out episodes, replays, perplexity, judge models

@@ -210,6 +210,27 @@ class StageLog:
     def artifacts(self, folder: Path, name: str) -> None:
         self.client.log_artifacts(self.run_id, str(folder), name)
 
+    def checkpoint(self, folder: Path, name: str) -> str:
+        """A checkpoint folder as the run's artifacts under `checkpoint/<name>` and as an MLflow logged model
+        (`<stage>-<name>`, linked to the run, tagged with its format — a LoRA adapter naming its base, or full
+        safetensors weights): what MLflow 3's Models page lists. Returns the logged model's id."""
+        self.artifacts(folder, f"checkpoint/{name}" if name else "checkpoint")
+        marker = folder / "sparring-checkpoint.json"  # an adapter's (sparring.agents.adapters.MARKER)
+        meta = json.loads(marker.read_text(encoding="utf-8")) if marker.is_file() else {}
+        tags = {"sparring.stage": self.stage, "sparring.format": meta.get("format", "full-safetensors")}
+        if meta.get("base"):
+            tags["sparring.base"] = str(meta["base"])
+        experiment_id = self.client.get_run(self.run_id).info.experiment_id
+        model_name = f"{self.stage}-{name}" if name else self.stage  # MLflow refuses "." in a model name
+        model = self.client.create_logged_model(experiment_id, name=model_name, source_run_id=self.run_id, tags=tags)
+        try:
+            self.client.log_model_artifacts(model.model_id, str(folder))
+        except Exception:
+            self.client.finalize_logged_model(model.model_id, "FAILED")
+            raise
+        self.client.finalize_logged_model(model.model_id, "READY")
+        return model.model_id
+
     def artifact(self, path: Path, folder: str | None = None) -> None:
         self.client.log_artifact(self.run_id, str(path), folder)
 

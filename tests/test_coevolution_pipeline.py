@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 from dagster import AssetCheckKey, AssetKey, DagsterInstance
+from mlflow import MlflowClient
 from typer.testing import CliRunner
 
 from assets.coevolution import N_CYCLES
@@ -187,6 +188,14 @@ def test_quick_run_writes_metrics_json_mlflow_and_dagster(uninterrupted):
     assert trajectory == [(c["cycle"], c["w_da"]) for c in cycles]
     artifacts = list((root / "mlruns" / "artifacts").glob(f"{cycle_1}/artifacts/checkpoint/{trained[0]}/*"))
     assert any(p.name == "model.safetensors" for p in artifacts)
+    client = MlflowClient(tracking_uri=f"sqlite:///{root / 'mlruns' / 'mlflow.db'}")
+    logged = {m.name: m for m in client.search_logged_models([client.get_run(cycle_1).info.experiment_id])}
+    expected = {"agent_sft", "simulator_sft", f"cycle_1-{trained[0]}", *(f"peer_rl-{m}" for m in members)}
+    assert expected <= set(logged), sorted(logged)  # every checkpoint is a logged model, not only loose files
+    model = logged[f"cycle_1-{trained[0]}"]
+    assert model.source_run_id == cycle_1 and str(model.status).endswith("READY")
+    assert model.tags["sparring.format"] == "full-safetensors"
+    assert "model.safetensors" in {a.path for a in client.list_logged_model_artifacts(model.model_id)}
 
     with DagsterInstance.from_config(str(root / ".dagster")) as instance:
         event = instance.get_latest_materialization_event(AssetKey("cycle_1"))
