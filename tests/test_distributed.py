@@ -39,3 +39,13 @@ def test_two_processes_train_one_sft_and_one_grpo_step_in_lockstep(tmp_path: Pat
     assert first["after_sft"] != first["start"] and first["after_grpo"] != first["after_sft"]
     assert first["sft_loss"] and all(math.isfinite(v) for v in first["sft_loss"] + first["grpo_loss"])
     assert first["grpo_episodes"] > 0 and second["grpo_episodes"] > 0
+
+
+def test_gpu_check_says_so_and_exits_0_without_a_gpu(tmp_path: Path) -> None:
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "OUT": str(tmp_path / "out")}
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "gpu_check.py"
+    result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, env=env)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "no CUDA device" in result.stdout
+    assert json.loads(result.stdout.strip().splitlines()[-1]) == {"cuda": False}
+    assert json.loads((tmp_path / "out" / "gpu_check.json").read_text()) == {"cuda": False}
