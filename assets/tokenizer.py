@@ -8,7 +8,7 @@ import polars as pl
 from pipelines.stages import Stage, StageContext, StageOutput, stage_asset
 from sparring.agents.chat import known_intents
 from sparring.agents.scripted import CooperativeCustomer, ExpertAgent
-from sparring.agents.tokenizer import stage_tokenizer
+from sparring.agents.tokenizer import SOURCE_KEY, stage_tokenizer
 from sparring.atomic import replace_dir
 from sparring.rollout import run_episodes
 from sparring.timing import Phases
@@ -40,7 +40,7 @@ def tokenizer(ctx: StageContext) -> StageOutput:
     # Rendered with the agent's calls: messages' "content" alone left call syntax ("action", "show") to bytes.
     texts = tokenizer_corpus(texts, [], [e.messages for e in episodes])
     with phases.time("build_tokenizer"):  # a trained BPE, or a pretrained model's vocabulary + sparring's tokens
-        tok, source = stage_tokenizer(ctx.params.model.name_or_path, texts, cfg.vocab_size, sorted(known_intents()))
+        tok = stage_tokenizer(ctx.params.model.name_or_path, texts, cfg.vocab_size, sorted(known_intents()))
     replace_dir(ctx.root / STAGE.outs[0], tok.save_pretrained)  # its tokenizer_config.json records `source`
     sample = texts[: min(2000, len(texts))]
     with phases.time("tokenize_sample") as counts:
@@ -49,7 +49,7 @@ def tokenizer(ctx: StageContext) -> StageOutput:
     return StageOutput(
         metrics={
             "vocab_size": len(tok),
-            "pretrained": float(source["source"] == "pretrained"),
+            "pretrained": float(tok.init_kwargs[SOURCE_KEY]["source"] == "pretrained"),
             "corpus_texts": len(texts),
             "chars_per_token": sum(map(len, sample)) / max(1, n_tokens),
         },

@@ -98,7 +98,7 @@ def phase_row(entry: dict[str, Any]) -> dict[str, Any]:
     return row
 
 
-def stage_phases(root: Path, name: str, report: dict[str, Any]) -> dict[str, dict[str, Any]]:
+def stage_phases(name: str, report: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """A stage's phases: its report's, else timings among its metrics."""
     phases = report.get("phases")
     if not phases:
@@ -117,7 +117,7 @@ def build_profile(root: Path, events: dict[str, Any] | None = None) -> dict[str,
     stages: dict[str, Any] = {}
     for name in order:
         report, wall = reports[name], float(reports[name]["wall_seconds"])
-        phases = stage_phases(root, name, report)
+        phases = stage_phases(name, report)
         covered = sum(p["seconds"] for p in phases.values())
         step = steps.get(name, {})
         step_seconds = step["end"] - step["start"] if "start" in step and "end" in step else None

@@ -28,7 +28,6 @@ pytestmark = pytest.mark.skipif(
 torch.set_num_threads(1)
 
 LORA = {"r": 4, "lora_alpha": 8, "target_modules": ["q_proj", "v_proj"]}
-FULL_MODEL_BYTES = 540_000_000  # SmolLM2-135M in float32 with sparring's rows
 CONVERSATIONS = [
     [{"role": "user", "content": "My card was declined at the supermarket."},
      {"role": "assistant", "content": "<intent>declined_card_payment"}],
@@ -53,6 +52,11 @@ def _logits(model, batch: dict[str, torch.Tensor]) -> torch.Tensor:
 def _adapter_param(name: str) -> bool:
     """LoRA's matrices, or the rows of sparring's added tokens (peft's trainable tokens)."""
     return "lora_" in name or "trainable_tokens" in name
+
+
+def _full_model_bytes(saved: dict) -> int:
+    """The base's own weights file (SmolLM2-135M in float32, ~540 MB): what a merged checkpoint would weigh."""
+    return (saved["base_dir"] / "model.safetensors").stat().st_size
 
 
 def _folder_bytes(folder: Path) -> int:
@@ -96,7 +100,7 @@ def test_the_folder_holds_the_adapter_and_names_its_base(saved: dict) -> None:
     size = _folder_bytes(folder)
     sizes = {p.name: p.stat().st_size for p in sorted(folder.iterdir())}
     print(f"\nadapter checkpoint: {size / 1e6:.2f} MB in all: {sizes}")
-    assert size < FULL_MODEL_BYTES / 5
+    assert size < _full_model_bytes(saved) / 5
     weights = sizes["adapter_model.safetensors"] + sizes["sparring-added-rows.safetensors"]
     assert weights < 2_000_000, sizes  # LoRA r=4 on q/v (~0.9 MB) + the added rows (~0.4 MB), no whole embedding
 
@@ -177,7 +181,7 @@ def test_sft_on_a_loaded_adapter_trains_the_adapter_only(saved: dict, tmp_path: 
     again = tmp_path / "again"
     save_checkpoint(trained, tokenizer, again)
     assert (again / "adapter_model.safetensors").is_file() and not (again / "model.safetensors").exists()
-    assert _folder_bytes(again) < FULL_MODEL_BYTES / 5
+    assert _folder_bytes(again) < _full_model_bytes(saved) / 5
     reloaded, _ = load_checkpoint(again)
     batch = saved["batch"]
     assert float((_logits(reloaded, batch) - _logits(trained, batch)).abs().max()) <= 1e-5

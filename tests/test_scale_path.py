@@ -206,7 +206,8 @@ def test_pretrained_tokenizer_keeps_every_id_and_adds_sparring_tokens(smollm2_di
     from sparring.agents.tokenizer import end_of_turn_id, stage_tokenizer
 
     own = AutoTokenizer.from_pretrained(smollm2_dir)
-    tok, source = stage_tokenizer(str(smollm2_dir), ["ignored corpus"], 4000, sorted(known_intents()))
+    tok = stage_tokenizer(str(smollm2_dir), ["ignored corpus"], 4000, sorted(known_intents()))
+    source = tok.init_kwargs["sparring_tokenizer"]
     assert source == {"source": "pretrained", "base": str(smollm2_dir)}
     tok.save_pretrained(tmp_path / "tokenizer")  # the record travels with the tokenizer, into every model's config
     assert AutoTokenizer.from_pretrained(tmp_path / "tokenizer").init_kwargs["sparring_tokenizer"] == source

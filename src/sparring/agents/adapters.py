@@ -25,7 +25,7 @@ from typing import Any
 import torch
 
 from sparring.agents.checkpoints import CheckpointError, check_weights
-from sparring.agents.models import torch_dtype
+from sparring.agents.models import is_peft, torch_dtype
 
 MARKER = "sparring-checkpoint.json"  # its presence makes a folder an adapter checkpoint
 ROWS_FILE = "sparring-added-rows.safetensors"
@@ -41,12 +41,7 @@ _NOT_OVERRIDDEN = frozenset(
 def is_adapter_model(model: Any) -> bool:
     """True for a peft model whose base can be named and loaded again (a pretrained base, not one built from a
     config: such a base exists nowhere but in the model itself)."""
-    if not hasattr(model, "peft_config") or not hasattr(model, "active_adapter"):
-        return False
-    source = getattr(model.config, "sparring_tokenizer", None) or {}
-    if source.get("source") == "trained_bpe":
-        return False
-    return bool(model.peft_config[model.active_adapter].base_model_name_or_path)
+    return is_peft(model) and bool(model.peft_config[model.active_adapter].base_model_name_or_path)
 
 
 def _base_weight(layer: Any) -> torch.Tensor:

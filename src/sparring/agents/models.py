@@ -103,6 +103,11 @@ def build_model(spec: ModelSpec, tokenizer: PreTrainedTokenizerBase, seed: int =
     return model
 
 
+def is_peft(model: Any) -> bool:
+    """True for a peft model (adapters attached)."""
+    return hasattr(model, "peft_config") and hasattr(model, "active_adapter")
+
+
 def count_parameters(model: torch.nn.Module, trainable_only: bool = False) -> int:
     """Number of (trainable) parameters, for logging model sizes."""
     return sum(p.numel() for p in model.parameters() if p.requires_grad or not trainable_only)

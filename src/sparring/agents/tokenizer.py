@@ -152,7 +152,7 @@ def _with_sparring_tokens(tok: Tokenizer, names: Sequence[str]) -> PreTrainedTok
 
 def stage_tokenizer(
     name_or_path: str | None, texts: Iterable[str], vocab_size: int, intents: Sequence[str]
-) -> tuple[PreTrainedTokenizerFast, dict[str, str]]:
+) -> PreTrainedTokenizerFast:
     """The one place that decides which tokenizer every stage uses, and what the checkpoint records of it: a
     pretrained model (``name_or_path``) keeps its own vocabulary with sparring's tokens added
     (:func:`extend_pretrained_tokenizer`); a model from config gets a BPE trained on ``texts``. The tokenizer
@@ -162,7 +162,7 @@ def stage_tokenizer(
     else:
         tok, source = train_tokenizer(texts, vocab_size, intents), {"source": "trained_bpe"}
     tok.init_kwargs[SOURCE_KEY] = source  # saved in tokenizer_config.json; build_model copies it into the config
-    return tok, source
+    return tok
 
 
 def check_pretrained_vocabulary(tokenizer: PreTrainedTokenizerBase, name_or_path: str, base_size: int) -> None:

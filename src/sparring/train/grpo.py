@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from sparring.agents.chat import agent_system_prompt
+from sparring.agents.models import is_peft
 from sparring.agents.policies import LMPolicy, Policy
 from sparring.judge import Scorer
 from sparring.rollout import Episode, run_episodes
@@ -287,7 +288,7 @@ def build_trainer(
     from trl import GRPOTrainer
 
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is "experimental" in TRL 1.16
-    if settings.beta and not _is_peft(model) and not _loadable(model):
+    if settings.beta and not is_peft(model) and not _loadable(model):
         # TRL builds the KL reference from the model's folder: give a from-config model one (its start weights).
         # A peft model needs none: TRL keeps its start adapter as a frozen "ref" adapter (dropped after training).
         ref = Path(output_dir) / "reference"
@@ -306,14 +307,10 @@ def build_trainer(
     )
 
 
-def _is_peft(model: Any) -> bool:
-    return hasattr(model, "peft_config") and hasattr(model, "active_adapter")
-
-
 def drop_reference_adapter(model: Any) -> None:
     """Remove the frozen copy of the start adapter TRL adds to a peft model as its KL reference ("ref"): the
     trained model keeps only its own adapter, which stays a trainable adapter (never merged)."""
-    if _is_peft(model) and TRL_REFERENCE_ADAPTER in model.peft_config:
+    if is_peft(model) and TRL_REFERENCE_ADAPTER in model.peft_config:
         model.delete_adapter(TRL_REFERENCE_ADAPTER)
 
 

@@ -1,5 +1,5 @@
-"""The peer-reward cohort's members: built from a model spec and warm-started by the agent's own recipe, measured on
-labelled utterances, and the report that reads both (:mod:`sparring.train.peer_reward` trains them)."""
+"""The peer-reward cohort's members: built from a model spec and warm-started by the agent's own recipe, and
+measured on labelled utterances (:mod:`sparring.train.peer_reward` trains them)."""
 
 from __future__ import annotations
 
