@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.table import Table
 
 from sparring.cli import app, fail
-from sparring.params import PROFILE_ENV, ParamsError, load_params
+from sparring.params import PROFILE_ENV, PROFILES, ParamsError, load_params
 from sparring.runtime import project_root
 
 # Dagster's console logger: a failed step's stack trace is Dagster's to keep (its run log, the UI); the terminal
@@ -201,7 +201,7 @@ def _tell_dvc(root: Path, ran: str) -> None:
 
 @app.command()
 def run(
-    profile: str = typer.Option(None, help="quick | default | scale | banking77 | scale_smoke"),
+    profile: str = typer.Option(None, help=" | ".join(PROFILES)),
     verbose: bool = VERBOSE_OPTION,
 ) -> None:
     """Run the whole pipeline (the Dagster job `main`) and print a summary."""
@@ -221,7 +221,7 @@ def run(
 @app.command()
 def stage(
     name: str,
-    profile: str = typer.Option(None, help="quick | default | scale | banking77 | scale_smoke"),
+    profile: str = typer.Option(None, help=" | ".join(PROFILES)),
     verbose: bool = VERBOSE_OPTION,
 ) -> None:
     """Run one stage (what `dvc repro` calls); it reads its upstream stages' files from disk."""

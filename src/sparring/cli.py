@@ -12,7 +12,7 @@ import typer
 import yaml
 from rich.console import Console
 
-from sparring.params import ParamsError, load_params
+from sparring.params import PROFILES, ParamsError, load_params
 
 app = typer.Typer(
     no_args_is_help=True,
@@ -53,7 +53,7 @@ def ingest(
     out: Path = typer.Option(
         Path("data/ingest"), help="output folder: new, empty, or an earlier `sparring ingest` output (replaced whole)"
     ),
-    profile: str = typer.Option(None, help="quick | default | scale | banking77 | scale_smoke"),
+    profile: str = typer.Option(None, help=" | ".join(PROFILES)),
     params_file: Path = typer.Option(Path("params.yaml"), "--params", help="the params file"),
 ) -> None:
     """Run ingestion alone, untracked (to check your own data); `sparring stage ingest` is the tracked stage."""

@@ -163,7 +163,7 @@ class Evaluate(_Strict):
 
 
 class Params(_Strict):
-    profile: Literal["quick", "default", "scale", "banking77", "scale_smoke"] = "default"
+    profile: Literal[PROFILES] = "default"  # type: ignore[valid-type]  # the names above, declared once
     seed: int = Field(0, ge=0)
     runtime: Runtime = Runtime()
     tracking: Tracking = Tracking()
