@@ -114,6 +114,7 @@ def evaluate(ctx: StageContext) -> StageOutput:
         cross_play_scenarios=e.cross_play_scenarios,
         pass_k=e.pass_k,
         pass_k_scenarios=e.pass_k_scenarios,
+        main_only=[name for name in agents if name.startswith("peer_")],  # routers: peer_rl measures them
     )
     results = played.agents
     records = [r for g, eps in sorted(played.adversary_episodes.items()) for r in strategy_records(eps, g - 1)]

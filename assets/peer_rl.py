@@ -12,62 +12,47 @@ from transformers import AutoTokenizer
 
 from assets.coevolution import N_CYCLES, cycle_dir
 from pipelines.stages import Stage, StageContext, StageOutput, stage_asset
-from sparring.agents.chat import AGENT_SYSTEM_PROMPT
 from sparring.agents.checkpoints import load_checkpoint, save_checkpoint
 from sparring.atomic import replace_dir
 from sparring.data.ingest import load_unlabeled
 from sparring.timing import Phases
 from sparring.train.cycle_state import CycleState
-from sparring.train.demos import expert_demonstrations
-from sparring.train.peer_cohort import accuracy, probe, route_intents, warm_start_member
+from sparring.train.peer_cohort import accuracy, probe, route_intents
 from sparring.train.peer_reward import summarize, train_cohort
-from sparring.world.scenarios import load_scenarios
 
 OUT = "models/peer_rl"
+MEMBERS = "models/peer_members"  # what peer_members warm-started, one checkpoint folder per member
 STAGE = Stage(
     name="peer_rl",
     description="Peer-reward RL (Co-RL): the final agent and members of other model families, each its own GRPO "
     "trainer, reward each other's routing on unlabeled utterances (ring / majority / self); intent accuracy "
     "before and after on the labelled test split, Co-RL's diversity probe, a collapse guard.",
-    params=("ingest", "agent_sft", "peer_rl"),
+    params=("ingest", "peer_rl"),
     deps=(
         "src/sparring/data",
         "src/sparring/train/peer_reward.py",
         "src/sparring/train/peer_cohort.py",
         "src/sparring/train/grpo.py",
-        "src/sparring/train/demos.py",
-        "src/sparring/train/sft.py",
         "src/sparring/agents",
         "src/sparring/evaluate/agent.py",
         "assets/peer_rl.py",
     ),
     outs=(OUT,),
-    upstream=(f"cycle_{N_CYCLES}", "agent_sft", "ingest", "scenarios", "tokenizer"),
+    upstream=(f"cycle_{N_CYCLES}", "peer_members", "ingest", "tokenizer"),
 )
 
 
-def _members(ctx: StageContext, tokenizer: Any, train: pl.DataFrame, phases: Phases) -> dict[str, Any]:
-    """The cohort: the final co-evolved agent (loaded as evaluate loads it) and the other members, warm-started."""
-    p, root = ctx.params, ctx.root
-    texts, intents = train["text"].to_list(), train["intent"].to_list()
-    models = {}
-    for name, member in p.peer_rl.members.items():
-        if member.model is None:
-            with phases.time("load_final"):
-                models[name] = load_checkpoint(root / CycleState.load(root / cycle_dir(N_CYCLES)).agent_dir)[0]
-            continue
-        recipe = member.warm_start or p.agent_sft
-        demos = []
-        if member.demos:
-            scenarios = load_scenarios(root / "data" / "scenarios" / "train.jsonl")[: recipe.demos]
-            system = AGENT_SYSTEM_PROMPT if recipe.system_prompt else ""
-            with phases.time("expert_episodes") as counts:
-                demos = expert_demonstrations(scenarios, p.seed, refs=recipe.object_refs, agent_system=system)
-                counts["episodes"] = len(scenarios)
-        scratch = root / "scratch" / "peer_rl" / name
-        models[name] = warm_start_member(
-            member, tokenizer, texts, intents, demos, p.agent_sft, scratch, seed=p.seed, phases=phases
-        )
+def _members(ctx: StageContext, phases: Phases) -> dict[str, Any]:
+    """The cohort: the final co-evolved agent (loaded as evaluate loads it) and the members peer_members
+    warm-started."""
+    root, models = ctx.root, {}
+    for name, member in ctx.params.peer_rl.members.items():
+        last_cycle = CycleState.load(root / cycle_dir(N_CYCLES)).agent_dir if member.model is None else None
+        folder = root / (last_cycle or f"{MEMBERS}/{name}")
+        if not folder.is_dir():
+            raise FileNotFoundError(f"peer_rl: member {name!r} has no checkpoint at {folder}: run peer_members first")
+        with phases.time(f"load_{name}"):
+            models[name] = load_checkpoint(folder)[0]
     return models
 
 
@@ -76,10 +61,10 @@ def peer_rl(ctx: StageContext) -> StageOutput:
     p, root = ctx.params, ctx.root
     cfg, data, phases = p.peer_rl, root / "data" / "ingest", Phases()
     tokenizer = AutoTokenizer.from_pretrained(root / "models" / "tokenizer")
-    train, validation, test = (pl.read_parquet(data / f"{s}.parquet") for s in ("train", "validation", "test"))
+    validation, test = (pl.read_parquet(data / f"{s}.parquet") for s in ("validation", "test"))
     # ingest.unlabeled, without the texts accuracy is measured on (validation: the probe, test: before/after)
     unlabeled = load_unlabeled(p, root, pl.concat([validation, test])["text"])
-    models = _members(ctx, tokenizer, train, phases)
+    models = _members(ctx, phases)
     m_texts, m_gold = test["text"].to_list()[: cfg.measure], test["intent"].to_list()[: cfg.measure]
     with phases.time("measure_before") as counts:
         before = {k: accuracy(route_intents(m, tokenizer, m_texts), m_gold) for k, m in models.items()}

@@ -72,12 +72,14 @@ PLOTS = {
 GROUPS = {
     "ingest": "data", "scenarios": "data", "judge_models": "data", "tokenizer": "data",
     "simulator_sft": "warm_start", "agent_sft": "warm_start", "cycle": "coevolution", "peer_rl": "peer_reward",
+    "peer_members": "peer_reward",
     "evaluate": "evaluation", "report": "evaluation",
 }  # fmt: skip
 KINDS = {
     "ingest": {"python", "polars"}, "scenarios": {"python"}, "judge_models": {"scikitlearn", "huggingface"},
     "tokenizer": {"huggingface"}, "simulator_sft": {"pytorch", "huggingface", "mlflow"},
     "agent_sft": {"pytorch", "huggingface", "mlflow"}, "cycle": {"pytorch", "mlflow"}, "peer_rl": {"pytorch", "mlflow"},
+    "peer_members": {"pytorch", "huggingface"},
     "evaluate": {"pytorch", "scikitlearn"}, "report": {"matplotlib", "mlflow"},
 }  # fmt: skip
 ROOT = Path(__file__).resolve().parents[1]

@@ -220,17 +220,18 @@ def test_quick_run_reports_ceiling_cross_play_strategies_and_a_report_that_match
     assert doc["ceiling"]["n_episodes_advpool"] == n and "strict_pass_advpool" in doc["ceiling"]
     generations = doc["adversary_generations"]
     cp = doc["cross_play"]
-    assert sorted(cp["agents"][:-1]) == sorted(doc["agents"]) and cp["agents"][-1] == "expert"
+    pipeline_agents = sorted(a for a in doc["agents"] if not a.startswith("peer_"))  # peers: the four opponents
+    assert pipeline_agents and sorted(cp["agents"][:-1]) == pipeline_agents and cp["agents"][-1] == "expert"
     assert cp["opponents"] == ["coop", "camo", *(f"adv_{g}" for g in range(1, generations + 1))]
     cells = zip(sum(cp["strict_pass"], []), sum(cp["ci_low"], []), sum(cp["ci_high"], []), strict=True)
     assert all(lo <= v <= hi for v, lo, hi in cells)
     i = cp["agents"].index("final")
     if cp["n"][i][0] == n:  # cross-play on every held-out scenario (quick): its coop cell is the coop figure
         assert cp["strict_pass"][i][0] == doc["agents"]["final"]["strict_pass_coop"]
-    for metrics in [*doc["agents"].values(), doc["ceiling"]]:
+    for name, metrics in [*doc["agents"].items(), ("expert", doc["ceiling"])]:
         fails = sum(v for k, v in metrics.items() if k.startswith("failure_") and k.endswith("_advpool"))
         assert abs(fails - (1 - metrics["strict_pass_advpool"])) < 1e-9  # one kind per failed episode
-        assert {"pass_hat_1_coop", "pass_hat_2_advpool"} <= set(metrics)
+        assert ({"pass_hat_1_coop", "pass_hat_2_advpool"} <= set(metrics)) != name.startswith("peer_")
     assert doc["strategies"] and all(len(s["share_by_cycle"]) == generations for s in doc["strategies"])
 
     table = _summary_table((root / "reports" / "report.md").read_text())

@@ -109,7 +109,7 @@ def test_unlabeled_csv_names_file_and_column(tmp_path):
     assert frame["intent"].to_list() == ["card_arrival", None]
 
 
-def test_peer_rl_stage_sits_after_the_last_cycle():
+def test_peer_rl_stage_sits_after_the_last_cycle_and_its_members_stage_beside_the_sft_stages():
     from assets.coevolution import N_CYCLES
     from pipelines.definitions import STAGES
 
@@ -117,6 +117,10 @@ def test_peer_rl_stage_sits_after_the_last_cycle():
     assert names.index("peer_rl") == names.index(f"cycle_{N_CYCLES}") + 1 < names.index("evaluate")
     peer = STAGES[names.index("peer_rl")]
     assert f"cycle_{N_CYCLES}" in peer.upstream and peer.outs == ("models/peer_rl",)
+    # the members' warm starts need no SFT stage or cycle, so `sparring run` trains them beside those
+    members = STAGES[names.index("peer_members")]
+    assert "peer_members" in peer.upstream and members.outs == ("models/peer_members",)
+    assert set(members.upstream) == {"ingest", "scenarios", "tokenizer"}
 
 
 def test_quick_peer_rl_end_to_end(tok, tmp_path):

@@ -78,7 +78,7 @@ class AgentSFTSettings(Settings):
         description="phase 1: every train utterance -> <intent>NAME, loss on the whole text (null: skip)",
     )
     sft: SFTSettings = Field(
-        SFTSettings(epochs=10, batch_size=4, learning_rate=1e-3), description="phase 2: the expert demonstrations"
+        SFTSettings(epochs=4, batch_size=4, learning_rate=1e-3), description="phase 2: the expert demonstrations"
     )
     intent_rehearsal: int = Field(4000, ge=0, description="phase 1 exchanges replayed among phase 2's demos")
     system_prompt: bool = Field(False, description="the agent reads chat.AGENT_SYSTEM_PROMPT first, everywhere")
@@ -103,7 +103,7 @@ class SimulatorSFTSettings(Settings):
         description="phase 1, a model from config: every utterance from its intent code alone (null: skip)",
     )
     sft: SFTSettings = Field(
-        SFTSettings(epochs=8, learning_rate=3e-3, batch_size=32), description="phase 2: dialogues, openings, episodes"
+        SFTSettings(epochs=6, learning_rate=3e-3, batch_size=32), description="phase 2: dialogues, openings, episodes"
     )
     eval_scenarios: int = Field(120, ge=1, description="held-out scenarios and dialogues fidelity is measured on")
     max_new_tokens: int = Field(64, ge=8, description="per customer message in the fidelity rollouts")
@@ -198,6 +198,15 @@ class CoevolutionSettings(Settings):
         return self
 
 
+# The cohort members' warm start: DA0's recipe on fewer demos and epochs (they only route; peer_rl trains routing).
+MEMBER_WARM_START = AgentSFTSettings(
+    demos=300,
+    intent=SFTSettings(epochs=3, batch_size=32, learning_rate=2e-3, max_length=256, assistant_only_loss=False),
+    intent_rehearsal=1500,
+    sft=SFTSettings(epochs=3, batch_size=4),
+)
+
+
 class PeerMember(Settings):
     """One member of the peer-reward cohort: the final co-evolved agent, or a model spec warm-started as DA0 was."""
 
@@ -214,11 +223,11 @@ class PeerRewardSettings(Settings):
             "final": PeerMember(),
             "qwen": PeerMember(
                 model=ModelSpec(arch="qwen2", hidden_size=96, num_layers=4, num_heads=4, intermediate_size=384),
-                warm_start=AgentSFTSettings(demos=300, intent_rehearsal=1500, sft=SFTSettings(epochs=3, batch_size=4)),
+                warm_start=MEMBER_WARM_START,
             ),
             "neox": PeerMember(
                 model=ModelSpec(arch="gpt_neox", hidden_size=128, num_layers=3, num_heads=4, intermediate_size=512),
-                warm_start=AgentSFTSettings(demos=300, intent_rehearsal=1500, sft=SFTSettings(epochs=3, batch_size=4)),
+                warm_start=MEMBER_WARM_START,
             ),
         },
         description="the cohort, in ring order; `final` is the last cycle's agent",

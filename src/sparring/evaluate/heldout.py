@@ -23,7 +23,7 @@ keeps the previous agent) is played once.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -87,6 +87,7 @@ def evaluate_heldout(
     cross_play_scenarios: int = 0,
     pass_k: int = 0,
     pass_k_scenarios: int = 0,
+    main_only: Collection[str] = (),
 ) -> HeldoutReport:
     """``agents`` (name -> checkpoint) against coop (``coop_opening``), coopsim (the simulator's own opening), camo
     and the adversary pool, every episode shaped as co-evolution's (``settings``: the agent gym's turn limits and
@@ -94,7 +95,9 @@ def evaluate_heldout(
     ``coop_temperature`` (0: greedy), adversaries at their gym's temperature. Plus (each when asked) the
     ``expert``'s figures as the ceiling with every agent's
     share of it, cross-play on the first ``cross_play_scenarios`` scenarios, and pass^1..pass^k over ``pass_k``
-    runs sampled at the agent gym's temperature on the first ``pass_k_scenarios``, against coop and the pool."""
+    runs sampled at the agent gym's temperature on the first ``pass_k_scenarios``, against coop and the pool.
+    Agents named in ``main_only`` play the four opponents alone (no cross-play, no pass^k): a checkpoint that
+    another agent name also points to plays everything."""
     if not scenarios:
         raise ValueError("no held-out scenarios to evaluate on")
     models, a, phases = GameModels(settings), settings.agent_grpo, Phases()
@@ -109,6 +112,7 @@ def evaluate_heldout(
         )
     scenarios, k_cross = list(scenarios), min(cross_play_scenarios, len(scenarios))
     players, names = _players(agents, models, expert)
+    extras = {key for name, key in names.items() if name not in main_only} | {EXPERT}  # cross-play, pass^k
     done: dict[str, dict[str, float]] = {}
     cells: dict[str, dict[str, dict[str, float]]] = {}
     report = HeldoutReport(agents={})
@@ -116,11 +120,11 @@ def evaluate_heldout(
         with phases.time("episodes") as counts:  # coop, coopsim, camo, the pool; the agent's load the first time
             metrics, played = _play(player(True), opponents, scenarios, judge, turns)
             counts["episodes"] = sum(len(eps) for eps in played.values())
-        if k_cross:
+        if k_cross and key in extras:
             with phases.time("cross_play") as counts:
                 agent, prefix = player(True), scenarios[:k_cross]
                 cells[key] = _cross_play(agent, opponents, prefix, played, turns, report, key, counts)
-        if pass_k >= 2 and pass_k_scenarios:
+        if pass_k >= 2 and pass_k_scenarios and key in extras:
             with phases.time("pass_k") as counts:
                 picked = scenarios[:pass_k_scenarios]
                 metrics.update(_pass_hat(player(False), opponents, picked, pass_k, turns, seed))
@@ -131,7 +135,7 @@ def evaluate_heldout(
     for name, key in names.items():
         report.agents[name] = {**done[key], **share_of_ceiling(done[key], report.ceiling)}
     if cells:
-        rows = {name: cells[key] for name, key in names.items()}
+        rows = {name: cells[key] for name, key in names.items() if key in cells}
         if EXPERT in cells:
             rows[EXPERT] = cells[EXPERT]
         report.cross_play = cross_play_matrix(rows)

@@ -1,0 +1,69 @@
+"""Asset `peer_members`: the peer-reward cohort's members of other model families, warm-started as DA0 is →
+models/peer_members/<member>/. Apart from `peer_rl` so that it runs beside simulator_sft and the cycles: it needs
+nothing of theirs, and `peer_rl` (after the last cycle) only loads what it wrote."""
+
+from __future__ import annotations
+
+import polars as pl
+from transformers import AutoTokenizer
+
+from pipelines.stages import Stage, StageContext, StageOutput, stage_asset
+from sparring.agents.chat import AGENT_SYSTEM_PROMPT
+from sparring.agents.checkpoints import save_checkpoint
+from sparring.agents.models import count_parameters
+from sparring.atomic import replace_dir
+from sparring.timing import Phases
+from sparring.train.demos import expert_demonstrations
+from sparring.train.peer_cohort import warm_start_member
+from sparring.world.scenarios import load_scenarios
+
+OUT = "models/peer_members"
+STAGE = Stage(
+    name="peer_members",
+    description="The peer cohort's members of other model families (peer_rl.members with a model), each "
+    "warm-started as DA0 is (intent phase, then expert demos unless `demos: false`); peer_rl trains them.",
+    params=("ingest", "agent_sft", "peer_rl"),
+    deps=(
+        "src/sparring/train/peer_cohort.py",
+        "src/sparring/train/demos.py",
+        "src/sparring/train/sft.py",
+        "src/sparring/agents",
+        "assets/peer_members.py",
+    ),
+    outs=(OUT,),
+    upstream=("ingest", "scenarios", "tokenizer"),
+)
+
+
+@stage_asset(STAGE)
+def peer_members(ctx: StageContext) -> StageOutput:
+    p, root, phases = ctx.params, ctx.root, Phases()
+    tokenizer = AutoTokenizer.from_pretrained(root / "models" / "tokenizer")
+    train = pl.read_parquet(root / "data" / "ingest" / "train.parquet")
+    texts, intents = train["text"].to_list(), train["intent"].to_list()
+    built, metrics = {}, {}
+    for name, member in p.peer_rl.members.items():
+        if member.model is None:  # the final co-evolved agent: peer_rl loads it from the last cycle
+            continue
+        recipe = member.warm_start or p.agent_sft
+        demos = []
+        if member.demos:
+            scenarios = load_scenarios(root / "data" / "scenarios" / "train.jsonl")[: recipe.demos]
+            system = AGENT_SYSTEM_PROMPT if recipe.system_prompt else ""
+            with phases.time(f"{name}.expert_episodes") as counts:
+                demos = expert_demonstrations(scenarios, p.seed, refs=recipe.object_refs, agent_system=system)
+                counts["episodes"] = len(scenarios)
+        scratch = root / "scratch" / "peer_members" / name
+        built[name] = warm_start_member(
+            member, tokenizer, texts, intents, demos, p.agent_sft, scratch, seed=p.seed, phases=phases
+        )
+        metrics[f"{name}.parameters"] = float(count_parameters(built[name]))
+
+    def write_all(folder):  # noqa: ANN001, ANN202
+        for name, model in built.items():
+            save_checkpoint(model, tokenizer, folder / name)
+
+    with phases.time("save_checkpoints"):
+        replace_dir(root / OUT, write_all)
+    metrics["members"] = float(len(built))
+    return StageOutput(metrics=metrics, report={"members": sorted(built), "phases": phases.as_dict()})
