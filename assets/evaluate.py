@@ -10,6 +10,7 @@ strategies found in the adversaries' messages. The file's layout is ../shared/ME
 from __future__ import annotations
 
 import json
+from functools import partial
 from typing import Any
 
 from dagster import AssetCheckSeverity
@@ -21,7 +22,7 @@ from pipelines.stages import Stage, StageContext, StageOutput, stage_asset
 from sparring.agents.scripted import ExpertAgent
 from sparring.atomic import write_json
 from sparring.evaluate import checks
-from sparring.evaluate.heldout import evaluate_heldout
+from sparring.evaluate.parallel import evaluate_heldout_parallel
 from sparring.evaluate.strategies import discover_strategies, strategy_records
 from sparring.judge.loading import load_judge
 from sparring.train.cycle_state import CycleState
@@ -36,6 +37,7 @@ STAGE = Stage(
     params=("evaluate", "coevolution", "judge"),
     deps=(
         "src/sparring/evaluate/heldout.py",
+        "src/sparring/evaluate/parallel.py",
         "src/sparring/evaluate/play.py",
         "src/sparring/evaluate/crossplay.py",
         "src/sparring/evaluate/strategies.py",
@@ -102,13 +104,15 @@ def evaluate(ctx: StageContext) -> StageOutput:
 
     heldout = load_scenarios(root / "data" / "scenarios" / "heldout.jsonl")[: p.evaluate.eval_scenarios]
     e = p.evaluate
-    played = evaluate_heldout(
+    played = evaluate_heldout_parallel(
         agents,
         root / final.simulator_dir,
         [root / d for d in final.adversary_dirs],
         heldout,
-        load_judge(root / "models" / "judge", p.judge, p.coevolution.agent_grpo.max_turns),
+        partial(load_judge, root / "models" / "judge", p.judge, p.coevolution.agent_grpo.max_turns),
         p.coevolution,
+        workers=e.workers,
+        torch_threads=p.runtime.torch_threads,
         seed=p.seed,
         expert=ExpertAgent(refs=p.agent_sft.object_refs),
         cross_play_scenarios=e.cross_play_scenarios,
@@ -148,7 +152,7 @@ def evaluate(ctx: StageContext) -> StageOutput:
     headline = {f"{agent}.{m}": values[m] for agent, values in results.items() for m in KEY_METRICS if m in values}
     return StageOutput(
         metrics={**headline, "n_heldout": len(heldout), "cycles_run": len(cycles)},
-        report={"stop_reason": final.stopped, "phases": played.phases},
+        report={"stop_reason": final.stopped, "phases": played.phases, "worker_phases": played.worker_phases},
     )
 
 

@@ -296,3 +296,45 @@ def test_crash_mid_cycle_then_rerun_resumes_and_equals_uninterrupted(uninterrupt
                 assert digest(cycles / f"cycle_{k}" / side) == digest(a / "models" / "cycles" / f"cycle_{k}" / side)
     resumed, straight = (json.loads((r / "reports" / "metrics.json").read_text()) for r in (b, a))
     assert comparable(resumed) == comparable(straight)
+
+
+def test_evaluation_dealt_to_two_processes_equals_one_process(uninterrupted):
+    """evaluate's players split across spawned workers give the single process's figures, cross-play and the
+    adversaries' episodes in the same order (strategy discovery reads them)."""
+    from functools import partial
+
+    from sparring.agents.scripted import ExpertAgent
+    from sparring.evaluate.heldout import evaluate_heldout
+    from sparring.evaluate.parallel import evaluate_heldout_parallel
+    from sparring.judge.loading import load_judge
+    from sparring.world.scenarios import load_scenarios
+
+    root, _ = uninterrupted
+    p = load_params(root / "params.yaml", "quick")
+    state = CycleState.load(root / "models" / "cycles" / f"cycle_{QUICK_CYCLES}")
+    agents = {"da0": root / "models/agent_sft", "final": root / state.agent_dir}
+    agents["peer_qwen"] = root / "models/peer_rl/qwen"
+    judge = partial(load_judge, root / "models" / "judge", p.judge, p.coevolution.agent_grpo.max_turns)
+    args = (agents, root / state.simulator_dir, [root / d for d in state.adversary_dirs])
+    scenarios = load_scenarios(root / "data" / "scenarios" / "heldout.jsonl")[:4]
+    kw = {"seed": p.seed, "expert": ExpertAgent(), "cross_play_scenarios": 3, "pass_k": 2, "pass_k_scenarios": 2}
+    kw["main_only"] = ["peer_qwen"]
+    one = evaluate_heldout(*args, scenarios, judge(), p.coevolution, **kw)
+    two = evaluate_heldout_parallel(*args, scenarios, judge, p.coevolution, workers=2, **kw)
+    assert len(two.worker_phases) == 2 and next(iter(two.phases)) == "play_2_processes"
+    assert comparable(two.agents) == comparable(one.agents) and list(two.agents) == list(agents)
+    assert comparable(two.ceiling) == comparable(one.ceiling) and two.ceiling
+    assert two.cross_play == one.cross_play and "peer_qwen" not in two.cross_play["agents"]
+    transcript = {g: [e.scenario.scenario_id for e in eps] for g, eps in one.adversary_episodes.items()}
+    assert transcript == {g: [e.scenario.scenario_id for e in eps] for g, eps in two.adversary_episodes.items()}
+
+
+def test_players_are_dealt_in_contiguous_groups_of_near_equal_cost():
+    from sparring.evaluate.parallel import deal
+
+    agents = {"da0": "m/a", "cycle_1": "m/a", "final": "m/b", "peer_x": "m/x", "peer_y": "m/y"}
+    groups = deal(agents, ["peer_x", "peer_y"], with_expert=True, workers=2)
+    assert [list(g) for g in groups] == [["da0", "cycle_1", "final"], ["peer_x", "peer_y"]]  # + the expert: 4 | 4
+    assert len(deal(agents, [], with_expert=False, workers=8)) == 4  # one group per distinct folder at most
+    assert deal({"da0": "m/a"}, [], with_expert=True, workers=2) == [{"da0": "m/a"}, {}]  # the expert alone
+    assert deal(agents, [], with_expert=True, workers=1) == [agents]

@@ -160,6 +160,7 @@ class Evaluate(_Strict):
     pass_k: int = Field(4, ge=0, le=64)  # sampled runs per scenario for pass^k (below 2: none)
     pass_k_scenarios: int = Field(30, ge=0)  # scenarios those runs play, against coop and the pool
     strategy_clusters: int = Field(6, ge=2, le=50)  # most clusters strategy discovery tries
+    workers: int = Field(2, ge=1, le=64)  # processes the agents are dealt to (evaluate runs alone: use the cores)
 
 
 class Params(_Strict):

@@ -62,6 +62,7 @@ class HeldoutReport:
     cross_play: dict[str, list] = field(default_factory=dict)
     adversary_episodes: dict[int, list[Episode]] = field(default_factory=dict)
     phases: dict[str, dict[str, float]] = field(default_factory=dict)  # where the time went (sparring.timing)
+    worker_phases: list[dict[str, dict[str, float]]] = field(default_factory=list)  # each process's, when split
 
 
 @dataclass
