@@ -78,7 +78,7 @@ class AgentSFTSettings(Settings):
         description="phase 1: every train utterance -> <intent>NAME, loss on the whole text (null: skip)",
     )
     sft: SFTSettings = Field(
-        SFTSettings(epochs=4, batch_size=4, learning_rate=1e-3), description="phase 2: the expert demonstrations"
+        SFTSettings(epochs=10, batch_size=4, learning_rate=1e-3), description="phase 2: the expert demonstrations"
     )
     intent_rehearsal: int = Field(4000, ge=0, description="phase 1 exchanges replayed among phase 2's demos")
     system_prompt: bool = Field(False, description="the agent reads chat.AGENT_SYSTEM_PROMPT first, everywhere")
