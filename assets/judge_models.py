@@ -17,6 +17,7 @@ STAGE = Stage(
     deps=("src/sparring/judge", "assets/judge_models.py"),
     outs=("models/judge",),
     upstream=("ingest",),
+    priority=1,  # simulator_sft waits for it: the longest chain
 )
 
 

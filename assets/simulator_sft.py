@@ -26,6 +26,7 @@ STAGE = Stage(
     deps=("src/sparring/train", "src/sparring/evaluate/fidelity.py", "assets/simulator_sft.py"),
     outs=("models/simulator_sft",),
     upstream=("ingest", "scenarios", "tokenizer", "judge_models"),
+    priority=1,  # the longest chain to the cycles: start it before anything else that is ready
 )
 
 

@@ -100,6 +100,7 @@ class Stage:
     metrics: tuple[str, ...] = ()  # small JSON summaries it writes (DVC-tracked, not cached, logged to MLflow)
     upstream: tuple[str, ...] = ()  # stages whose outs it reads
     figures: tuple[str, ...] = ()  # PNGs among its outs that `dvc plots show` draws
+    priority: int = 0  # of the stages ready at once, the multiprocess executor starts the highest first
 
     @property
     def report(self) -> str:
@@ -218,6 +219,7 @@ def stage_asset(stage: Stage) -> Callable[[Callable[[StageContext], StageOutput]
             kinds=KINDS.get(stage_kind(stage.name), {"python"}),
             group_name=GROUPS.get(stage_kind(stage.name), "pipeline"),
             code_version=code_version(stage),
+            op_tags={"dagster/priority": str(stage.priority)},
         )
         def _asset(
             context: AssetExecutionContext, project: ProjectResource, mlflow: MlflowTracking

@@ -121,6 +121,12 @@ def test_peer_rl_stage_sits_after_the_last_cycle_and_its_members_stage_beside_th
     members = STAGES[names.index("peer_members")]
     assert "peer_members" in peer.upstream and members.outs == ("models/peer_members",)
     assert set(members.upstream) == {"ingest", "scenarios", "tokenizer"}
+    # ... but after the chain the cycles wait on: Dagster's executor starts the highest `dagster/priority` first
+    by_name = {s.name: s for s in STAGES}
+    assert members.priority < by_name["agent_sft"].priority < by_name["simulator_sft"].priority
+    from pipelines.definitions import defs
+
+    assert defs.resolve_assets_def("peer_members").op.tags["dagster/priority"] == str(members.priority)
 
 
 def test_quick_peer_rl_end_to_end(tok, tmp_path):
