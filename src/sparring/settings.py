@@ -103,7 +103,7 @@ class SimulatorSFTSettings(Settings):
         description="phase 1, a model from config: every utterance from its intent code alone (null: skip)",
     )
     sft: SFTSettings = Field(
-        SFTSettings(epochs=6, learning_rate=3e-3, batch_size=32), description="phase 2: dialogues, openings, episodes"
+        SFTSettings(epochs=8, learning_rate=3e-3, batch_size=32), description="phase 2: dialogues, openings, episodes"
     )
     eval_scenarios: int = Field(120, ge=1, description="held-out scenarios and dialogues fidelity is measured on")
     max_new_tokens: int = Field(64, ge=8, description="per customer message in the fidelity rollouts")
