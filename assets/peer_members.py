@@ -42,6 +42,8 @@ def peer_members(ctx: StageContext) -> StageOutput:
     tokenizer = AutoTokenizer.from_pretrained(root / "models" / "tokenizer")
     train = pl.read_parquet(root / "data" / "ingest" / "train.parquet")
     texts, intents = train["text"].to_list(), train["intent"].to_list()
+    scenarios = load_scenarios(root / "data" / "scenarios" / "train.jsonl")
+    played: dict[tuple, list] = {}  # members sharing a recipe (the default's do) share its demos
     built, metrics = {}, {}
     for name, member in p.peer_rl.members.items():
         if member.model is None:  # the final co-evolved agent: peer_rl loads it from the last cycle
@@ -49,11 +51,15 @@ def peer_members(ctx: StageContext) -> StageOutput:
         recipe = member.warm_start or p.agent_sft
         demos = []
         if member.demos:
-            scenarios = load_scenarios(root / "data" / "scenarios" / "train.jsonl")[: recipe.demos]
             system = AGENT_SYSTEM_PROMPT if recipe.system_prompt else ""
-            with phases.time(f"{name}.expert_episodes") as counts:
-                demos = expert_demonstrations(scenarios, p.seed, refs=recipe.object_refs, agent_system=system)
-                counts["episodes"] = len(scenarios)
+            key = (recipe.demos, recipe.object_refs, system)
+            if key not in played:
+                with phases.time(f"{name}.expert_episodes") as counts:
+                    played[key] = expert_demonstrations(
+                        scenarios[: recipe.demos], p.seed, refs=recipe.object_refs, agent_system=system
+                    )
+                    counts["episodes"] = len(scenarios[: recipe.demos])
+            demos = played[key]
         scratch = root / "scratch" / "peer_members" / name
         built[name] = warm_start_member(
             member, tokenizer, texts, intents, demos, p.agent_sft, scratch, seed=p.seed, phases=phases

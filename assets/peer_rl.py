@@ -46,9 +46,9 @@ def _members(ctx: StageContext, phases: Phases) -> dict[str, Any]:
     """The cohort: the final co-evolved agent (loaded as evaluate loads it) and the members peer_members
     warm-started."""
     root, models = ctx.root, {}
+    final_agent = CycleState.load(root / cycle_dir(N_CYCLES)).agent_dir
     for name, member in ctx.params.peer_rl.members.items():
-        last_cycle = CycleState.load(root / cycle_dir(N_CYCLES)).agent_dir if member.model is None else None
-        folder = root / (last_cycle or f"{MEMBERS}/{name}")
+        folder = root / (final_agent if member.model is None else f"{MEMBERS}/{name}")
         if not folder.is_dir():
             raise FileNotFoundError(f"peer_rl: member {name!r} has no checkpoint at {folder}: run peer_members first")
         with phases.time(f"load_{name}"):
