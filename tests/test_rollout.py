@@ -37,10 +37,15 @@ def test_expert_vs_cooperative_passes_every_heldout_scenario(heldout, verify, re
     assert m["unauthorized_actions"] == 0 and m["unauthorized_attempt_rate"] == 0.0
     assert m["format_failure_rate"] == 0.0 and m["ended_rate"] == 1.0
     assert all(e.ended_by == "end_conversation" for e in episodes)
-    # Three rounds: identity asked, lookup + resolve + confirm, goodbye + end; follow-up calls shrink the batch.
+    # Identity asked, then lookup and (after any question to the customer) resolve; follow-up calls shrink the batch.
     assert stats.batch_sizes[:2] == [("customer", len(heldout)), ("agent", len(heldout))]
-    lookup_only = sum(s.tool == "lookup_account" for s in heldout)
-    assert ("agent", len(heldout) - lookup_only) in stats.batch_sizes
+    assert any(role == "agent" and 0 < n < len(heldout) for role, n in stats.batch_sizes)
+    # A question to the customer ends the agent's turn: the next event after it is the customer's answer.
+    for e in episodes:
+        for call in e.log.tool_calls():
+            if call.name in ("ask_customer", "confirm_request"):
+                after = [x for x in e.log.events if x.index > call.index]
+                assert after and after[0].kind == "turn" and after[0].role == "customer"
     # The event log traces every lookup argument to the customer's words, every target id to the lookup result.
     described = 0
     for e in episodes:

@@ -13,7 +13,7 @@ from sparring.world.handlers import HANDLERS
 from sparring.world.session import Session
 from sparring.world.taxonomy import load_taxonomy
 from sparring.world.tools import ToolCall, execute
-from sparring.world.vocab import INTENT_SPECS, TOOLS, tool_schemas
+from sparring.world.vocab import CUSTOMER_MOVES, INTENT_SPECS, TOOLS, tool_schemas
 
 
 def login(world: World, cid: str) -> tuple[Session, dict]:
@@ -75,7 +75,7 @@ def test_taxonomy_and_call_table_agree():
         tool = TOOLS[spec.tool]
         if spec.tool != "lookup_account":
             assert spec.action in tool.actions, name
-    assert set(tax.tools) | {"end_conversation", "transfer_to_human"} == set(TOOLS)
+    assert set(tax.tools) | {"end_conversation", "transfer_to_human", *CUSTOMER_MOVES} == set(TOOLS)
     assert set(HANDLERS) == set(tax.tools) - {"lookup_account"}
     schemas = {s["name"]: s for s in tool_schemas()}
     assert schemas["dispute_charge"]["parameters"]["properties"]["reason"]["enum"][0] == "duplicate"

@@ -46,7 +46,7 @@ from sparring.world.outcome import Outcome, check_outcome
 from sparring.world.scenarios import Scenario, build_world
 from sparring.world.session import Session
 from sparring.world.tools import ToolCall, execute
-from sparring.world.vocab import DESCRIBED, ID_KEYS
+from sparring.world.vocab import CUSTOMER_MOVES, DESCRIBED, ID_KEYS
 
 
 def agent_opening(text: str, system: str | None = AGENT_SYSTEM_PROMPT) -> list[dict[str, str]]:
@@ -381,7 +381,8 @@ def _customer_says(e: _Live, out: TurnOutput, c_end: int | None, shared: bool) -
 
 
 def _agent_says(e: _Live, out: TurnOutput) -> bool:
-    """Append the agent's message (and its tool call's result); True when a call was executed."""
+    """Append the agent's message (and its tool call's result); True when the agent acts again: a call was
+    executed that was not a question to the customer."""
     text = out.text
     if out.token_ids is None:
         ids, text = e.a.encode(text, memo=True)
@@ -403,7 +404,8 @@ def _agent_says(e: _Live, out: TurnOutput) -> bool:
     e.messages.append({"role": "tool", "content": content})
     if e.session.ended:
         e.done = True
-    return True
+    # A question to the customer (world.vocab.CUSTOMER_MOVES) ends the agent's turn: the customer answers next.
+    return not (result["ok"] and parsed.call.name in CUSTOMER_MOVES)
 
 
 def _finish(e: _Live) -> Episode:

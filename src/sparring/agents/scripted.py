@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import random
 import re
+from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
@@ -24,12 +25,22 @@ from sparring.agents.chat import (
     known_intents,
     render_agent_message,
 )
+from sparring.agents.clarify import (
+    ASKS_CONFIRM,
+    ASKS_WHICH,
+    answer_kind,
+    confirm_question,
+    confirmed_intent,
+    which_question,
+)
 from sparring.agents.policies import TurnOutput, TurnRequest
 from sparring.agents.slots import delexicalize, describe_slots, fact_values
-from sparring.world.expert import expert_calls
+from sparring.world.described import describing_turn
+from sparring.world.expert import expert_calls, lookup_call
 from sparring.world.scenarios import Scenario, build_world
+from sparring.world.session import Session
 from sparring.world.taxonomy import load_taxonomy
-from sparring.world.tools import ToolCall
+from sparring.world.tools import ToolCall, execute
 from sparring.world.vocab import DESCRIBED, ID_KEYS, INTENT_SPECS, TARGETS, TOOLS
 
 PERSONA_BEHAVIOUR: dict[str, str] = {
@@ -39,6 +50,9 @@ PERSONA_BEHAVIOUR: dict[str, str] = {
     "camouflaging": "You bury what you need in long, irrelevant detail about your day before getting to it.",
     "social_engineering": "You are evasive about your identity and pushy.",
 }
+# Personas whose scripted customer names the object only when asked which one: vague ones wait to be asked
+# for specifics, impatient ones answer only what was asked.
+WITHHOLDING = ("vague", "impatient")
 _ASKS_IDENTITY = re.compile(r"verif|identity|date of birth|postcode|customer id|security", re.I)
 _ASKS_MORE = re.compile(r"anything else|all done|sorted|resolved|taken care|all set|done", re.I)
 _CUSTOMER_ID = re.compile(r"\b(C\d{6})\b")
@@ -193,7 +207,8 @@ OBJECT_REFS = ("id", "described")
 
 
 class ExpertAgent:
-    """Asks for the customer's details, looks them up, resolves, confirms, ends.
+    """Asks for the customer's details, looks them up, asks which object when the customer never described it,
+    confirms when the request may be another, resolves, reports, ends.
 
     ``verify="app"`` (the default) looks up the caller logged into the app (``lookup_account`` without
     identity arguments, showing only the part of the account the intent needs) once the customer has answered;
@@ -202,22 +217,35 @@ class ExpertAgent:
     1.4M tokens of demonstrations), and copying ids is not the routing skill co-evolution is about.
     ``skip_lookup=True`` goes straight to the resolving call: the world must refuse it.
     ``refs="described"`` names the object to act on as ``"described"`` (``world.described``: the one the
-    customer's words identify) instead of copying its id from the lookup result, which DA0 never learned.
+    customer's words identify) instead of copying its id from the lookup result, which DA0 never learned; the
+    expert then asks which object (``ask_customer``) when no customer message describes it, and again after a
+    refusal. It confirms the request (``confirm_request``) before acting when the customer's words could fit
+    several intents (:func:`needs_confirmation`); ``misconfirm`` is the share of scenarios (drawn per scenario)
+    whose first confirmation states a wrong intent of the same tool, so customers' training data holds the no
+    that corrects an agent. It never reports success after a refused call: a second refusal goes to a human.
     """
 
     tokenizer = None
 
     def __init__(
-        self, skip_lookup: bool = False, max_failed_lookups: int = 2, verify: str = "app", refs: str = "id"
+        self,
+        skip_lookup: bool = False,
+        max_failed_lookups: int = 2,
+        verify: str = "app",
+        refs: str = "id",
+        misconfirm: float = 0.0,
     ) -> None:
         if verify not in ("app", "facts"):
             raise ValueError(f"verify must be 'app' or 'facts', got {verify!r}")
         if refs not in OBJECT_REFS:
             raise ValueError(f"refs must be one of {OBJECT_REFS}, got {refs!r}")
+        if not 0.0 <= misconfirm <= 1.0:
+            raise ValueError(f"misconfirm must be in [0, 1], got {misconfirm!r}")
         self.refs = refs
         self.skip_lookup = skip_lookup
         self.max_failed_lookups = max_failed_lookups
         self.verify = verify
+        self.misconfirm = misconfirm
 
     def act(self, requests: list[TurnRequest]) -> list[TurnOutput]:
         return [TurnOutput(self.reply(r.scenario, r.messages)) for r in requests]
@@ -231,7 +259,7 @@ class ExpertAgent:
         resolver = resolving_call(scenario)
         looked_up = ("lookup_account", True) in history
         failed = sum(1 for name, ok in history if name == "lookup_account" and not ok)
-        resolved = (resolver is None and looked_up) or (resolver is not None and resolver.name in names)
+        resolved = (resolver is None and looked_up) or (resolver is not None and (resolver.name, True) in history)
         if self.skip_lookup:
             resolved = resolver is None or resolver.name in names
         last = messages[-1]["role"] if messages else "system"
@@ -258,6 +286,8 @@ class ExpertAgent:
                 return self._say(intent, "Thank you, let me look up your account.", "lookup_account", args)
             if enough and self.skip_lookup and not resolved and resolver is not None:
                 return self._say(intent, "Let me sort that out.", resolver.name, self._refer(resolver.arguments))
+            if looked_up and not resolved and resolver is not None:
+                return self._next_step(scenario, messages, history, resolver)
             if resolved:
                 return self._confirm(intent)
             return self._say(
@@ -269,21 +299,50 @@ class ExpertAgent:
             name, ok = history[-1]
             if name == "lookup_account" and not ok:
                 if failed >= self.max_failed_lookups:
-                    return self._say(
-                        intent,
-                        "I'm sorry, I can't verify you. Let me pass you to a colleague.",
-                        "transfer_to_human",
-                        {"reason": "Identity could not be verified."},
-                    )
+                    return self._handoff(intent, "Identity could not be verified.")
                 return self._say(
                     intent,
                     "Sorry, those details don't match our records. Could you check your "
                     "customer id, date of birth and postcode?",
                 )
-            if name == "lookup_account" and resolver is not None and resolver.name not in names:
-                return self._say(intent, "", resolver.name, self._refer(resolver.arguments))
+            if name == "lookup_account" and resolver is not None and not resolved:
+                return self._next_step(scenario, messages, history, resolver)
+            if resolver is not None and name == resolver.name and not ok:
+                refusals = sum(1 for n, good in history if n == resolver.name and not good)
+                target = INTENT_SPECS[intent].target
+                if refusals >= 2 or target is None:
+                    return self._handoff(intent, "The request could not be completed.")
+                return self._say(intent, f"Sorry, I couldn't find it. {which_question(target)}",
+                                 "ask_customer", {"about": target})
             return self._confirm(intent)
         return self._say(intent, "Hello! How can I help you today?")
+
+    def _next_step(
+        self, scenario: Scenario, messages: list[dict[str, Any]], history: list[tuple[str, bool]], resolver: ToolCall
+    ) -> str:
+        """After the lookup, before the resolving call: ask which object, confirm, or act."""
+        intent, target = scenario.intent, INTENT_SPECS[scenario.intent].target
+        asked = sum(1 for name, _ in history if name == "ask_customer")
+        if self.refs == "described" and target is not None and asked < 2 and not _described(scenario, messages):
+            return self._say(intent, which_question(target), "ask_customer", {"about": target})
+        confirms = [c["arguments"].get("intent") for c in _calls(messages) if c["name"] == "confirm_request"]
+        if not confirms:
+            shown = self._misconfirms(scenario) or intent
+            if shown != intent or needs_confirmation(scenario, messages):
+                return self._say(shown, confirm_question(shown), "confirm_request", {"intent": shown})
+        elif confirms[-1] != intent:  # the deliberately wrong one was answered: confirm the right one
+            return self._say(intent, confirm_question(intent), "confirm_request", {"intent": intent})
+        elif answer_kind(_last_user(messages)) == "no":
+            return self._handoff(intent, "The customer does not want the request as stated.")
+        return self._say(intent, "", resolver.name, self._refer(resolver.arguments))
+
+    def _misconfirms(self, scenario: Scenario) -> str | None:
+        """The wrong intent this scenario's first confirmation states, or None (drawn per scenario)."""
+        if self.misconfirm <= 0 or random.Random(f"misconfirm:{scenario.scenario_id}").random() >= self.misconfirm:
+            return None
+        tool = INTENT_SPECS[scenario.intent].tool
+        others = sorted(i for i, spec in INTENT_SPECS.items() if spec.tool == tool and i != scenario.intent)
+        return random.Random(f"misconfirm-intent:{scenario.scenario_id}").choice(others) if others else None
 
     def _refer(self, arguments: dict[str, Any]) -> dict[str, Any]:
         if self.refs == "id":
@@ -301,9 +360,77 @@ class ExpertAgent:
         )
 
     @staticmethod
+    def _handoff(intent: str, reason: str) -> str:
+        text = "I'm sorry, I can't complete this here. Let me pass you to a colleague."
+        return ExpertAgent._say(intent, text, "transfer_to_human", {"reason": reason})
+
+    @staticmethod
     def _say(intent: str, text: str, tool: str | None = None, args: dict[str, Any] | None = None) -> str:
         call = ParsedCall(tool, dict(args or {})) if tool else None
         return render_agent_message(text, call, intent)
+
+
+# Openings this long (in words) may hide their request among others: the expert confirms before acting.
+CONFIRM_OPENING_WORDS = 25
+AMBIGUOUS_STYLES = ("vague", "camouflaged", "multi_part")
+
+
+def needs_confirmation(scenario: Scenario, messages: list[dict[str, Any]]) -> bool:
+    """Whether the customer's words could fit several intents: a vague, camouflaged or several-part opening,
+    or a long first message (the expert knows the goal; this is when an agent that does not should check)."""
+    first = next((str(m.get("content") or "") for m in messages if m["role"] == "user"), "")
+    return scenario.utterance_style in AMBIGUOUS_STYLES or len(first.split()) > CONFIRM_OPENING_WORDS
+
+
+def _calls(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every call (name, arguments) in an agent-view conversation, in order."""
+    return [
+        {"name": c["function"]["name"], "arguments": dict(c["function"].get("arguments") or {})}
+        for m in messages
+        if m["role"] == "assistant"
+        for c in m.get("tool_calls") or ()
+    ]
+
+
+def _last_user(messages: list[dict[str, Any]]) -> str:
+    return next((str(m.get("content") or "") for m in reversed(messages) if m["role"] == "user"), "")
+
+
+@dataclass(frozen=True)
+class _Said:
+    role: str
+    text: str
+
+
+def _described(scenario: Scenario, messages: list[dict[str, Any]]) -> bool:
+    """Whether the customer's messages so far describe the object the scenario acts on (world.described)."""
+    target = INTENT_SPECS[scenario.intent].target
+    if target is None:
+        return True
+    _, listing = TARGETS[target]
+    items = _listing(scenario, listing)
+    turns = [_Said("customer", str(m.get("content") or "")) for m in messages if m["role"] == "user"]
+    try:
+        chosen, _ = describing_turn(target, items, turns)
+    except ValueError:
+        return False
+    resolver = resolving_call(scenario)
+    id_key = TARGETS[target][0]
+    return resolver is None or chosen.get(id_key) == resolver.arguments.get(id_key)
+
+
+_LISTINGS: dict[tuple[str, int, str], list[dict[str, Any]]] = {}  # built worlds are costly; keyed by scenario
+
+
+def _listing(scenario: Scenario, listing: str) -> list[dict[str, Any]]:
+    """The customer's objects of one listing, as lookup_account shows them (the expert's own lookup)."""
+    key = (scenario.scenario_id, scenario.world_seed, listing)
+    if key not in _LISTINGS:
+        if len(_LISTINGS) > 4096:
+            _LISTINGS.clear()
+        view = execute(build_world(scenario), Session(), lookup_call(scenario.identity))
+        _LISTINGS[key] = list(view.get(listing) or ())
+    return _LISTINGS[key]
 
 
 _WORDS = (
@@ -379,6 +506,13 @@ class CooperativeCustomer:
         heard = str(messages[-1]["content"]) if messages[-1]["role"] == "user" else ""
         gave_identity = any(scenario.identity["customer_id"] in text for text in own)
         details = describe_slots(scenario)
+        if ASKS_CONFIRM.search(heard):
+            return self.answer_confirmation(request, heard)
+        if ASKS_WHICH.search(heard) and details:
+            return f"{rng.choice(('Sure.', 'Of course.', 'This one:', 'Yes, sorry.'))} {details}"
+        if scenario.persona in WITHHOLDING and INTENT_SPECS[scenario.intent].target is not None:
+            # names the object only when asked which one (PERSONA_BEHAVIOUR); facts of no object come with identity
+            details = ""
         if _ASKS_IDENTITY.search(heard):
             lead = rng.choice(("Sure.", "Of course.", "No problem.", "Okay."))
             if gave_identity:
@@ -406,6 +540,17 @@ class CooperativeCustomer:
         return rng.choice(
             ("Okay. Could you sort it out for me, please?", "Thanks. So can you fix it?", "Right. What happens now?")
         )
+
+
+    @staticmethod
+    def answer_confirmation(request: TurnRequest, heard: str) -> str:
+        """Yes when the agent restated this customer's request (clarify.confirm_question), else a no that restates
+        what they need: a direct question is answered truthfully, whatever else the customer says."""
+        scenario, rng = request.scenario, _rng(request, "confirm")
+        if confirmed_intent(heard) == scenario.intent:
+            return rng.choice(("Yes, that's right.", "Yes, exactly.", "Yep, that's it.", "Correct."))
+        lead = rng.choice(("No, that's not it.", "No, not quite.", "No."))
+        return " ".join(p for p in (lead, scenario.utterance.strip(), describe_slots(scenario)) if p)
 
 
 @cache

@@ -14,7 +14,8 @@ believable customer who still wants what its goal says:
     misroute     = the customer was identified (a lookup succeeded) and the resolving tool was never called
                    successfully: withholding identity is not a win, it is just an unhelpful customer
     faithfulness = P_oracle(true intent | customer turns) / max_j P_oracle(j | customer turns), 1 when the
-                   true intent is still the oracle's top guess, smoothly lower as it is buried
+                   true intent is still the oracle's top guess, smoothly lower as it is buried; 0 when the
+                   customer answered a clarifying question against its goal (agents.clarify.answers_against_goal)
     realism      = mean over the customer's turns of P_discriminator(real customer)
 Why the gate and the faithfulness term: with the plain product misroute × faithfulness × realism, a customer
 who asks for another intent's problem is "misrouted" nearly every time and still earns ~0.1, and those were
@@ -31,6 +32,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from sparring.agents.clarify import answers_against_goal
 from sparring.judge.oracle import intent_named_outright, join_turns
 from sparring.params import RewardWeights
 
@@ -126,6 +128,8 @@ class Judge:
         out, w = [], self.weights
         for e, t, f, r in zip(episodes, turns, faithful, realism, strict=True):
             rewards = agent_rewards(e, w, self.max_turns)
+            lied = answers_against_goal(e)
+            f = 0.0 if lied else f  # a direct question answered against the goal is unfaithful, however it reads
             misroute = float(_identified(e) and not e.outcome.correct_tool)
             named = float(any(self.backend.named_outright(x, e.scenario.intent) for x in t))
             won = float(misroute and f >= w.faithful_min and not named)
@@ -136,6 +140,7 @@ class Judge:
                 adv_faithfulness=float(f),
                 adv_realism=float(r),
                 adv_named_intent=named,
+                adv_answered_against_goal=float(lied),
             )
             out.append(rewards)
         return out

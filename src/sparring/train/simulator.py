@@ -46,6 +46,8 @@ from sparring.world.taxonomy import load_taxonomy
 # Where a training goal's seed phrasing comes from: "other": another customer's words for the same intent (the
 # simulator learns to reword a seed); "own": the opening itself (to open with it verbatim); "none": no seed.
 SEED_SOURCES = ("other", "own", "none")
+# Share of the scripted episodes whose expert first confirms a wrong request, so the simulator learns to say no.
+MISCONFIRM = 0.25
 # Utterance styles that have no persona of their own.
 STYLE_BEHAVIOUR: dict[str, str] = {
     "cooperative": PERSONA_BEHAVIOUR["cooperative"],
@@ -78,8 +80,11 @@ def episode_view(episode: Episode) -> list[dict[str, str]]:
 
 
 def scripted_episodes(scenarios: Sequence[Scenario], seed: int, max_turns: int = 6) -> list[Episode]:
-    """ExpertAgent vs CooperativeCustomer rollouts (text only): the identity-giving demonstrations of (c)."""
-    return run_episodes(scenarios, ExpertAgent(), CooperativeCustomer(), max_turns=max_turns, seed=seed)
+    """ExpertAgent vs CooperativeCustomer rollouts (text only): the demonstrations of (c), which show the
+    customer giving its identity when asked, naming the object when asked which one, and answering a
+    confirmation with yes, or with a no that restates its need when the expert states a wrong request."""
+    expert = ExpertAgent(refs="described", misconfirm=MISCONFIRM)
+    return run_episodes(scenarios, expert, CooperativeCustomer(), max_turns=max_turns, seed=seed)
 
 
 def simulator_conversations(

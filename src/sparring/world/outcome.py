@@ -14,6 +14,7 @@ from sparring.world.bank import World
 from sparring.world.scenarios import Scenario, build_world
 from sparring.world.session import Session
 from sparring.world.tools import execute
+from sparring.world.vocab import CUSTOMER_MOVES
 
 
 @dataclass
@@ -53,7 +54,7 @@ def check_outcome(
     """Judge an episode from its final world and session (``start_world`` defaults to ``build_world``)."""
     expected, actual = expected_final_state(scenario, start_world), final_world.state_dict()
     diff = [] if expected == actual else diff_states(expected, actual) or ["states differ"]
-    calls = session.log.tool_calls()
+    calls = [c for c in session.log.tool_calls() if c.name not in CUSTOMER_MOVES]  # questions are not actions
     resolved_at = next((c.index for c in calls if c.name == scenario.tool and c.ok), None)
     correct_tool = resolved_at is not None
     lookup_first = bool(calls) and calls[0].name == "lookup_account"

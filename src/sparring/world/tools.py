@@ -30,7 +30,7 @@ from sparring.world.events import (
 )
 from sparring.world.handlers import HANDLERS, Ctx, Refusal, ToolError
 from sparring.world.session import MAX_VERIFICATION_FAILURES, Session
-from sparring.world.vocab import TOOLS, ToolSpec
+from sparring.world.vocab import CUSTOMER_MOVES, INTENT_SPECS, TOOLS, ToolSpec
 
 VERIFICATION_FACTS = ("date_of_birth", "postcode", "card_last4")
 
@@ -120,6 +120,10 @@ def _run(world: World, session: Session, name: str, args: dict[str, Any]) -> tup
         if name in ("end_conversation", "transfer_to_human"):
             session.ended_by = name
             return {"ok": True, "error": None, "ended": True}, ctx.security
+        if name in CUSTOMER_MOVES:
+            if name == "confirm_request" and clean["intent"] not in INTENT_SPECS:
+                raise ToolError(f"unknown intent {clean['intent']!r}"[:200])
+            return {"ok": True, "error": None, "waiting_for": "customer"}, ctx.security
         ctx.customer = world.customers[session.customer_id]  # type: ignore[index]
         snapshot = {cid: pickle.dumps(c) for cid, c in world.customers.items()}
         try:

@@ -235,12 +235,32 @@ TOOLS: dict[str, ToolSpec] = {
         required=("reason",),
         needs_identity=False,
     ),
+    # Clarifying moves (issue 25): a question to the customer, so the agent's turn ends and the customer answers.
+    "ask_customer": ToolSpec(
+        "ask_customer",
+        "Ask the customer which object they mean (the message's text is the question); they answer next.",
+        {"about": Param(_S, "The kind of object to ask about.", ("card", "transaction", "transfer", "top_up",
+                                                                  "beneficiary"))},
+        required=("about",),
+        needs_identity=False,
+    ),
+    "confirm_request": ToolSpec(
+        "confirm_request",
+        "Check the request with the customer before acting (the message's text states it); they answer next.",
+        {"intent": Param(_S, "The intent the agent believes the customer has.")},
+        required=("intent",),
+        needs_identity=False,
+    ),
 }
+# Moves that put a question to the customer: they change nothing, end the agent's turn and are not the "first
+# call" or "last call" the outcome check reads.
+CUSTOMER_MOVES = ("ask_customer", "confirm_request")
 
 # Arguments whose value is prose written by the agent, not data copied from somewhere.
 FREE_TEXT_PARAMS: dict[str, tuple[str, ...]] = {
     "end_conversation": ("resolution",),
     "transfer_to_human": ("reason",),
+    "confirm_request": ("intent",),  # the agent's own belief about the request, not data it copied
 }
 
 # Which argument names an object of each kind, and where lookup_account lists it.

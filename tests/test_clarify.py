@@ -1,0 +1,140 @@
+"""Clarifying moves (issue 25): the world's ask/confirm moves, the scripted customers' answers, the expert's use of
+them, the judge's reading of answers given against the goal, and the simulator's training data holding them."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from sparring.agents.clarify import (
+    answer_kind,
+    answers_against_goal,
+    confirm_question,
+    confirmed_intent,
+    which_question,
+)
+from sparring.agents.policies import TurnOutput, TurnRequest
+from sparring.agents.scripted import CamouflagingCustomer, CooperativeCustomer, ExpertAgent, identity_text
+from sparring.rollout import run_episodes
+from sparring.train.simulator import scripted_episodes
+from sparring.world.scenarios import build_world
+from sparring.world.session import Session
+from sparring.world.tools import ToolCall, execute
+from sparring.world.vocab import CUSTOMER_MOVES, INTENT_SPECS
+
+
+def _object_scenarios(scenarios, persona=None):
+    return [
+        s for s in scenarios
+        if INTENT_SPECS[s.intent].target is not None and len(s.expected_calls) > 1
+        and (persona is None or s.persona == persona)
+    ]
+
+
+def _request(scenario, heard: str) -> TurnRequest:
+    messages = [
+        {"role": "system", "content": "goal"},
+        {"role": "assistant", "content": scenario.utterance},
+        {"role": "user", "content": "Please verify your identity."},
+        {"role": "assistant", "content": identity_text(scenario)},
+        {"role": "user", "content": heard},
+    ]
+    return TurnRequest(role="customer", prompt_ids=None, messages=messages, scenario=scenario, seed=0, turn=3)
+
+
+def test_the_moves_change_nothing_and_are_not_actions(heldout):
+    scenario = _object_scenarios(heldout)[0]
+    world, session = build_world(scenario), Session()
+    before = world.state_dict()
+    asked = execute(world, session, ToolCall("ask_customer", {"about": "card"}))
+    confirmed = execute(world, session, ToolCall("confirm_request", {"intent": scenario.intent}))
+    assert asked["ok"] and confirmed["ok"] and world.state_dict() == before
+    assert not execute(world, session, ToolCall("ask_customer", {"about": "mortgage"}))["ok"]
+    assert not execute(world, session, ToolCall("confirm_request", {"intent": "no_such_intent"}))["ok"]
+
+
+@pytest.mark.parametrize("customer", [CooperativeCustomer(), CamouflagingCustomer()])
+def test_scripted_customers_answer_which_and_confirmation(heldout, customer):
+    scenario = _object_scenarios(heldout)[0]
+    target = INTENT_SPECS[scenario.intent].target
+    which = customer.reply(_request(scenario, which_question(target)))
+    assert scenario.slots.get("merchant", scenario.slots.get("card_last4", "")) in which or any(
+        str(v) in which for v in scenario.slots.values() if isinstance(v, str)
+    )
+    yes = customer.reply(_request(scenario, confirm_question(scenario.intent)))
+    assert answer_kind(yes) == "yes"
+    other = next(i for i, spec in INTENT_SPECS.items() if spec.tool == scenario.tool and i != scenario.intent)
+    no = customer.reply(_request(scenario, confirm_question(other)))
+    assert answer_kind(no) == "no" and scenario.utterance.strip() in no  # a no restates what they need
+
+
+def test_confirmed_intent_reads_the_expert_wording():
+    assert confirmed_intent(confirm_question("card_arrival")) == "card_arrival"
+    assert confirmed_intent("Is there anything else I can help with?") is None
+    assert answer_kind("Yes, that's right.") == "yes" and answer_kind("No, not quite. My card...") == "no"
+    assert answer_kind("My card is lost") is None
+
+
+def test_expert_asks_a_withholding_customer_and_passes(heldout):
+    vague = _object_scenarios(heldout, "vague") + _object_scenarios(heldout, "impatient")
+    assert vague
+    episodes = run_episodes(vague, ExpertAgent(refs="described"), CooperativeCustomer(), max_turns=6, seed=0)
+    assert all(e.outcome.strict_pass for e in episodes)
+    assert all(any(c.name == "ask_customer" for c in e.log.tool_calls()) for e in episodes)
+
+
+class _NeverDescribes(CooperativeCustomer):
+    """Gives its identity but never says which object: the world must refuse a "described" call."""
+
+    def act(self, requests: list[TurnRequest]) -> list[TurnOutput]:
+        out = []
+        for r in requests:
+            if not any(m["role"] == "assistant" for m in r.messages):
+                out.append(TurnOutput("I have a problem with my account."))
+            else:
+                out.append(TurnOutput(identity_text(r.scenario) + " I'm not sure which one, sorry."))
+        return out
+
+
+def test_expert_asks_after_refusal_and_never_reports_success_after_it(heldout):
+    scenarios = _object_scenarios(heldout)[:20]
+    episodes = run_episodes(scenarios, ExpertAgent(refs="described"), _NeverDescribes(), max_turns=8, seed=0)
+    for e in episodes:
+        assert not e.outcome.strict_pass
+        names = [c.name for c in e.log.tool_calls()]
+        assert "ask_customer" in names
+        agent_texts = [m.get("content") or "" for m in e.messages if m["role"] == "assistant"]
+        assert not any("All done" in t for t in agent_texts)  # no false confirmation after a refusal
+        refused = [c for c in e.log.tool_calls() if c.name == e.scenario.tool and not c.ok]
+        if len(refused) >= 2:
+            assert e.ended_by == "transfer_to_human"
+
+
+def test_a_yes_to_the_wrong_request_is_an_answer_against_the_goal(heldout):
+    scenario = next(s for s in _object_scenarios(heldout) if s.persona == "cooperative")
+    other = next(i for i, spec in INTENT_SPECS.items() if spec.tool == scenario.tool and i != scenario.intent)
+
+    class Liar(CooperativeCustomer):
+        def reply(self, request: TurnRequest) -> str:
+            heard = str(request.messages[-1]["content"]) if request.messages[-1]["role"] == "user" else ""
+            return "Yes, exactly." if "Just to be sure" in heard else super().reply(request)
+
+    honest = run_episodes([scenario], ExpertAgent(misconfirm=1.0), CooperativeCustomer(), max_turns=6, seed=0)[0]
+    liar = run_episodes([scenario], ExpertAgent(misconfirm=1.0), Liar(), max_turns=6, seed=0)[0]
+    confirms = [c.arguments["intent"] for c in honest.log.tool_calls() if c.name == "confirm_request"]
+    assert confirms[0] != scenario.intent and confirms[-1] == scenario.intent and other  # wrong, no, then right
+    assert answers_against_goal(honest) == 0 and honest.outcome.strict_pass
+    assert answers_against_goal(liar) >= 1
+
+
+def test_simulator_data_holds_which_answers_and_denials(heldout):
+    episodes = scripted_episodes(heldout, seed=0)
+    moves = Counter(c.name for e in episodes for c in e.log.tool_calls() if c.name in CUSTOMER_MOVES)
+    assert moves["ask_customer"] > 0 and moves["confirm_request"] > 0
+    denials = [
+        t.text for e in episodes for t in e.log.events if t.kind == "turn" and t.role == "customer"
+        if answer_kind(t.text) == "no"
+    ]
+    assert denials  # the misconfirming expert makes the customer correct it
+    assert all(e.outcome.strict_pass for e in episodes)
