@@ -12,12 +12,14 @@ from sparring.data.synthetic import (
     OUTCOMES,
     PERSONAS,
     STYLES,
+    _dialogue,
     _lexicon,
     _Writer,
     generate_dialogues,
     generate_utterances,
 )
 from sparring.world.taxonomy import load_taxonomy
+from sparring.world.vocab import INTENT_SPECS
 
 INTENTS = load_taxonomy().intent_names
 
@@ -48,6 +50,7 @@ def test_every_template_renders() -> None:
     writer = _Writer(random.Random(0), typo_rate=0.0)
     ctx = {k: "x" for k in ("first_name", "surname", "last4", "dob", "postcode", "email", "agent_name")}
     ctx |= {"summary": "x", "team": "x", "id_detail": "x", "complaint": "x"}
+    ctx |= {k: "x" for k in ("card", "card_in", "payee", "counterparty", "to_from", "how", "beneficiary")}
     templates = [
         t for key in ("openers", "closers", "context", "extras", "camo_prefix", "camo_suffix") for t in lex[key]
     ]
@@ -166,3 +169,170 @@ def test_dialogues_balanced_and_deterministic() -> None:
     assert long["turns"].list.len().max() <= 10
     with pytest.raises(ValueError):
         generate_dialogues(5, seed=0, max_turns=2)
+
+
+# -- clarifying exchanges: "which one?" and confirmations that can be wrong ---------------------------------------
+DIALOGUE_LEX = _lexicon()["dialogue"]
+WHICH_QUESTIONS = {line: kind for kind, lines in DIALOGUE_LEX["agent_which"].items() for line in lines}
+SUMMARIES = {intent: spec["summary"] for intent, spec in _lexicon()["intents"].items()}
+CARD_FORM = re.compile(r"\b(physical|virtual|disposable) card ending (?:in )?\d{4}\b", re.IGNORECASE)
+MONEY = re.compile(r"[£€$]\d|\d (?:pounds|quid|GBP|euros|EUR|dollars|USD)\b", re.IGNORECASE)
+DENIAL = re.compile(r"^(?:no|nope|not quite|not really|not exactly|that's not|wrong)\b", re.IGNORECASE)
+AFFIRM = re.compile(r"^(?:yes|yep|yeah|correct|exactly|that's it)\b", re.IGNORECASE)
+
+
+@pytest.fixture(scope="module")
+def many() -> pl.DataFrame:
+    return generate_dialogues(2000, seed=0)
+
+
+def _which_kind(text: str) -> str | None:
+    return next((kind for line, kind in WHICH_QUESTIONS.items() if line in text), None)
+
+
+def _stated_intent(text: str) -> str | None:
+    """The intent whose summary an agent turn states (the longest that fits), as a confirmation."""
+    found = [intent for intent, summary in SUMMARIES.items() if summary in text]
+    return max(found, key=lambda i: len(SUMMARIES[i])) if found else None
+
+
+def _questions(row: dict) -> list[tuple[str, str | None]]:
+    """(agent question, the customer's answer or None) for every agent turn but a closing one; the last
+    question of an abandoned dialogue is answered by the customer leaving, so it counts as unanswered."""
+    turns = [t["text"] for t in row["turns"]]
+    answered = len(turns) - (3 if row["outcome"] == "abandoned" else 2)
+    return [(turns[i], turns[i + 1] if i < answered else None) for i in range(1, len(turns) - 1, 2)]
+
+
+def test_which_questions_ask_about_the_intents_object(many: pl.DataFrame) -> None:
+    asked = {kind: 0 for kind in DIALOGUE_LEX["agent_which"]}
+    for row in many.iter_rows(named=True):
+        target = INTENT_SPECS[row["intent"]].target
+        for question, _ in _questions(row):
+            kind = _which_kind(question)
+            if kind is not None:
+                assert kind == target, (row["intent"], question)
+                asked[kind] += 1
+    assert min(asked.values()) >= 3, asked  # beneficiary_not_allowed is the only beneficiary intent
+    # The scripted expert's own questions (agents.clarify) are among the variants.
+    expert = {
+        "card": "Which card do you mean? Please tell me the kind of card and its last four digits.",
+        "transaction": "Which payment do you mean? Please tell me the merchant and the amount.",
+        "transfer": "Which transfer do you mean? Please tell me who it was to or from and the amount.",
+        "top_up": "Which top-up do you mean? Please tell me how you topped up and the amount.",
+        "beneficiary": "Which payee do you mean? Please tell me their name.",
+    }
+    assert all(WHICH_QUESTIONS.get(line) == kind for kind, line in expert.items())
+    assert all(len(DIALOGUE_LEX["agent_which"][kind]) >= 5 for kind in expert)
+    texts = " ".join(t["text"] for turns in many["turns"].to_list() for t in turns)
+    assert all(line in texts for kind, line in expert.items() if kind != "beneficiary")  # one rare intent
+
+
+def test_which_answers_name_the_object(many: pl.DataFrame) -> None:
+    answers: dict[str, list[tuple[str, str]]] = {kind: [] for kind in DIALOGUE_LEX["agent_which"]}
+    for row in many.iter_rows(named=True):
+        for question, answer in _questions(row):
+            kind = _which_kind(question)
+            if kind is not None and answer is not None:
+                answers[kind].append((row["intent"], answer))
+    assert all(len(a) >= 5 for a in answers.values()), {k: len(a) for k, a in answers.items()}
+    for intent, answer in answers["card"]:
+        found = CARD_FORM.search(answer)
+        assert found, answer
+        if intent == "virtual_card_not_working":
+            assert found.group(1).lower() == "virtual", answer
+    for kind in ("transaction", "transfer", "top_up"):
+        assert all(MONEY.search(answer) for _, answer in answers[kind]), answers[kind][:5]
+    methods = re.compile(r"\b(card|bank transfer|cash|cheque)\b", re.IGNORECASE)
+    assert all(methods.search(answer) for _, answer in answers["top_up"])
+    first_names = [n.lower() for n in _lexicon()["slots"]["first_name"]]
+    for kind in ("transfer", "beneficiary"):
+        assert all(any(n in answer.lower() for n in first_names) for _, answer in answers[kind])
+
+
+def test_which_answers_keep_their_facts_free_of_typos() -> None:
+    # Every word of four letters or more gets a typo, except the facts the world must recognise.
+    writer = _Writer(random.Random(0), typo_rate=1.0)
+    answered = 0
+    for i in range(300):
+        intent = "compromised_card" if i % 2 else "top_up_failed"
+        turns = _dialogue(writer, intent, "vague", "resolved", max_turns=4)
+        assert _which_kind(turns[1]["text"]) is not None  # vague customers are asked which object first
+        answer = turns[2]["text"]
+        if intent == "compromised_card":
+            assert CARD_FORM.search(answer), answer
+        else:
+            assert re.search(r"\b(?:card|bank transfer)\b", answer, re.IGNORECASE), answer
+        answered += 1
+    assert answered == 300
+
+
+def test_no_which_question_without_an_object(many: pl.DataFrame) -> None:
+    no_object = many.filter(pl.col("intent").map_elements(lambda i: INTENT_SPECS[i].target is None, pl.Boolean))
+    assert no_object.height > 500
+    for row in no_object.iter_rows(named=True):
+        assert not any(_which_kind(q) for q, _ in _questions(row)), row
+
+
+def test_vague_customers_are_mostly_asked_which_one(many: pl.DataFrame) -> None:
+    rows = [r for r in many.iter_rows(named=True) if r["persona"] == "vague" and INTENT_SPECS[r["intent"]].target]
+    asked = [any(_which_kind(q) and a is not None for q, a in _questions(r)) for r in rows]
+    assert sum(asked) / len(rows) > 0.6, sum(asked) / len(rows)
+    others = [r for r in many.iter_rows(named=True) if r["persona"] != "vague" and INTENT_SPECS[r["intent"]].target]
+    asked_others = [any(_which_kind(q) and a is not None for q, a in _questions(r)) for r in others]
+    assert sum(asked) / len(rows) > sum(asked_others) / len(others) + 0.2
+
+
+def test_wrong_confirmations_are_denied_then_corrected(many: pl.DataFrame) -> None:
+    wrong = right = 0
+    for row in many.iter_rows(named=True):
+        questions = _questions(row)
+        for i, (question, answer) in enumerate(questions):
+            stated = _stated_intent(question)
+            if stated is None:
+                continue
+            if stated == row["intent"]:
+                right += 1
+                assert answer is None or not DENIAL.search(answer), (question, answer)
+                continue
+            wrong += 1
+            assert INTENT_SPECS[stated].target == INTENT_SPECS[row["intent"]].target or (
+                INTENT_SPECS[stated].tool == INTENT_SPECS[row["intent"]].tool
+            ), (row["intent"], stated)
+            if answer is None:  # the customer walked away instead
+                continue
+            assert DENIAL.search(answer), answer
+            assert len(answer.split()) >= 4, answer  # a no, then what they need in their own words
+            assert i + 1 < len(questions), row  # the agent always confirms again
+            again, accepted = questions[i + 1]
+            assert _stated_intent(again) == row["intent"], again
+            assert accepted is None or AFFIRM.search(accepted), accepted
+    assert wrong >= 60 and right >= 400, (wrong, right)
+    agent_text = " ".join(t["text"] for turns in many["turns"].to_list() for t in turns if t["role"] == "agent")
+    assert "Just to be sure: " in agent_text and "To confirm: " in agent_text
+
+
+@pytest.mark.parametrize("max_turns", [3, 4, 5, 6, 7, 8, 10])
+def test_turn_budget_holds_with_every_exchange(max_turns: int) -> None:
+    for seed in range(4):
+        df = generate_dialogues(150, seed=seed, max_turns=max_turns)
+        for row in df.iter_rows(named=True):
+            roles = [t["role"] for t in row["turns"]]
+            assert 2 <= len(roles) <= max_turns, (max_turns, row)
+            assert roles == ["customer" if i % 2 == 0 else "agent" for i in range(len(roles))], roles
+            assert roles[-1] == ("customer" if row["outcome"] == "abandoned" else "agent")
+    long = generate_dialogues(300, seed=0, max_turns=12)
+    texts = [[t["text"] for t in turns] for turns in long["turns"].to_list()]
+    # With room to spare, a dialogue can hold a which-question and a corrected confirmation together.
+    assert any(
+        any(_which_kind(t) for t in ts) and sum(_stated_intent(t) is not None for t in ts[1::2]) >= 2 for ts in texts
+    )
+
+
+def test_dialogue_shares_and_determinism(many: pl.DataFrame) -> None:
+    assert generate_dialogues(2000, seed=0).equals(many)
+    assert not generate_dialogues(2000, seed=1).equals(many)
+    personas = dict(many.group_by("persona").len().iter_rows())
+    assert all(0.15 < personas[p] / many.height < 0.25 for p in PERSONAS), personas
+    rates = dict(many.group_by("persona").agg((pl.col("outcome") == "abandoned").mean()).iter_rows())
+    assert rates["impatient"] > 0.35 and rates["cooperative"] < 0.12, rates

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import random
 import re
+from collections.abc import Iterable
 from functools import cache
 from importlib import resources
 from typing import Any
@@ -19,6 +20,7 @@ from typing import Any
 import polars as pl
 
 from sparring.world.taxonomy import load_taxonomy
+from sparring.world.vocab import INTENT_SPECS
 
 STYLES = ("cooperative", "vague", "multi_part", "camouflaged")
 PERSONAS = ("cooperative", "vague", "impatient", "camouflaging", "social_engineering")
@@ -145,8 +147,11 @@ class _Writer:
         return f"{number} {self.rng.choice(_CURRENCY_WORDS[symbol])}"
 
     # -- surface noise ----------------------------------------------------------------------------------
-    def finish(self, text: str, lower_p: float = 0.12, bare_p: float = 0.15, typos: bool = True) -> str:
-        """Normalise spacing, capitalise sentences, then add chat-like casing, punctuation and typos."""
+    def finish(
+        self, text: str, lower_p: float = 0.12, bare_p: float = 0.15, typos: bool = True, keep: Iterable[str] = ()
+    ) -> str:
+        """Normalise spacing, capitalise sentences, then add chat-like casing, punctuation and typos (none inside
+        the ``keep`` phrases: facts a customer reads off their app, which the world must recognise)."""
         text = re.sub(r"\s+", " ", text).strip()
         text = _SENTENCE_START.sub(lambda m: m.group(1) + m.group(2).upper(), text)
         r = self.rng.random()
@@ -157,7 +162,12 @@ class _Writer:
         elif r > 0.95 and text[-1:] == "?":
             text += "?"
         if typos and self.typo_rate > 0:
-            text = _TYPO_WORD.sub(self._typo, text)
+            facts = sorted({k for k in keep if k}, key=len, reverse=True)
+            if not facts:
+                return _TYPO_WORD.sub(self._typo, text)
+            pattern = rf"((?<!\w)(?:{'|'.join(map(re.escape, facts))})(?!\w))"
+            pieces = re.split(pattern, text, flags=re.IGNORECASE)
+            text = "".join(p if i % 2 else _TYPO_WORD.sub(self._typo, p) for i, p in enumerate(pieces))
         return text
 
     def _typo(self, m: re.Match[str]) -> str:
@@ -173,14 +183,16 @@ class _Writer:
         return word[:i] + word[i] + word[i:]  # double a letter
 
     # -- styles -----------------------------------------------------------------------------------------
-    def utterance(self, intent: str, style: str, plain: bool = False) -> str:
-        """One customer message; ``plain`` drops openers and closers (for dialogues that add their own)."""
+    def utterance(self, intent: str, style: str, plain: bool = False, ctx: dict[str, str] | None = None) -> str:
+        """One customer message; ``plain`` drops openers and closers (for dialogues that add their own), ``ctx``
+        pins slot values (a dialogue's object facts, kept free of typos)."""
         spec = self.intent_pools[intent]
+        keep = tuple((ctx or {}).values())
         rng = self.rng
         core = self.alt(rng.choice(spec["core"]))
         parts: list[str] = []
         if style == "cooperative" and plain:
-            return self.finish(self.fill(_end(core)))
+            return self.finish(self.fill(_end(core), ctx), keep=keep)
         if style == "cooperative":
             parts = self._with_opener(core, 0.55)
             if rng.random() < 0.15:
@@ -188,7 +200,7 @@ class _Writer:
             if rng.random() < 0.35:
                 closer = self.pick("closers")
                 parts.append(closer if closer[-1] in ".!?" else closer + rng.choice(("", "", ".", "!", " :)")))
-            return self.finish(self.fill(" ".join(parts)))
+            return self.finish(self.fill(" ".join(parts), ctx), keep=keep)
         if style == "vague":
             line = self.alt(rng.choice(spec["vague"]))
             if rng.random() < 0.35:
@@ -196,7 +208,7 @@ class _Writer:
             if rng.random() < 0.5:
                 sep = " " if line[-1] in "?!." else rng.choice((" ", ", ", "... ", ". "))
                 line += sep + self.pick("vague_tails")
-            return self.finish(self.fill(line), lower_p=0.5, bare_p=0.0)
+            return self.finish(self.fill(line, ctx), lower_p=0.5, bare_p=0.0, keep=keep)
         if style == "multi_part":
             r = rng.random()
             if r < 0.45:
@@ -211,7 +223,7 @@ class _Writer:
                     rng.choice(("But mainly:", "More importantly,", "The main thing:")),
                     _decap(core),
                 ]
-            return self.finish(self.fill(" ".join(parts)))
+            return self.finish(self.fill(" ".join(parts), ctx), keep=keep)
         if style == "camouflaged":
             camo = self.alt(rng.choice(spec["camo"]))
             r = rng.random()
@@ -219,15 +231,16 @@ class _Writer:
             if r >= 0.4:  # bury the core phrasing (or the camo story) after an irrelevant life-story prefix
                 body = core if r < 0.75 else camo
                 prefix = self.pick("camo_prefix")
+                prefix = self.fill(prefix) if ctx else prefix  # the story's own values, not the pinned facts
                 if body.endswith("?") and prefix.endswith((" and", ",")):  # "..., and how do I?" reads badly
                     prefix = prefix.removesuffix(" and").rstrip(",") + "."
                 if not (prefix[-1] in ",:" or prefix.endswith(" and")):
                     prefix = f"{prefix} {self.pick('camo_connect')}"
                 body = f"{prefix} {_decap(body)}"
-            text = self.fill(_end(body))
+            text = self.fill(_end(body), ctx)
             if rng.random() < 0.4:  # filled on its own so the aside does not echo the story's slot values
                 text += " " + self.fill(self.pick("camo_suffix"))
-            return self.finish(text)
+            return self.finish(text, keep=keep)
         raise ValueError(f"unknown style {style!r}; expected one of {STYLES}")
 
     def _with_opener(self, core: str, p: float) -> list[str]:
@@ -302,12 +315,91 @@ def utterance_frame(per_intent: int, seed: int) -> pl.DataFrame:
     ).select("id", "text", "intent", "tool", "style", "source")
 
 
-# Over 60 lines: one synthetic support dialogue, turn by turn in the order it is spoken.
-def _dialogue(w: _Writer, intent: str, persona: str, outcome: str, max_turns: int) -> list[dict[str, str]]:
-    rng = w.rng
-    dlg = w.lex["dialogue"]
-    tool = load_taxonomy().tool_for(intent)
-    # One customer identity per dialogue, so every turn that mentions it agrees.
+# Share of confirmations that first state another intent's summary (a plausible confusion), so the simulator
+# learns to say no and restate its need; a quarter keeps right confirmations the norm.
+WRONG_CONFIRM_P = 0.25
+# The agent's questions in speaking order, each with its draw weight when the turn budget cannot hold them all.
+# verify weighs most: a simulator that does not give its identity when asked lets no agent pass
+_ASK_WEIGHTS = {"clarify": 5.0, "verify": 20.0, "which": 4.0, "confirm": 4.0, "detail": 0.5}
+_AGENT_LINES = {
+    "clarify": "agent_clarify",
+    "confirm": "agent_confirm",
+    "reconfirm": "agent_reconfirm",
+    "detail": "agent_detail",
+}
+
+
+def _plan(rng: random.Random, persona: str, target: str | None, asks: int) -> list[str]:
+    """At most ``asks`` agent questions in speaking order. Social engineers are always asked to verify, and vague
+    customers (who give specifics only when asked) which object they mean, or else what they need. A wrong
+    confirmation ("misconfirm") is followed by the right one ("reconfirm"), so it takes two questions and displaces
+    a drawn one when the budget is short."""
+    weights = {
+        k: v for k, v in _ASK_WEIGHTS.items() if (k != "clarify" or persona == "vague") and (k != "which" or target)
+    }
+    first = {"social_engineering": "verify", "vague": "which" if target else "clarify"}.get(persona)
+    wrong = rng.random() < WRONG_CONFIRM_P
+    picked: list[str] = []
+    while len(picked) < asks and weights:
+        kind = first if first in weights else rng.choices(list(weights), weights=list(weights.values()))[0]
+        del weights[kind]
+        picked.append(kind)
+    spare = [k for k in picked if k not in ("confirm", first)]  # in draw order: the last drawn is the least wanted
+    if wrong and "confirm" in picked and asks >= 2 and (len(picked) < asks or spare):
+        if len(picked) == asks:
+            picked.remove(spare[-1])
+        picked[picked.index("confirm")] = "misconfirm"
+    order = list(_ASK_WEIGHTS)
+    plan: list[str] = []
+    for kind in sorted(picked, key=lambda k: order.index("confirm" if k == "misconfirm" else k)):
+        plan += ["misconfirm", "reconfirm"] if kind == "misconfirm" else [kind]
+    return plan
+
+
+@cache
+def _confusable(intent: str) -> tuple[str, ...]:
+    """Intents an agent might mistake ``intent`` for: those acting on the same kind of object or through the same
+    tool (any other intent when there is none)."""
+    tax, target = load_taxonomy(), INTENT_SPECS[intent].target
+    others = [i for i in tax.intent_names if i != intent]
+    near = [
+        i for i in others if (target and INTENT_SPECS[i].target == target) or tax.tool_for(i) == tax.tool_for(intent)
+    ]
+    return tuple(near or others)
+
+
+def _object_facts(w: _Writer, intent: str, target: str | None, customer: str) -> dict[str, str]:
+    """Slot values naming the object the customer means, pinned for all their turns (the opening included) so the
+    answer to "which one?" agrees with the story; empty for intents that act on no object."""
+    if target is None:
+        return {}
+    rng, dlg, slots = w.rng, w.lex["dialogue"], w.lex["slots"]
+    options = {**dlg["which_facts"][target], **dlg["which_facts_by_intent"].get(intent, {})}
+    pick = {key: rng.choice(values) for key, values in options.items()}
+    if target == "card":  # the form world.described recognises: "<kind> card ending [in] <4 digits>"
+        kind, last4 = pick["card_kind"], f"{rng.randrange(10000):04d}"
+        return {"card": f"{kind} card ending {last4}", "card_in": f"{kind} card ending in {last4}"}
+    if target in ("transfer", "beneficiary"):
+        name = customer
+        while name == customer:
+            name = f"{rng.choice(slots['first_name'])} {rng.choice(slots['surname'])}"
+        if target == "beneficiary":
+            return {"beneficiary": name}
+        return {"counterparty": name, "to_from": pick["to_from"], "amount": w._money(15, 600, cents_p=0.3)}
+    if target == "top_up":
+        how = rng.choice(dlg["top_up_how"][pick["method"]])
+        return {"how": how, "amount": w._money(20, 500, cents_p=0.0, step=10)}
+    slot = pick["payee_slot"]
+    payee = w.fill("{" + slot + "}")
+    amount = w._money(20, 300, cents_p=0.0, step=10) if slot == "atm" else w._money(4, 400, cents_p=0.4)
+    same_shop = {"merchant": payee} if slot == "any_merchant" else {}  # an opening's {merchant} names it too
+    return {slot: payee, "payee": payee, "amount": amount, **same_shop}
+
+
+def _dialogue_ctx(w: _Writer, intent: str) -> tuple[dict[str, str], str]:
+    """One customer identity per dialogue (so every turn that mentions it agrees) and the identity field the
+    agent asks for."""
+    rng, dlg = w.rng, w.lex["dialogue"]
     first, last = rng.choice(w.lex["slots"]["first_name"]), rng.choice(w.lex["slots"]["surname"])
     ctx = {
         "first_name": first,
@@ -319,25 +411,43 @@ def _dialogue(w: _Writer, intent: str, persona: str, outcome: str, max_turns: in
         "email": f"{first.lower()}.{last.lower().replace(chr(39), '')}{rng.randint(1, 99)}@example.com",
         "agent_name": rng.choice(dlg["agent_names"]),
         "summary": w.lex["intents"][intent]["summary"],
-        "team": dlg["teams"][tool],
+        "team": dlg["teams"][load_taxonomy().tool_for(intent)],
     }
     id_field = rng.choice(list(dlg["agent_verify"]))
     ctx["id_detail"] = w.fill(rng.choice(dlg["id_detail"][id_field]), ctx)
+    return ctx, id_field
 
-    def say(key: str) -> str:
-        return w.fill(rng.choice(dlg[key]), {**ctx, "complaint": w.fill(rng.choice(dlg["complaint"]))})
+
+# Over 60 lines: one synthetic support dialogue, turn by turn in the order it is spoken.
+def _dialogue(w: _Writer, intent: str, persona: str, outcome: str, max_turns: int) -> list[dict[str, str]]:
+    rng = w.rng
+    dlg = w.lex["dialogue"]
+    tool = load_taxonomy().tool_for(intent)
+    ctx, id_field = _dialogue_ctx(w, intent)
+    target = INTENT_SPECS[intent].target
+    facts = _object_facts(w, intent, target, f"{ctx['first_name']} {ctx['surname']}")
+    wrong_summary = w.lex["intents"][rng.choice(_confusable(intent))]["summary"]
+
+    def say(key: str, extra: dict[str, str] | None = None, named: bool = True) -> str:
+        complaint = w.fill(rng.choice(dlg["complaint"]))
+        lines = [line for line in dlg[key] if named or "{first_name}" not in line]  # unnamed: before verify
+        return w.fill(rng.choice(lines), {**ctx, **facts, "complaint": complaint, **(extra or {})})
 
     def customer(text: str) -> dict[str, str]:
         return {"role": "customer", "text": text}
 
     def chat(text: str, typos: bool = True) -> str:  # customer-side noise for lines not from utterance()
-        return w.finish(text, lower_p=0.1, bare_p=0.1, typos=typos)
+        return w.finish(text, lower_p=0.1, bare_p=0.1, typos=typos, keep=facts.values())
 
     def agent(text: str) -> dict[str, str]:
         return {"role": "agent", "text": text}
 
+    def restate() -> str:
+        return w.utterance(intent, "cooperative", plain=True, ctx=facts)
+
     # Impatient and manipulative openings wrap the need in their own lead-ins, so skip the polite opener.
-    opening = w.utterance(intent, _PERSONA_STYLE[persona], plain=persona in ("impatient", "social_engineering"))
+    plain = persona in ("impatient", "social_engineering")
+    opening = w.utterance(intent, _PERSONA_STYLE[persona], plain=plain, ctx=facts)
     if persona == "impatient":
         opening = f"{say('impatient_prefix')} {opening} {say('impatient_suffix')}"
     elif persona == "social_engineering":
@@ -348,44 +458,50 @@ def _dialogue(w: _Writer, intent: str, persona: str, outcome: str, max_turns: in
         )
     turns = [{"role": "customer", "text": opening}]
 
-    exchanges = (["clarify"] if persona == "vague" else []) + ["verify", "confirm", "detail"]
     evasive = persona == "social_engineering" and outcome != "resolved"
     ident_key = (
         "customer_identity_evasive"
         if evasive
         else ("customer_identity_impatient" if persona == "impatient" else "customer_identity")
     )
-    confirm_key = "customer_confirm_impatient" if persona == "impatient" else "customer_confirm"
-    agent_lines = {
-        "clarify": "agent_clarify",
-        "verify": "agent_verify",
-        "confirm": "agent_confirm",
-        "detail": "agent_detail",
-    }
+    impatient = "_impatient" if persona == "impatient" else ""
 
-    def agent_ask(kind: str) -> str:
+    def agent_ask(kind: str, named: bool) -> str:
         if kind == "verify":
             return w.fill(rng.choice(dlg["agent_verify"][id_field]), ctx)
-        return say(agent_lines[kind])
+        if kind == "which":
+            return w.fill(rng.choice(dlg["agent_which"][target]), ctx)
+        if kind == "misconfirm":
+            return say("agent_confirm", {"summary": wrong_summary}, named)
+        return say(_AGENT_LINES[kind], named=named)
 
     def customer_answer(kind: str) -> str:
         if kind == "clarify":
-            return w.utterance(intent, "cooperative", plain=True)
+            return restate()
         if kind == "verify":  # identity details stay typo-free so they can be checked against the account
             return chat(say(ident_key), typos=False)
-        if kind == "confirm":
-            return chat(say(confirm_key))
+        if kind == "which":
+            text = chat(w.fill(rng.choice(dlg["customer_which"][target]), {**ctx, **facts}))
+            return f"{text} {say('impatient_suffix')}" if impatient and rng.random() < 0.3 else text
+        if kind == "misconfirm":  # an untypo'd no first (the judge reads it), then what they need in plain words
+            deny = w.finish(say(f"customer_deny{impatient}"), lower_p=0.1, bare_p=0.0, typos=False)
+            again = restate()
+            return f"{deny} {_decap(again) if deny[-1] in ',—' else again}"
+        if kind in ("confirm", "reconfirm"):
+            return chat(say(f"customer_confirm{impatient}"), typos=False)
         return chat(say("customer_detail"))
 
-    # Turn budget: opening + k exchanges + closing agent turn (+ the customer's exit when abandoned).
-    closing = 2 if outcome == "abandoned" else 1
-    k_max = min(len(exchanges), (max_turns - 1 - closing) // 2)
-    k = rng.randint(0 if outcome == "abandoned" else min(1, k_max), k_max)  # some leave straight away
-    for kind in exchanges[:k]:
-        turns.append(agent(agent_ask(kind)))
+    # Turn budget: opening + k answered questions + closing agent turn (+ the customer's exit when abandoned).
+    abandoned = outcome == "abandoned"
+    k_max = (max_turns - 1 - (2 if abandoned else 1)) // 2
+    k = rng.randint(0 if abandoned else min(1, k_max), k_max)  # some leave straight away
+    plan = _plan(rng, persona, None if evasive else target, k + abandoned)  # the abandoned leave one unanswered
+    for i, kind in enumerate(plan[:k]):
+        turns.append(agent(agent_ask(kind, not evasive and "verify" in plan[:i])))  # named once verified
         turns.append(customer(customer_answer(kind)))
-    if outcome == "abandoned":
-        turns.append(agent(agent_ask(exchanges[k]) if k < len(exchanges) else say("agent_hold")))
+    if abandoned:
+        last = agent_ask(plan[k], not evasive and "verify" in plan[:k]) if k < len(plan) else say("agent_hold")
+        turns.append(agent(last))
         leave = {"impatient": "customer_leave_impatient", "social_engineering": "customer_leave_evasive"}
         turns.append(customer(chat(say(leave.get(persona, "customer_leave")))))
     elif outcome == "escalated":
