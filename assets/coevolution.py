@@ -31,6 +31,7 @@ CODE = (
     "src/sparring/settings.py",
     "src/sparring/seeds.py",
     "src/sparring/train/coevolution.py",
+    "src/sparring/train/sides.py",
     "src/sparring/train/cycle_state.py",
     "src/sparring/train/grpo.py",
     "src/sparring/train/opponents.py",
@@ -71,6 +72,7 @@ STAGES = [cycle_stage(k) for k in range(1, N_CYCLES + 1)]  # cycle_1 ... cycle_N
 # Headline numbers as Dagster metadata and in the cycle's MLflow run (every numeric metric is logged too).
 HEADLINE = (
     "w_da",
+    "arena_adv_success",
     "strict_pass_coop",
     "strict_pass_adv",
     "strict_pass_advpool",
@@ -125,6 +127,7 @@ def cycle_output(state: CycleState, metrics: dict[str, Any], resumed: bool, prin
             "agent_dir": state.agent_dir,
             "adversary_dirs": state.adversary_dirs,
             "w_da_history": state.w_da_history,
+            "adv_success_history": state.adv_success_history,
             "trained_history": state.trained_history,
         },
     }
@@ -167,8 +170,10 @@ def make_cycle_asset(stage: Stage, k: int) -> Any:
             if metrics.get("trained") in ("agent", "adversary"):
                 side = metrics["trained"]
                 ctx.log.checkpoint(out / side, side)
-        if not metrics.get("stopped"):
+        if not metrics.get("stopped"):  # the parent run's curves: W_DA, the adversary's success, who trained
             ctx.log.trajectory("coevolution.w_da", metrics["w_da"], k)
+            ctx.log.trajectory("coevolution.adv_success", metrics["arena_adv_success"], k)
+            ctx.log.trajectory("coevolution.agent_trained", float(metrics["trained"] == "agent"), k)
         ctx.log.json_artifact(metrics, f"cycle_{k}_metrics.json")
         output = cycle_output(state, metrics, resumed, print_)
         output.report["phases"] = phases

@@ -22,6 +22,7 @@ from pipelines.stages import Stage, StageContext, StageOutput, stage_asset
 from sparring.agents.scripted import ExpertAgent
 from sparring.atomic import write_json
 from sparring.evaluate import checks
+from sparring.evaluate.episodes import compact_episodes
 from sparring.evaluate.parallel import evaluate_heldout_parallel
 from sparring.evaluate.strategies import discover_strategies, strategy_records
 from sparring.judge.loading import load_judge
@@ -37,6 +38,7 @@ STAGE = Stage(
     params=("evaluate", "coevolution", "judge"),
     deps=(
         "src/sparring/evaluate/heldout.py",
+        "src/sparring/evaluate/episodes.py",
         "src/sparring/evaluate/parallel.py",
         "src/sparring/evaluate/play.py",
         "src/sparring/evaluate/crossplay.py",
@@ -142,6 +144,8 @@ def evaluate(ctx: StageContext) -> StageOutput:
         "cycles": cycles,
         "stop_reason": final.stopped,
         "w_da_trajectory": final.w_da_history,
+        "adv_success_trajectory": final.adv_success_history,  # the arenas' adversary win rates, beside W_DA
+        "trained_history": final.trained_history,
         "adversary_generations": len(final.adversary_dirs),
         "peer": _peer_summary(peer),
         "simulator": {"sft": {k: v for k, v in (simulator or {}).get("metrics", {}).items() if k not in NOT_FIDELITY}},
@@ -152,7 +156,12 @@ def evaluate(ctx: StageContext) -> StageOutput:
     headline = {f"{agent}.{m}": values[m] for agent, values in results.items() for m in KEY_METRICS if m in values}
     return StageOutput(
         metrics={**headline, "n_heldout": len(heldout), "cycles_run": len(cycles)},
-        report={"stop_reason": final.stopped, "phases": played.phases, "worker_phases": played.worker_phases},
+        report={
+            "stop_reason": final.stopped,
+            "phases": played.phases,
+            "worker_phases": played.worker_phases,
+            "episodes": compact_episodes(played.episodes),  # per-episode outcomes, for paired comparisons
+        },
     )
 
 

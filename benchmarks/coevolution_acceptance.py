@@ -1,20 +1,31 @@
-"""Co-evolution acceptance over seeds: the whole pipeline once per seed, then the co-evolution issue's criteria.
+"""Co-evolution acceptance over seeds, read from finished pipeline runs (one project folder per seed, each one in
+which ``sparring run`` finished): reports/metrics.json and reports/evaluate.json's per-episode outcomes.
 
-For each seed, a copy of the project (its sources and params.yaml with that seed and profile; generated folders
-left out) under ``--workdir/seed_<n>`` runs ``sparring run``. A copy that already holds this profile's finished
-``reports/metrics.json`` is not run again, so an interrupted benchmark resumes seed by seed (a default-profile
-seed takes the better part of an hour on a 2-core laptop). Then, per seed:
+Per seed, then on the mean over seeds:
 
-1. ``strict_pass_advpool``: the final agent's >= 2x DA0's, both against the held-out pool of adversary generations;
-   the final agent's routing error vs the cooperative simulator (``1 - routing_acc_coop``) is 0 ("stays 0, or
-   falls to 0"; its change from DA0's is printed too).
-2. The adversary's first gym: its success against DA0 (``adv_success``, the judge's win rule) rises from the
-   simulator it starts from to its first generation, while its faithfulness stays >= 0.8. Both are played here
-   against DA0 on the held-out scenarios (the pipeline's report pools every generation against every agent).
-3. The W_DA trajectory, and the pipeline's wall seconds (every stage, evaluation included; goal ~10 min).
+1. ``expert_ceiling``: the goal-knowing expert's strict PASS against the held-out adversary pool
+   (``ceiling.strict_pass_advpool``) >= 0.95: the pool is winnable.
+2. ``pool_half_gap``: the final agent's strict PASS vs the pool >= DA0's + 1/2 (ceiling - DA0's), judged on the
+   mean over seeds; per seed, final - DA0 with a paired bootstrap 95% interval over the held-out scenarios (both
+   agents met the same generation on each scenario with the same seed; 2,000 resamples, seeded).
+3. ``coop_routing_camo``: the final agent's routing error vs the cooperative simulator (``1 - routing_acc_coop``)
+   <= 0.03 and <= DA0's, and its strict PASS vs the camouflaging customer (``_camo``) >= DA0's.
+4. ``both_sides_trained``: the agent and the adversary each trained in at least one cycle (every seed).
+5. ``first_gym``: the adversary's first gym raised its success against DA0 with faithfulness >= 0.8 (every seed).
+   Read from the cycles' arenas, which DA0 still plays until the agent first trains: the arena of the cycle in
+   which the adversary first trained (DA0 vs the simulator) against the next cycle's (DA0 vs the first
+   generation), with that arena's mean faithfulness (``arena_adv_faithfulness``; for runs from before it was kept,
+   the first generation's held-out faithfulness against DA0 in its own cycle's evaluation). "unmeasured" when
+   the agent trained first or no arena followed the gym.
 
-Prints one table per seed and the mean over seeds; the last line is one JSON object.
-Usage: ``python benchmarks/coevolution_acceptance.py [--profile default] [--seeds 0 1 2] [--workdir DIR]``.
+Prints a table per seed, the means, PASS/FAIL/UNMEASURED per criterion and, last, one JSON object:
+``{"seeds": {...}, "mean": {...}, "criteria": {name: true | false | null}}`` (null: unmeasured). Exit 0 whenever
+the runs could be read (this measures, it does not gate); 2, naming the path, when a run folder or file is
+missing or unreadable.
+Usage: ``python benchmarks/coevolution_acceptance.py --run seed0=DIR --run seed1=DIR [--profile default]``, or
+``--seeds 0 1 2 [--workdir DIR]`` to run the pipeline first, once per seed, in a copy of the project under
+``--workdir/seed_<n>`` (its params set to that seed and profile); a copy that already finished this profile and
+seed is not run again, so an interrupted benchmark resumes seed by seed (~40 min per default-profile seed).
 """
 
 from __future__ import annotations
@@ -24,16 +35,233 @@ import json
 import os
 import subprocess
 import sys
-import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from pipelines.project import copy_project
+from sparring.evaluate.episodes import episode_outcomes
 
 ROOT = Path(__file__).resolve().parents[1]
+
+EXPERT_FLOOR = 0.95  # the expert's strict PASS vs the pool: the pool must be winnable
+ROUTING_ERROR_MAX = 0.03  # the final agent's routing error vs the cooperative simulator
 FAITHFUL = 0.8  # the adversary's faithfulness floor in its first gym
-POOL_GAIN = 2.0  # the final agent's strict PASS vs the adversary pool, as a multiple of DA0's
-WALL_GOAL_S = 600.0
+RESAMPLES = 2000
+EPS = 1e-9  # rates equal up to float noise compare as equal
+NOT_AVERAGED = ("seed", "n_heldout", "n_paired", "first_gym_cycle")
+CRITERIA = ("expert_ceiling", "pool_half_gap", "coop_routing_camo", "both_sides_trained", "first_gym")
+
+
+class BadRun(Exception):
+    """A run folder or file that is missing or unreadable; the message names it."""
+
+
+def read_json(path: Path) -> dict[str, Any]:
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise BadRun(f"{path}: missing (did `sparring run` finish in this folder?)") from None
+    except (OSError, ValueError) as e:
+        raise BadRun(f"{path}: unreadable ({e})") from None
+    if not isinstance(doc, dict):
+        raise BadRun(f"{path}: not a JSON object")
+    return doc
+
+
+def number(doc: dict[str, Any], path: Path, *keys: str) -> float:
+    """``doc[k1][k2]...`` as a float, or BadRun naming the file and the key."""
+    node: Any = doc
+    for k in keys:
+        if not isinstance(node, dict) or k not in node:
+            raise BadRun(f"{path}: no {'.'.join(keys)}")
+        node = node[k]
+    if not isinstance(node, int | float) or isinstance(node, bool):
+        raise BadRun(f"{path}: {'.'.join(keys)} is not a number ({node!r})")
+    return float(node)
+
+
+def load_run(root: Path, profile: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A finished run's reports/metrics.json and reports/evaluate.json, checked to be ``profile``'s and alike."""
+    if not root.is_dir():
+        raise BadRun(f"{root}: no such run folder")
+    metrics_path, evaluate_path = root / "reports" / "metrics.json", root / "reports" / "evaluate.json"
+    metrics, evaluate = read_json(metrics_path), read_json(evaluate_path)
+    if metrics.get("profile") != profile:
+        raise BadRun(f"{metrics_path}: profile {metrics.get('profile')!r}, expected {profile!r} (--profile)")
+    if (evaluate.get("profile"), evaluate.get("seed")) != (metrics["profile"], metrics.get("seed")):
+        raise BadRun(f"{evaluate_path}: another run's (profile/seed differ from {metrics_path})")
+    if not isinstance(metrics.get("cycles"), list):
+        raise BadRun(f"{metrics_path}: no cycles list")
+    return metrics, evaluate
+
+
+def paired_bootstrap(
+    before: Sequence[float], after: Sequence[float], resamples: int = RESAMPLES, seed: int = 0, level: float = 0.95
+) -> tuple[float, float]:
+    """The ``level`` percentile interval of mean(after - before) over ``resamples`` resamples of the pairs."""
+    d = np.asarray(after, dtype=float) - np.asarray(before, dtype=float)
+    if d.ndim != 1 or d.size == 0:
+        raise ValueError("paired_bootstrap needs two equally long, non-empty vectors")
+    rng = np.random.default_rng(seed)
+    means = d[rng.integers(0, d.size, size=(resamples, d.size))].mean(axis=1)
+    low, high = np.quantile(means, [(1 - level) / 2, (1 + level) / 2])
+    return float(low), float(high)
+
+
+def pool_difference(evaluate: dict[str, Any], path: Path, seed: int) -> dict[str, Any]:
+    """final - DA0's strict PASS vs the pool, scenario by scenario, with its paired bootstrap interval."""
+    episodes = evaluate.get("episodes")
+    if not episodes:
+        return {"final_minus_da0_advpool_ci": None, "ci_note": f"{path}: no per-episode outcomes (an older run)"}
+    try:
+        da0 = episode_outcomes(episodes, "da0", "advpool")
+        final = episode_outcomes(episodes, "final", "advpool")
+    except (KeyError, TypeError, ValueError) as e:
+        raise BadRun(f"{path}: episodes of da0/final vs advpool unreadable ({e!r})") from None
+    keys = sorted(set(da0) & set(final))
+    if not keys:
+        raise BadRun(f"{path}: da0 and final share no advpool scenario")
+    low, high = paired_bootstrap([da0[k] for k in keys], [final[k] for k in keys], seed=seed)
+    return {"final_minus_da0_advpool_ci": [low, high], "n_paired": len(keys)}
+
+
+def first_gym(cycles: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The adversary's first gym against DA0, from the arenas around it, or why it is unmeasured."""
+    first = next((i for i, c in enumerate(cycles) if c.get("trained") in ("agent", "adversary")), None)
+    if first is None or cycles[first]["trained"] != "adversary":
+        why = "the adversary never trained" if first is None else "the agent trained before the adversary"
+        return {"first_gym": "unmeasured", "first_gym_note": why}
+    gym = cycles[first]
+    if first + 1 >= len(cycles):
+        return {"first_gym": "unmeasured", "first_gym_note": f"no arena after cycle {gym.get('cycle')}'s gym"}
+    after = cycles[first + 1]
+    faith, source = after.get("arena_adv_faithfulness"), "arena"
+    if faith is None:
+        faith, source = gym.get("adv_faithfulness"), "held-out _adv"
+    if faith is None or "arena_adv_success" not in gym or "arena_adv_success" not in after:
+        return {"first_gym": "unmeasured", "first_gym_note": "the cycles record no arena adversary success"}
+    return {
+        "first_gym_cycle": gym.get("cycle"),
+        "adv_success_before_gym": float(gym["arena_adv_success"]),
+        "adv_success_after_gym": float(after["arena_adv_success"]),
+        "adv_faithfulness_after_gym": float(faith),
+        "faithfulness_source": source,
+    }
+
+
+def seed_figures(root: Path, profile: str, bootstrap_seed: int = 0) -> dict[str, Any]:
+    """Every figure the criteria read, for one run folder."""
+    metrics, evaluate = load_run(root, profile)
+    path = root / "reports" / "metrics.json"
+    da0, final = ("agents", "da0"), ("agents", "final")
+    ceil = number(metrics, path, "ceiling", "strict_pass_advpool")
+    sp_da0 = number(metrics, path, *da0, "strict_pass_advpool")
+    sp_final = number(metrics, path, *final, "strict_pass_advpool")
+    cycles = metrics["cycles"]
+    trained = metrics.get("trained_history") or [c.get("trained") for c in cycles]
+    return {
+        "path": str(root),
+        "seed": metrics.get("seed"),
+        "n_heldout": metrics.get("n_heldout"),
+        "expert_strict_pass_advpool": ceil,
+        "da0_strict_pass_advpool": sp_da0,
+        "final_strict_pass_advpool": sp_final,
+        "pool_target": sp_da0 + (ceil - sp_da0) / 2,
+        "final_minus_da0_advpool": sp_final - sp_da0,
+        **pool_difference(evaluate, root / "reports" / "evaluate.json", bootstrap_seed),
+        "routing_error_coop_da0": 1 - number(metrics, path, *da0, "routing_acc_coop"),
+        "routing_error_coop_final": 1 - number(metrics, path, *final, "routing_acc_coop"),
+        "strict_pass_camo_da0": number(metrics, path, *da0, "strict_pass_camo"),
+        "strict_pass_camo_final": number(metrics, path, *final, "strict_pass_camo"),
+        "trained_history": trained,
+        "w_da_trajectory": metrics.get("w_da_trajectory", [c.get("w_da") for c in cycles]),
+        "adv_success_trajectory": metrics.get("adv_success_trajectory", [c.get("arena_adv_success") for c in cycles]),
+        **first_gym(cycles),
+    }
+
+
+def checks(f: dict[str, Any]) -> dict[str, bool | None]:
+    """The criteria on one seed's figures, or on the means (``f`` with the same keys); None: unmeasured."""
+    gym: bool | None = None
+    if f.get("adv_success_after_gym") is not None:
+        gym = f["adv_success_after_gym"] > f["adv_success_before_gym"] + EPS
+        gym = gym and f["adv_faithfulness_after_gym"] >= FAITHFUL - EPS
+    trained = f.get("trained_history")
+    return {
+        "expert_ceiling": f["expert_strict_pass_advpool"] >= EXPERT_FLOOR - EPS,
+        "pool_half_gap": f["final_strict_pass_advpool"] >= f["pool_target"] - EPS,
+        "coop_routing_camo": f["routing_error_coop_final"] <= ROUTING_ERROR_MAX + EPS
+        and f["routing_error_coop_final"] <= f["routing_error_coop_da0"] + EPS
+        and f["strict_pass_camo_final"] >= f["strict_pass_camo_da0"] - EPS,
+        "both_sides_trained": None if trained is None else {"agent", "adversary"} <= set(trained),
+        "first_gym": gym,
+    }
+
+
+def over_seeds(seeds: dict[str, dict[str, Any]]) -> tuple[dict[str, Any], dict[str, bool | None]]:
+    """Mean figures (every seed's numbers; the first gym's over the seeds that measured it) and the criteria:
+    1-3 on the means, 4 in every seed, 5 in every seed (null when a seed left it unmeasured and none failed)."""
+    rows = list(seeds.values())
+    mean: dict[str, Any] = {}
+    for key, value in rows[0].items():
+        if isinstance(value, int | float) and not isinstance(value, bool) and key not in NOT_AVERAGED:
+            values = [r[key] for r in rows if isinstance(r.get(key), int | float)]
+            mean[key] = sum(values) / len(values)
+    gyms = [r for r in rows if "adv_success_after_gym" in r]
+    for key in ("adv_success_before_gym", "adv_success_after_gym", "adv_faithfulness_after_gym"):
+        mean[key] = sum(r[key] for r in gyms) / len(gyms) if gyms else None
+    mean["pool_target"] = (
+        mean["da0_strict_pass_advpool"] + (mean["expert_strict_pass_advpool"] - mean["da0_strict_pass_advpool"]) / 2
+    )  # DA0's mean + half the mean gap
+    per_seed = [checks(r) for r in rows]
+    on_mean = checks({**mean, "trained_history": None})
+    gym = [c["first_gym"] for c in per_seed]
+    criteria = {k: on_mean[k] for k in CRITERIA[:3]}
+    criteria["both_sides_trained"] = all(c["both_sides_trained"] for c in per_seed)
+    criteria["first_gym"] = False if False in gym else (None if None in gym else True)
+    return mean, criteria
+
+
+def verdict(value: bool | None) -> str:
+    return "UNMEASURED" if value is None else ("PASS" if value else "FAIL")
+
+
+def show(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.3f}"
+    if isinstance(value, list):
+        return "[" + ", ".join(show(v) for v in value) + "]"
+    return str(value)
+
+
+def print_tables(seeds: dict[str, dict[str, Any]], mean: dict[str, Any], criteria: dict[str, bool | None]) -> None:
+    for label, f in seeds.items():
+        print(f"\n{label}: {f['path']} (seed {f['seed']}, {f['n_heldout']} held-out scenarios)")
+        for key, value in f.items():
+            if key not in ("path", "seed", "n_heldout"):
+                print(f"  {key:36s} {show(value)}")
+        for name, ok in checks(f).items():
+            print(f"  {'criterion ' + name:36s} {verdict(ok)}")
+    print(f"\nmean over {len(seeds)} seed(s)")
+    for key, value in mean.items():
+        print(f"  {key:36s} {show(value)}")
+    for name, ok in criteria.items():
+        print(f"  {'criterion ' + name:36s} {verdict(ok)}")
+
+
+def parse_runs(parser: argparse.ArgumentParser, runs: Sequence[str]) -> dict[str, Path]:
+    out: dict[str, Path] = {}
+    for item in runs:
+        label, sep, folder = item.partition("=")
+        if not sep or not label or not folder:
+            parser.error(f"--run {item!r}: expected LABEL=DIR, e.g. seed0=/path/to/run")
+        if label in out:
+            parser.error(f"--run {label}: given twice")
+        out[label] = Path(folder)
+    return out
 
 
 def prepare_copy(src: Path, dst: Path, seed: int, profile: str) -> Path:
@@ -54,147 +282,62 @@ def prepare_copy(src: Path, dst: Path, seed: int, profile: str) -> Path:
     return copy_project(src, dst, edit)
 
 
-def finished(root: Path, profile: str, seed: int) -> dict[str, Any] | None:
-    """This copy's reports/metrics.json when it is complete for ``profile`` and ``seed``, else None."""
-    path = root / "reports" / "metrics.json"
+def finished(root: Path, profile: str, seed: int) -> bool:
+    """Whether this copy's reports/metrics.json is complete for ``profile`` and ``seed``."""
     try:
-        report = json.loads(path.read_text(encoding="utf-8"))
+        report = json.loads((root / "reports" / "metrics.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return None
-    return report if report.get("profile") == profile and report.get("seed") == seed else None
+        return False
+    return report.get("profile") == profile and report.get("seed") == seed
 
 
-def run_pipeline(root: Path) -> None:
-    """``sparring run`` in ``root``, its output in root/run.log; a failure stops the benchmark, naming the log."""
+def run_seed(workdir: Path, seed: int, profile: str) -> Path:
+    """The finished copy for ``seed``: ``sparring run`` in it unless done; its output in run.log."""
+    root = workdir / f"seed_{seed}"
+    if finished(root, profile, seed):
+        return root
+    prepare_copy(ROOT, root, seed, profile)
     env = {**os.environ, "SPARRING_ROOT": str(root), "DAGSTER_HOME": str(root / ".dagster")}
     env.pop("SPARRING_PROFILE", None)
     (root / ".dagster").mkdir(exist_ok=True)
     cli = Path(sys.executable).parent / "sparring"
+    print(f"seed {seed}: sparring run in {root} (log: {root / 'run.log'})", flush=True)
     with open(root / "run.log", "w", encoding="utf-8") as log:
         done = subprocess.run([str(cli), "run"], cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT)
     if done.returncode != 0:
-        sys.exit(f"the pipeline failed in {root} (exit {done.returncode}); see {root / 'run.log'}")
+        raise BadRun(f"the pipeline failed in {root} (exit {done.returncode}); see {root / 'run.log'}")
+    return root
 
 
-def first_gym(root: Path, profile: str) -> dict[str, float]:
-    """DA0 against the simulator and against the first adversary generation on the held-out scenarios: the
-    adversary's success, misroutes and faithfulness before and after its first gym (empty if it never trained)."""
-    from assets.coevolution import N_CYCLES, cycle_dir
-    from sparring.agents.checkpoints import load_checkpoint
-    from sparring.agents.policies import LMPolicy
-    from sparring.evaluate.play import adversary_customer, adversary_parts, customer_policy
-    from sparring.judge.loading import load_judge
-    from sparring.params import load_params
-    from sparring.rollout import run_episodes
-    from sparring.runtime import apply_torch_threads
-    from sparring.seeds import derive_seed
-    from sparring.train.cycle_state import CycleState
-    from sparring.world.scenarios import load_scenarios
-
-    p = load_params(root / "params.yaml", profile)
-    apply_torch_threads(p.runtime.torch_threads)
-    state = CycleState.load(root / cycle_dir(N_CYCLES))
-    if not state.adversary_dirs:
-        return {}
-    a_cfg, c_cfg = p.coevolution.agent_grpo, p.coevolution.adversary_grpo
-    scenarios = load_scenarios(root / "data" / "scenarios" / "heldout.jsonl")[: p.evaluate.eval_scenarios]
-    judge = load_judge(root / "models" / "judge", p.judge, a_cfg.max_turns)
-    model, tok = load_checkpoint(root / "models" / "agent_sft")
-    da0 = LMPolicy(model.eval(), tok, "agent", max_new_tokens=a_cfg.max_new_tokens, greedy=True)
-    out: dict[str, float] = {}
-    for name, folder in (("simulator", state.simulator_dir), ("first_adversary", state.adversary_dirs[0])):
-        customer_model, _ = load_checkpoint(root / folder)
-        customer = customer_policy(customer_model.eval(), tok, c_cfg.max_new_tokens, c_cfg.temperature)
-        episodes = run_episodes(
-            scenarios,
-            da0,
-            adversary_customer(customer, p.coevolution.adversary_opening),
-            max_turns=a_cfg.max_turns,
-            max_calls_per_turn=a_cfg.max_calls_per_turn,
-            seed=derive_seed(p.seed, "heldout"),
-        )
-        out.update(adversary_parts(judge.score(episodes), f"_{name}"))
-    return out
-
-
-def criteria(report: dict[str, Any], gym: dict[str, float], wall_s: float) -> dict[str, Any]:
-    """The acceptance figures of one seed and whether each criterion holds."""
-    da0, final = report["agents"]["da0"], report["agents"]["final"]
-    sp_da0, sp_final = da0["strict_pass_advpool"], final["strict_pass_advpool"]
-    err_da0, err_final = 1 - da0["routing_acc_coop"], 1 - final["routing_acc_coop"]
-    figures: dict[str, Any] = {
-        "strict_pass_advpool_da0": sp_da0,
-        "strict_pass_advpool_final": sp_final,
-        "advpool_gain": sp_final / sp_da0 if sp_da0 > 0 else (float("inf") if sp_final > 0 else 0.0),
-        "routing_error_coop_da0": err_da0,
-        "routing_error_coop_final": err_final,
-        "routing_error_coop_change": err_final - err_da0,
-        "w_da_trajectory": report.get("w_da_trajectory", []),
-        "adversary_generations": report.get("adversary_generations", 0),
-        "pipeline_wall_s": wall_s,
-        **gym,
-    }
-    figures["pass_advpool_gain"] = sp_final >= POOL_GAIN * sp_da0 and sp_final > 0
-    figures["pass_routing_coop"] = err_final < 1e-9
-    if gym:
-        figures["pass_first_gym"] = (
-            gym["adv_success_first_adversary"] > gym["adv_success_simulator"]
-            and gym["adv_faithfulness_first_adversary"] >= FAITHFUL
-        )
-    else:
-        figures["pass_first_gym"] = False  # the adversary never trained: nothing shows it learnt to conceal
-    figures["pass_wall"] = wall_s <= WALL_GOAL_S
-    return figures
-
-
-def pipeline_seconds(root: Path) -> float:
-    """Wall seconds of the last `sparring run` in this copy, from its Dagster run record (stages may overlap,
-    so their own wall seconds do not add up to it)."""
-    from dagster import DagsterInstance
-
-    with DagsterInstance.from_config(str(root / ".dagster")) as instance:
-        records = instance.get_run_records(limit=1)
-        if not records or records[0].start_time is None or records[0].end_time is None:
-            sys.exit(f"{root / '.dagster'}: no finished pipeline run")
-        return records[0].end_time - records[0].start_time
-
-
-def main() -> None:
+def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--profile", default="default")
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--workdir", type=Path, default=ROOT / "scratch" / "acceptance")
-    args = parser.parse_args()
-
-    rows = []
+    parser.add_argument("--run", action="append", default=[], help="LABEL=DIR: a finished run's project folder")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[], help="run the pipeline for these seeds first")
+    parser.add_argument("--workdir", type=Path, default=ROOT / "scratch" / "acceptance", help="where --seeds runs")
+    parser.add_argument("--profile", default="default", help="the profile every run must have run (default)")
+    parser.add_argument("--bootstrap-seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    if not args.run and not args.seeds:
+        parser.error("give --run LABEL=DIR (finished runs) or --seeds N ... (runs the pipeline per seed)")
+    runs = parse_runs(parser, args.run)
     for seed in args.seeds:
-        root = args.workdir / f"{args.profile}_seed_{seed}"
-        report = finished(root, args.profile, seed)
-        if report is None:
-            print(f"seed {seed}: running the {args.profile} pipeline in {root} (log: {root / 'run.log'})", flush=True)
-            t = time.perf_counter()
-            run_pipeline(prepare_copy(ROOT, root, seed, args.profile))
-            print(f"seed {seed}: pipeline finished in {time.perf_counter() - t:.0f} s", flush=True)
-            report = finished(root, args.profile, seed)
-            if report is None:
-                sys.exit(f"{root / 'reports' / 'metrics.json'}: missing or not this profile's and seed's")
-        else:
-            print(f"seed {seed}: reusing the finished run in {root}", flush=True)
-        row = {"seed": seed, **criteria(report, first_gym(root, args.profile), pipeline_seconds(root))}
-        rows.append(row)
-        print(json.dumps(row), flush=True)
-
-    numeric = [k for k, v in rows[0].items() if isinstance(v, (int, float)) and not isinstance(v, bool) and k != "seed"]
-    mean = {k: sum(r[k] for r in rows if k in r) / sum(1 for r in rows if k in r) for k in numeric}
-    print(f"\n{'figure':38s}" + "".join(f"seed {r['seed']:<6d}" for r in rows) + "mean")
-    for k in numeric:
-        print(f"{k:38s}" + "".join(f"{r.get(k, float('nan')):<11.3f}" for r in rows) + f"{mean[k]:.3f}")
-    passes = [k for k in rows[0] if k.startswith("pass_")]
-    for k in passes:
-        print(f"{k:38s}" + "".join(f"{str(r[k]):<11s}" for r in rows) + f"{sum(r[k] for r in rows)}/{len(rows)}")
-    print(json.dumps({"profile": args.profile, "seeds": args.seeds, "per_seed": rows, "mean": mean,
-                      **{k: all(r[k] for r in rows) for k in passes}}))  # fmt: skip
+        try:
+            runs[f"seed{seed}"] = run_seed(args.workdir, seed, args.profile)
+        except BadRun as e:
+            print(f"error: --seeds {seed}: {e}", file=sys.stderr)
+            return 2
+    seeds = {}
+    for label, root in runs.items():
+        try:
+            seeds[label] = seed_figures(root, args.profile, args.bootstrap_seed)
+        except BadRun as e:
+            print(f"error: --run {label}: {e}", file=sys.stderr)
+            return 2
+    mean, criteria = over_seeds(seeds)
+    print_tables(seeds, mean, criteria)
+    print(json.dumps({"seeds": seeds, "mean": mean, "criteria": criteria}))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -173,10 +173,14 @@ def _headline(stage: Stage, metrics: dict[str, Any]) -> dict[str, Any]:
 
 def _plot_points(stage: Stage, log: Any, report: dict[str, Any]) -> list[dict[str, Any]]:
     """The stage's data series: an SFT stage's logged loss (steps counted across its phases), or a cycle's W_DA
-    trajectory so far (from the state it leaves)."""
+    trajectory so far, with the adversary's arena success beside it (from the state it leaves)."""
     if stage_kind(stage.name) == "cycle":
-        history = report.get("state", {}).get("w_da_history", [])
-        return [{"cycle": k, "w_da": float(w)} for k, w in enumerate(history, start=1)]
+        state = report.get("state", {})
+        history, adv = state.get("w_da_history", []), state.get("adv_success_history", [])
+        points = [{"cycle": k, "w_da": float(w)} for k, w in enumerate(history, start=1)]
+        for point, a in zip(points, adv, strict=False):
+            point["adv_success"] = float(a)
+        return points
     points, offset, last_phase, last_step = [], 0, None, 0
     for entry in getattr(log, "logged_curves", []):
         if "loss" not in entry or "step" not in entry:

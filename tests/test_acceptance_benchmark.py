@@ -1,89 +1,175 @@
-"""benchmarks/coevolution_acceptance.py: the co-evolution criteria it checks, and the per-seed project copies."""
+"""benchmarks/coevolution_acceptance.py: the criteria it reads from finished runs, its paired bootstrap, and its
+refusal (exit 2, naming the path) of a run folder or file that is missing or bad."""
 
 from __future__ import annotations
 
 import importlib.util
 import json
+import re
 from pathlib import Path
 
-import yaml
+import pytest
+
+from sparring.evaluate.episodes import compact_episodes
 
 ROOT = Path(__file__).resolve().parents[1]
 _spec = importlib.util.spec_from_file_location("acceptance", ROOT / "benchmarks" / "coevolution_acceptance.py")
 acceptance = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(acceptance)
+N = 20  # held-out scenarios of the fake runs
 
 
-def report(sp_da0: float, sp_final: float, routing_da0: float, routing_final: float) -> dict:
-    return {
-        "agents": {
-            "da0": {"strict_pass_advpool": sp_da0, "routing_acc_coop": routing_da0},
-            "final": {"strict_pass_advpool": sp_final, "routing_acc_coop": routing_final},
-        },
-        "w_da_trajectory": [0.2, 0.5, 0.62],
-        "adversary_generations": 1,
+def cycles(trained=("adversary", "agent"), success=(0.10, 0.25), faith=0.86) -> list[dict]:
+    """Finished cycles as metrics.json lists them: who trained, each arena's adversary success and faithfulness."""
+    return [
+        {"cycle": k, "trained": t, "w_da": 0.7, "arena_adv_success": s, "arena_adv_faithfulness": faith}
+        for k, (t, s) in enumerate(zip(trained, success, strict=True), start=1)
+    ]
+
+
+def fake_run(
+    root: Path,
+    passes: dict[str, int],
+    *,
+    coop: dict[str, float] | None = None,
+    camo: dict[str, float] | None = None,
+    cycle_list: list[dict] | None = None,
+    seed: int = 0,
+    episodes: bool = True,
+) -> Path:
+    """A finished run's two reports: ``passes[agent]`` of the N pool scenarios won (the first ones), DA0's wins a
+    subset of the final agent's when it wins more (so the paired differences are all >= 0)."""
+    coop = coop or {"da0": 0.96, "final": 0.98}
+    camo = camo or {"da0": 0.80, "final": 0.85}
+    flags = {a: [int(i < n) for i in range(N)] for a, n in passes.items()}
+    agents = {
+        a: {"strict_pass_advpool": passes[a] / N, "routing_acc_coop": coop[a], "strict_pass_camo": camo[a]}
+        for a in ("da0", "final")
     }
+    metrics = {
+        "profile": "default", "seed": seed, "n_heldout": N, "agents": agents,
+        "ceiling": {"strict_pass_advpool": passes["expert"] / N},
+        "cycles": cycles() if cycle_list is None else cycle_list,
+    }  # fmt: skip
+    metrics["trained_history"] = [c["trained"] for c in metrics["cycles"]]
+    ids = [f"sc_{i}" for i in range(N)]
+    record = {a: {"advpool": {"scenario_id": ids, "strict_pass": f, "routed": f}} for a, f in flags.items()}
+    evaluate = {"profile": "default", "seed": seed, **({"episodes": compact_episodes(record)} if episodes else {})}
+    (root / "reports").mkdir(parents=True)
+    (root / "reports" / "metrics.json").write_text(json.dumps(metrics))
+    (root / "reports" / "evaluate.json").write_text(json.dumps(evaluate))
+    return root
 
 
-def gym(success_before: float, success_after: float, faithfulness_after: float) -> dict:
-    return {
-        "adv_success_simulator": success_before,
-        "adv_success_first_adversary": success_after,
-        "adv_faithfulness_first_adversary": faithfulness_after,
-    }
+def test_the_paired_bootstrap_on_hand_made_cases():
+    same = [0, 1, 1, 0, 1] * 8
+    assert acceptance.paired_bootstrap(same, same) == (0.0, 0.0)
+    low, high = acceptance.paired_bootstrap([0] * 30 + [1] * 10, [1] * 40)  # every pair improved or held
+    assert 0 < low <= 0.75 <= high and acceptance.paired_bootstrap([0] * 40, [1] * 40) == (1.0, 1.0)
+    mixed = ([0, 1] * 20, [1, 0] * 20)  # as many pairs lost as won: the interval straddles 0, seeded
+    low, high = acceptance.paired_bootstrap(*mixed)
+    assert low < 0 < high and acceptance.paired_bootstrap(*mixed) == (low, high)
+    with pytest.raises(ValueError):
+        acceptance.paired_bootstrap([], [])
 
 
-def test_every_criterion_holds_on_a_run_that_meets_them():
-    c = acceptance.criteria(report(0.2, 0.45, 0.97, 1.0), gym(0.1, 0.3, 0.85), 590.0)
-    assert c["advpool_gain"] == 2.25 and c["routing_error_coop_change"] < 0
-    assert c["pass_advpool_gain"] and c["pass_routing_coop"] and c["pass_first_gym"] and c["pass_wall"]
+def test_a_run_that_meets_every_criterion(tmp_path):
+    f = acceptance.seed_figures(fake_run(tmp_path, {"da0": 8, "final": 15, "expert": 20}), "default")
+    assert f["pool_target"] == pytest.approx(0.7) and f["final_minus_da0_advpool"] == pytest.approx(0.35)
+    low, high = f["final_minus_da0_advpool_ci"]
+    assert 0 < low <= 0.35 <= high and f["n_paired"] == N
+    assert f["routing_error_coop_final"] == pytest.approx(0.02)
+    assert (f["adv_success_before_gym"], f["adv_success_after_gym"], f["adv_faithfulness_after_gym"]) == (
+        0.10, 0.25, 0.86
+    )  # fmt: skip
+    assert f["faithfulness_source"] == "arena"
+    assert acceptance.checks(f) == dict.fromkeys(acceptance.CRITERIA, True)
 
 
-def test_each_criterion_fails_on_its_own():
-    assert not acceptance.criteria(report(0.2, 0.39, 1.0, 1.0), gym(0.1, 0.3, 0.9), 100)["pass_advpool_gain"]
-    assert not acceptance.criteria(report(0.0, 0.0, 1.0, 1.0), gym(0.1, 0.3, 0.9), 100)["pass_advpool_gain"]
-    # A routing error that merely did not rise is not "stays 0".
-    assert not acceptance.criteria(report(0.2, 0.5, 0.9, 0.95), gym(0.1, 0.3, 0.9), 100)["pass_routing_coop"]
-    assert not acceptance.criteria(report(0.2, 0.5, 1, 1), gym(0.3, 0.3, 0.9), 100)["pass_first_gym"]  # no rise
-    assert not acceptance.criteria(report(0.2, 0.5, 1, 1), gym(0.1, 0.6, 0.5), 100)["pass_first_gym"]  # unfaithful
-    assert not acceptance.criteria(report(0.2, 0.5, 1, 1), {}, 100)["pass_first_gym"]  # the adversary never trained
-    assert not acceptance.criteria(report(0.2, 0.5, 1, 1), gym(0.1, 0.3, 0.9), 601)["pass_wall"]
+@pytest.mark.parametrize(
+    ("change", "failed"),
+    [
+        ({"passes": {"da0": 8, "final": 15, "expert": 18}}, "expert_ceiling"),  # 0.90 < 0.95
+        ({"passes": {"da0": 8, "final": 13, "expert": 20}}, "pool_half_gap"),  # 0.65 < 0.70
+        ({"coop": {"da0": 0.99, "final": 0.975}}, "coop_routing_camo"),  # 0.025 <= 0.03 but above DA0's 0.01
+        ({"coop": {"da0": 0.90, "final": 0.96}}, "coop_routing_camo"),  # below DA0's, but 0.04 > 0.03
+        ({"camo": {"da0": 0.90, "final": 0.85}}, "coop_routing_camo"),
+        ({"cycle_list": cycles(("adversary", "adversary"))}, "both_sides_trained"),
+        ({"cycle_list": cycles(success=(0.25, 0.25))}, "first_gym"),  # success did not rise
+        ({"cycle_list": cycles(faith=0.7)}, "first_gym"),  # it rose, unfaithfully
+    ],
+)
+def test_each_criterion_fails_on_its_own(tmp_path, change, failed):
+    kw = {"passes": {"da0": 8, "final": 15, "expert": 20}, **change}
+    result = acceptance.checks(acceptance.seed_figures(fake_run(tmp_path, **kw), "default"))
+    assert result == {name: name != failed for name in acceptance.CRITERIA}
 
 
-def test_a_seed_copy_holds_the_sources_its_seed_and_absolute_data_paths(tmp_path):
-    root = acceptance.prepare_copy(ROOT, tmp_path / "seed_7", 7, "quick")
-    raw = yaml.safe_load((root / "params.yaml").read_text())
-    assert raw["seed"] == 7 and raw["profile"] == "quick"
-    b77 = raw["ingest"]["profiles"]["banking77"]["utterances"]["path"]
-    assert Path(b77).is_absolute() and Path(b77) == (ROOT / "../shared/data/banking77/train.csv").resolve()
-    assert (root / "src" / "sparring" / "rollout.py").is_file() and not (root / ".venv").exists()
-    assert (root / ".dvc" / "config").is_file() and not (root / ".dvc" / "cache").exists()  # config, not cache
-    assert acceptance.finished(root, "quick", 7) is None  # nothing ran yet
-    (root / "reports").mkdir()
-    (root / "reports" / "metrics.json").write_text(json.dumps({"profile": "quick", "seed": 7}))
-    assert acceptance.finished(root, "quick", 7) == {"profile": "quick", "seed": 7}
-    assert acceptance.finished(root, "default", 7) is None and acceptance.finished(root, "quick", 1) is None
+def test_the_first_gym_is_unmeasured_when_no_arena_shows_it_against_da0():
+    agent_first = acceptance.first_gym(cycles(("agent", "adversary")))
+    assert agent_first["first_gym"] == "unmeasured" and "agent trained before" in agent_first["first_gym_note"]
+    last = acceptance.first_gym(cycles(("agent", "adversary"))[1:])  # the adversary's gym in the last cycle
+    assert last["first_gym"] == "unmeasured" and "no arena after" in last["first_gym_note"]
+    older = [{k: v for k, v in c.items() if k != "arena_adv_faithfulness"} for c in cycles()]
+    older[0]["adv_faithfulness"] = 0.83  # a run from before arenas kept faithfulness: the gym cycle's held-out
+    gym = acceptance.first_gym(older)
+    assert gym["adv_faithfulness_after_gym"] == 0.83 and gym["faithfulness_source"] == "held-out _adv"
+    assert acceptance.checks({**FIGURES, **gym})["first_gym"] is True
+    assert acceptance.checks({**FIGURES, **agent_first})["first_gym"] is None
 
 
-def test_pipeline_seconds_is_the_last_runs_wall_time_from_dagster(tmp_path):
-    import time
+FIGURES = {
+    "expert_strict_pass_advpool": 1.0, "final_strict_pass_advpool": 0.8, "pool_target": 0.7,
+    "routing_error_coop_final": 0.0, "routing_error_coop_da0": 0.0, "strict_pass_camo_final": 1.0,
+    "strict_pass_camo_da0": 1.0, "trained_history": ["adversary", "agent"],
+}  # fmt: skip
 
-    import pytest
-    from dagster import DagsterInstance, job, op
 
-    @op
-    def nap() -> None:
-        time.sleep(0.3)
+def test_over_seeds_judges_the_pool_on_the_mean_and_the_sides_in_every_seed(tmp_path, capsys):
+    behind = fake_run(tmp_path / "a", {"da0": 8, "final": 12, "expert": 20}, seed=0)  # 0.60 < its 0.70
+    ahead = fake_run(tmp_path / "b", {"da0": 8, "final": 18, "expert": 20}, seed=1, episodes=False)
+    assert acceptance.main(["--run", f"seed0={behind}", "--run", f"seed1={ahead}"]) == 0
+    out = capsys.readouterr().out
+    doc = json.loads(out.strip().splitlines()[-1])
+    assert set(doc["seeds"]) == {"seed0", "seed1"} and doc["mean"]["final_strict_pass_advpool"] == 0.75
+    assert doc["mean"]["pool_target"] == pytest.approx(0.7) and doc["criteria"]["pool_half_gap"] is True
+    assert doc["criteria"] == dict.fromkeys(acceptance.CRITERIA, True)
+    older = doc["seeds"]["seed1"]
+    assert older["final_minus_da0_advpool_ci"] is None and "no per-episode outcomes" in older["ci_note"]
+    verdicts = re.findall(r"criterion pool_half_gap +(\w+)", out)
+    assert verdicts == ["FAIL", "PASS", "PASS"]  # seed0, seed1, the mean
 
-    @job
-    def pipeline():
-        nap()
+    unmeasured = fake_run(
+        tmp_path / "c", {"da0": 8, "final": 18, "expert": 20}, cycle_list=cycles(["adversary"], [0.1])
+    )
+    assert acceptance.main(["--run", f"s0={behind}", "--run", f"s2={unmeasured}"]) == 0
+    doc = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert doc["criteria"]["first_gym"] is None and doc["criteria"]["both_sides_trained"] is False
 
-    (tmp_path / ".dagster").mkdir()
-    with pytest.raises(SystemExit, match="no finished pipeline run"):
-        acceptance.pipeline_seconds(tmp_path)
-    with DagsterInstance.from_config(str(tmp_path / ".dagster")) as instance:
-        t = time.perf_counter()
-        assert pipeline.execute_in_process(instance=instance).success
-        elapsed = time.perf_counter() - t
-    assert 0.3 <= acceptance.pipeline_seconds(tmp_path) <= elapsed + 0.05
+
+def test_a_missing_or_bad_run_exits_2_naming_the_path(tmp_path, capsys):
+    good = fake_run(tmp_path / "good", {"da0": 8, "final": 15, "expert": 20})
+
+    def refused(folder: Path, *extra: str) -> str:
+        assert acceptance.main(["--run", f"seed0={good}", "--run", f"seed1={folder}", *extra]) == 2
+        captured = capsys.readouterr()
+        assert "Traceback" not in captured.err and not captured.out
+        return captured.err
+
+    assert f"--run seed1: {tmp_path / 'nowhere'}: no such run folder" in refused(tmp_path / "nowhere")
+    bad = fake_run(tmp_path / "bad", {"da0": 8, "final": 15, "expert": 20})
+    (bad / "reports" / "evaluate.json").unlink()
+    assert f"{bad / 'reports' / 'evaluate.json'}: missing" in refused(bad)
+    (bad / "reports" / "evaluate.json").write_text("{not json")
+    assert f"{bad / 'reports' / 'evaluate.json'}: unreadable" in refused(bad)
+    (bad / "reports" / "evaluate.json").write_text(json.dumps({"profile": "default", "seed": 3}))
+    assert "another run's" in refused(bad)
+    metrics = json.loads((good / "reports" / "metrics.json").read_text())
+    del metrics["agents"]["final"]["strict_pass_camo"]
+    (bad / "reports" / "evaluate.json").write_text(json.dumps({"profile": "default", "seed": 0}))
+    (bad / "reports" / "metrics.json").write_text(json.dumps(metrics))
+    assert f"{bad / 'reports' / 'metrics.json'}: no agents.final.strict_pass_camo" in refused(bad)
+    assert "profile 'default', expected 'quick'" in refused(good, "--profile", "quick")
+    with pytest.raises(SystemExit) as exit_:
+        acceptance.main(["--run", str(good)])  # no LABEL=
+    assert exit_.value.code == 2 and "expected LABEL=DIR" in capsys.readouterr().err

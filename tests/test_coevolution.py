@@ -19,8 +19,9 @@ from sparring.agents.tokenizer import train_tokenizer
 from sparring.data.synthetic import generate_utterances
 from sparring.judge.rewards import Judge
 from sparring.settings import CoevolutionSettings, GRPOSettings
-from sparring.train.coevolution import gym_scenarios, run_cycle, stop_reason, weaker_side
+from sparring.train.coevolution import gym_scenarios, run_cycle, stop_reason
 from sparring.train.cycle_state import CycleState
+from sparring.train.sides import behind_side, pick_side, weaker_side
 from sparring.world.scenarios import sample_scenarios
 from sparring.world.taxonomy import load_taxonomy
 
@@ -66,8 +67,53 @@ def test_stop_rule_window_and_budget():
     assert stop_reason([0.6, 0.62, 0.7], CoevolutionSettings(window=3, max_cycles=8)) is None
     assert stop_reason([0.5, 0.6, 0.62, 0.65], CoevolutionSettings(window=3, max_cycles=8)) == "gates"
     assert stop_reason([0.1, 0.2], CoevolutionSettings(max_cycles=2)) == "max_cycles"
+
+
+def test_the_literal_weaker_rule_compares_raw_rates_and_never_trains_the_agent_on_this_scale():
     assert weaker_side(0.3, 0.5) == "agent" and weaker_side(0.6, 0.2) == "adversary"
     assert weaker_side(0.0, 0.0) == "adversary"
+    # A seed-0 trajectory under `weaker`: W_DA 0.896 -> 0.708 -> 0.563 -> 0.667 against adversary wins of 0.1-0.3.
+    assert {weaker_side(w, a) for w, a in ((0.896, 0.1), (0.708, 0.25), (0.563, 0.3), (0.667, 0.2))} == {"adversary"}
+
+
+@pytest.mark.parametrize(
+    ("w_da", "adv", "trained", "expected"),
+    [
+        ([0.9], [0.1], [], "adversary"),  # cycle 1: no previous arena, the adversary (no RL yet) trains first
+        ([0.9, 0.7], [0.1, 0.25], ["adversary"], "agent"),  # its gym cost the agent 0.2, gained it 0.15
+        ([0.9, 0.7, 0.8], [0.1, 0.25, 0.15], ["adversary", "agent"], "adversary"),  # the agent's gym undid it
+        ([0.9, 0.7, 0.8, 0.82], [0.1, 0.25, 0.15, 0.2], ["adversary", "agent", "adversary"], "agent"),  # +.02 < +.05
+        ([0.9, 0.95], [0.2, 0.1], ["agent"], "adversary"),  # the agent gained, the adversary lost
+        ([0.1, 0.3], [0.2, 0.4], ["adversary"], "agent"),  # a tie (+0.2 each, up to float noise): the other side
+        ([0.1, 0.3], [0.2, 0.4], ["agent"], "adversary"),
+        ([0.8, 0.8], [0.2, 0.2], ["adversary"], "agent"),  # nothing moved: a tie
+        ([0.9, 0.7], [0.25], ["adversary"], "agent"),  # a state saved before adv_success was kept: alternate
+    ],
+)
+def test_the_side_that_lost_more_ground_since_the_last_arena_trains(w_da, adv, trained, expected):
+    assert behind_side(w_da, adv, trained) == expected
+
+
+def test_pick_side_follows_the_settings_rule_and_the_stop_gates():
+    history = ([0.9, 0.7], [0.1, 0.25], ["adversary"])  # after the adversary's gym lowered W_DA
+    assert CoevolutionSettings().train == "behind"
+    assert pick_side(CoevolutionSettings(), *history, None) == "agent"
+    assert pick_side(CoevolutionSettings(train="weaker"), *history, None) == "adversary"  # 0.7 > 0.25
+    assert pick_side(CoevolutionSettings(train="agent"), [0.9], [0.1], [], None) == "agent"
+    assert pick_side(CoevolutionSettings(train="adversary"), *history, "max_cycles") == "adversary"
+    assert pick_side(CoevolutionSettings(), *history, "gates") == "none"
+
+
+def test_a_state_json_from_before_adv_success_history_loads(tmp_path):
+    import json
+
+    state = CycleState("a", "s", cycle=2, w_da_history=[0.9, 0.7], trained_history=["adversary"])
+    state.save(tmp_path)
+    raw = json.loads((tmp_path / "state.json").read_text())
+    assert raw.pop("adv_success_history") == []
+    (tmp_path / "state.json").write_text(json.dumps(raw))  # as an older version wrote it
+    old = CycleState.load(tmp_path)
+    assert old == state and old.adv_success_history == []
 
 
 @pytest.fixture(scope="module")
@@ -170,7 +216,7 @@ def start(tmp_path_factory, scenarios):
     return CycleState(agent_dir=str(root / "da0"), simulator_dir=str(root / "sim"))
 
 
-def tiny(train: str = "weaker") -> CoevolutionSettings:
+def tiny(train: str = "behind") -> CoevolutionSettings:
     # Groups of 4: with FixedBackend's parity rule a group of 2 has no spread half the time, and a gym of only
     # such groups (1 in 16 draws at groups of 2) leaves the adversary where it started.
     grpo = GRPOSettings(
@@ -196,7 +242,8 @@ def test_cycles_are_deterministic_and_resume_from_files(tmp_path, start, scenari
     judge = Judge(FixedBackend())
     train, heldout = scenarios[:8], scenarios[8:]
     first, m1 = run_cycle(start, train, heldout, judge, tiny(), tmp_path / "a1", seed=5)
-    assert m1["trained"] == "adversary" and m1["w_da"] == 0.0  # random DA0 never passes; a tie trains the CA
+    assert m1["trained"] == "adversary" and m1["w_da"] == 0.0  # random DA0 never passes; cycle 1 trains the CA
+    assert first.adv_success_history == [m1["arena_adv_success"]] and 0.0 <= m1["arena_adv_faithfulness"] <= 1.0
     assert first.adversary_dirs == [str(tmp_path / "a1" / "adversary")] and first.agent_dir == start.agent_dir
     assert len(first.transcripts) == 6 and first.cycle == 1 and first.stopped is None
     for name in ("w_da", "strict_pass_coop", "routing_acc_coop", "strict_pass_adv", "strict_pass_advpool"):
@@ -209,6 +256,7 @@ def test_cycles_are_deterministic_and_resume_from_files(tmp_path, start, scenari
     second, m2 = run_cycle(first, train, heldout, judge, tiny("agent"), tmp_path / "a2", seed=5)
     assert m2["trained"] == "agent" and second.agent_dir == str(tmp_path / "a2" / "agent")
     assert second.w_da_history == [m1["w_da"], m2["w_da"]] and second.trained_history == ["adversary", "agent"]
+    assert second.adv_success_history == [m1["arena_adv_success"], m2["arena_adv_success"]]
 
     # Same seed again, cycle 2 resumed from the files cycle 1 left: the same metrics and weights.
     again, r1 = run_cycle(start, train, heldout, judge, tiny(), tmp_path / "b1", seed=5)

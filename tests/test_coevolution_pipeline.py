@@ -152,6 +152,15 @@ def test_quick_run_writes_metrics_json_mlflow_and_dagster(uninterrupted):
     cycles = doc["cycles"]
     assert [c["cycle"] for c in cycles] == list(range(1, QUICK_CYCLES + 1))
     assert doc["w_da_trajectory"] == [c["w_da"] for c in cycles]
+    assert doc["adv_success_trajectory"] == [c["arena_adv_success"] for c in cycles]
+    assert doc["trained_history"] == [c["trained"] for c in cycles]
+    episodes = json.loads((root / "reports" / "evaluate.json").read_text())["episodes"]
+    for name in ("da0", "final", "expert"):  # per-episode outcomes beside the figures, for paired comparisons
+        for opponent in ("coop", "camo", "advpool"):
+            flags = episodes["strict_pass"][name][opponent]
+            figures = doc["ceiling"] if name == "expert" else doc["agents"][name]
+            assert len(flags) == len(episodes["scenario_ids"][opponent]) == n
+            assert flags.count("1") / n == pytest.approx(figures[f"strict_pass_{opponent}"])
     assert doc["stop_reason"] == "max_cycles" and cycles[-1]["stop_reason"] == "max_cycles"
     for c in cycles:
         assert c["trained"] in ("agent", "adversary") and 0.0 <= c["w_da"] <= 1.0
@@ -186,6 +195,16 @@ def test_quick_run_writes_metrics_json_mlflow_and_dagster(uninterrupted):
         (parents[cycle_1],),
     ).fetchall()
     assert trajectory == [(c["cycle"], c["w_da"]) for c in cycles]
+    curves = {
+        "adv_success": [(c["cycle"], c["arena_adv_success"]) for c in cycles],
+        "agent_trained": [(c["cycle"], float(c["trained"] == "agent")) for c in cycles],
+    }
+    for key, expected in curves.items():
+        curve = db.execute(
+            "select step, value from metrics where run_uuid = ? and key = ? order by step",
+            (parents[cycle_1], f"coevolution.{key}"),
+        ).fetchall()
+        assert curve == expected, key
     artifacts = list((root / "mlruns" / "artifacts").glob(f"{cycle_1}/artifacts/checkpoint/{trained[0]}/*"))
     assert any(p.name == "model.safetensors" for p in artifacts)
     client = MlflowClient(tracking_uri=f"sqlite:///{root / 'mlruns' / 'mlflow.db'}")
@@ -201,6 +220,24 @@ def test_quick_run_writes_metrics_json_mlflow_and_dagster(uninterrupted):
         event = instance.get_latest_materialization_event(AssetKey("cycle_1"))
         assert event.asset_materialization.metadata["w_da"].value == cycles[0]["w_da"]
         assert event.asset_materialization.metadata["trained"].value == trained[0]
+
+
+def test_the_acceptance_benchmark_reads_a_finished_quick_run(uninterrupted):
+    """benchmarks/coevolution_acceptance.py on a real run's files: every figure read, a JSON last line, exit 0
+    (the quick models pass nothing, so the verdicts do not matter here)."""
+    root, _ = uninterrupted
+    script = ROOT / "benchmarks" / "coevolution_acceptance.py"
+    done = subprocess.run(
+        [sys.executable, str(script), "--run", f"seed0={root}", "--profile", "quick"], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout.strip().splitlines()[-1])
+    figures = doc["seeds"]["seed0"]
+    assert figures["n_paired"] == load_params(root / "params.yaml", "quick").evaluate.eval_scenarios
+    low, high = figures["final_minus_da0_advpool_ci"]
+    assert low <= figures["final_minus_da0_advpool"] <= high
+    assert set(doc["criteria"]) == {"expert_ceiling", "pool_half_gap", "coop_routing_camo", "both_sides_trained",
+                                    "first_gym"}  # fmt: skip
 
 
 def _summary_table(markdown: str) -> dict[str, dict[str, str]]:

@@ -180,7 +180,9 @@ class CoevolutionSettings(Settings):
     coop_opening: Literal["utterance", "simulator"] = Field(
         "utterance", description="`_coop` opens with the scenario's utterance, or the simulator's own words"
     )
-    train: Literal["weaker", "agent", "adversary"] = Field("weaker", description="weaker (RL-ADA) or an ablation")
+    train: Literal["behind", "weaker", "agent", "adversary"] = Field(
+        "behind", description="behind: the side that lost more ground since the last arena; weaker: the lower rate"
+    )
     eval_scenarios: int = Field(24, ge=0, description="held-out scenarios per opponent after each cycle (0: none)")
     w_da_gate: float = Field(0.6, ge=0, le=1, description="stop rule: W_DA >= gate ...")
     stability: float = Field(0.05, ge=0, le=1, description="... and |ΔW_DA| <= stability ...")

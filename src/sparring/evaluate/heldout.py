@@ -18,7 +18,9 @@ against each adversary generation on its own (``adv_<g>``), beside ``coop`` and 
 ``cross_play_scenarios`` scenarios; and pass^k over ``pass_k`` sampled runs. Nothing is played twice: a
 cross-play cell reuses the pool's episodes of its generation and plays only the rest. Names follow
 ../shared/METRICS.md. An agent folder that appears under several names (a cycle in which the adversary trained
-keeps the previous agent) is played once.
+keeps the previous agent) is played once. Beside the figures, each agent's (and the expert's) per-episode outcomes
+against the four opponents (:func:`episode_record`; :mod:`sparring.evaluate.episodes` keeps them in evaluate's
+report), for paired comparisons of agents on the same scenarios (benchmarks/coevolution_acceptance.py).
 """
 
 from __future__ import annotations
@@ -38,13 +40,23 @@ from sparring.evaluate.crossplay import (
 )
 from sparring.evaluate.play import GameModels, adversary_parts, against_pool, cooperative_customer
 from sparring.judge import Scorer
-from sparring.rollout import Episode, episode_metrics, run_episodes
+from sparring.rollout import Episode, episode_metrics, routed_correctly, run_episodes
 from sparring.seeds import derive_seed
 from sparring.settings import CoevolutionSettings
 from sparring.timing import Phases
 from sparring.world.scenarios import Scenario, as_cooperative
 
 EXPERT = "expert"  # the ceiling's row in cross-play
+
+
+def episode_record(episodes: Sequence[Episode]) -> dict[str, list]:
+    """Episodes' outcomes in play order: ``scenario_id`` and, per :data:`~sparring.evaluate.episodes.OUTCOMES`, 0
+    or 1 (``routed``: the resolving tool was called, as ``routing_acc`` counts)."""
+    return {
+        "scenario_id": [ep.scenario.scenario_id for ep in episodes],
+        "strict_pass": [int(bool(ep.outcome.strict_pass)) for ep in episodes],
+        "routed": [int(routed_correctly(ep)) for ep in episodes],
+    }
 
 
 def heldout_seed(seed: int) -> int:
@@ -62,6 +74,7 @@ class HeldoutReport:
     cross_play: dict[str, list] = field(default_factory=dict)
     adversary_episodes: dict[int, list[Episode]] = field(default_factory=dict)
     phases: dict[str, dict[str, float]] = field(default_factory=dict)  # where the time went (sparring.timing)
+    episodes: dict[str, dict[str, dict[str, list]]] = field(default_factory=dict)  # agent -> opponent -> outcomes
     worker_phases: list[dict[str, dict[str, float]]] = field(default_factory=list)  # each process's, when split
 
 
@@ -115,12 +128,14 @@ def evaluate_heldout(
     players, names = _players(agents, models, expert)
     extras = {key for name, key in names.items() if name not in main_only} | {EXPERT}  # cross-play, pass^k
     done: dict[str, dict[str, float]] = {}
+    records: dict[str, dict[str, dict[str, list]]] = {}
     cells: dict[str, dict[str, dict[str, float]]] = {}
     report = HeldoutReport(agents={})
     for key, player in players.items():
         with phases.time("episodes") as counts:  # coop, coopsim, camo, the pool; the agent's load the first time
             metrics, played = _play(player(True), opponents, scenarios, judge, turns)
             counts["episodes"] = sum(len(eps) for eps in played.values())
+        records[key] = {suffix.lstrip("_"): episode_record(eps) for suffix, eps in played.items()}
         if k_cross and key in extras:
             with phases.time("cross_play") as counts:
                 agent, prefix = player(True), scenarios[:k_cross]
@@ -135,6 +150,9 @@ def evaluate_heldout(
     report.ceiling = done.get(EXPERT, {})
     for name, key in names.items():
         report.agents[name] = {**done[key], **share_of_ceiling(done[key], report.ceiling)}
+        report.episodes[name] = records[key]
+    if EXPERT in records:
+        report.episodes[EXPERT] = records[EXPERT]
     if cells:
         rows = {name: cells[key] for name, key in names.items() if key in cells}
         if EXPERT in cells:

@@ -100,13 +100,18 @@ def deal(
 
 
 def merge(parts: Sequence[HeldoutReport], order: Sequence[str], seconds: float) -> HeldoutReport:
-    """One report from the workers' parts: agents in ``order`` with their share of the (one) ceiling, cross-play
-    rows in ``order`` then the expert's, adversary episodes per generation in the workers' order."""
+    """One report from the workers' parts: agents in ``order`` with their share of the (one) ceiling and their
+    per-episode outcomes (then the expert's), cross-play rows in ``order`` then the expert's, adversary episodes
+    per generation in the workers' order."""
     ceiling = next((p.ceiling for p in parts if p.ceiling), {})
     played = {name: metrics for p in parts for name, metrics in p.agents.items()}
     report = HeldoutReport(agents={}, ceiling=ceiling)
+    outcomes = {name: record for p in parts for name, record in p.episodes.items()}
     for name in order:
         report.agents[name] = {**played[name], **share_of_ceiling(played[name], ceiling)}
+        report.episodes[name] = outcomes[name]
+    if EXPERT in outcomes:
+        report.episodes[EXPERT] = outcomes[EXPERT]
     cells = {}
     for part in parts:
         matrix = part.cross_play

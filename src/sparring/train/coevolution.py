@@ -4,8 +4,12 @@
    ``arena_runs``, both sampling. The agent wins an episode on strict PASS: W_DA = mean(strict_pass). The
    adversary wins when it misrouted an agent that identified it, stayed faithful (>= the judge's
    ``faithful_min``) and never named the intent (the judge's ``adv_won``): adv_success = mean(adv_won).
-2. Pick the side (:func:`pick_side`): the one with the lower win rate (the rewards are not zero-sum, so each
-   side is scored by its own wins), or none when the stop rule's gates (5.) already hold with this arena.
+2. Pick the side (:func:`~sparring.train.sides.pick_side`), or none when the stop rule's gates (5.) already hold
+   with this arena. The paper retrains "the side with the lower score"; each side is scored by its own wins (the
+   rewards are not zero-sum), on different scales: W_DA (~0.6-0.9 here) always exceeded adv_success (~0.1-0.3),
+   so comparing the rates (``train: weaker``) trained the adversary in every cycle and never the agent. The
+   default (``train: behind``) compares each rate's change since the previous arena: the side that lost more
+   ground trains (cycle 1: the adversary, which starts without RL; a tie: the side that did not train last).
 3. Train that side with GRPO (:mod:`sparring.train.grpo`) against its frozen opponent, on fresh scenarios and
    replayed arena transcripts (:func:`gym_scenarios`). The agent (:func:`train_agent`) meets an opponent drawn
    per group from the current adversary, earlier ones and the cooperative simulator (``agent_mix``, against
@@ -26,7 +30,7 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +50,7 @@ from sparring.seeds import derive_seed
 from sparring.settings import CoevolutionSettings
 from sparring.train.cycle_state import CycleState
 from sparring.train.grpo import GRPOResult, train_side
+from sparring.train.sides import pick_side
 from sparring.world.scenarios import Scenario, as_cooperative
 
 REPLAYED = "arena_replay"  # utterance_source of an agent-gym scenario whose utterance is a recorded opening
@@ -78,6 +83,7 @@ class Arena:
     episodes: list[Episode]
     agent_won: list[bool]
     adv_won: list[bool]
+    adv_faithfulness: list[float] = field(default_factory=list)  # the judge's, per episode
 
     @property
     def w_da(self) -> float:
@@ -86,6 +92,10 @@ class Arena:
     @property
     def adv_success(self) -> float:
         return sum(self.adv_won) / max(1, len(self.adv_won))
+
+    @property
+    def mean_adv_faithfulness(self) -> float:
+        return sum(self.adv_faithfulness) / max(1, len(self.adv_faithfulness))
 
     def records(self, cycle: int) -> list[dict[str, Any]]:
         """The arena's episodes as transcripts for later gyms' replays."""
@@ -111,22 +121,15 @@ def play_arena(
         **turn_limits(s),
     )
     scores = judge.score(episodes)
-    return Arena(episodes, [bool(ep.outcome.strict_pass) for ep in episodes], [bool(x["adv_won"]) for x in scores])
+    return Arena(
+        episodes,
+        [bool(ep.outcome.strict_pass) for ep in episodes],
+        [bool(x["adv_won"]) for x in scores],
+        [float(x["adv_faithfulness"]) for x in scores],
+    )
 
 
-# 2. Pick the side -----------------------------------------------------------------------------------------------
-
-
-def weaker_side(w_da: float, adv_success: float) -> str:
-    """The side with the lower win rate trains; a tie trains the adversary (it starts without RL)."""
-    return "agent" if w_da < adv_success else "adversary"
-
-
-def pick_side(settings: CoevolutionSettings, arena: Arena, stop: str | None) -> str:
-    """The side that trains this cycle: agent, adversary, or none when the stop rule's gates already hold."""
-    if stop == "gates":
-        return "none"
-    return settings.train if settings.train != "weaker" else weaker_side(arena.w_da, arena.adv_success)
+# 2. Pick the side: sparring.train.sides ------------------------------------------------------------------------
 
 
 # 3. Train that side ---------------------------------------------------------------------------------------------
@@ -352,10 +355,12 @@ def run_cycle(
     arena = play_arena(models, state.adversary_dir, train_scenarios, judge, seed, k)
     transcripts = (state.transcripts + arena.records(k))[-s.max_transcripts :]
     history = [*state.w_da_history, arena.w_da]
+    adv_history = [*state.adv_success_history, arena.adv_success]
     metrics: dict[str, Any] = {
         "cycle": k,
         "w_da": arena.w_da,
         "arena_adv_success": arena.adv_success,
+        "arena_adv_faithfulness": arena.mean_adv_faithfulness,
         "arena_seconds": time.perf_counter() - t0,
         "arena_episodes": len(arena.episodes),
         "load_seconds": load_seconds,
@@ -366,8 +371,10 @@ def run_cycle(
     )
 
     stop = stop_reason(history, s)
-    side = pick_side(s, arena, stop)
-    new = replace(state, cycle=k, w_da_history=history, transcripts=transcripts, stopped=None)
+    side = pick_side(s, history, adv_history, state.trained_history, stop)
+    new = replace(
+        state, cycle=k, w_da_history=history, adv_success_history=adv_history, transcripts=transcripts, stopped=None
+    )
     if side != "none":
         t0 = time.perf_counter()
         metrics.update(train_the_side(side, models, state, new, train_scenarios, judge, seed, out_dir, report_to))

@@ -1,5 +1,5 @@
-"""Where co-evolution stands between cycles, as plain files: state.json (checkpoint paths, W_DA history, what
-trained) and transcripts.jsonl (recent arena episodes, which later gyms replay)."""
+"""Where co-evolution stands between cycles, as plain files: state.json (checkpoint paths, W_DA and adversary success
+histories, what trained) and transcripts.jsonl (recent arena episodes, which later gyms replay)."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ class CycleState:
     adversary_dirs: list[str] = field(default_factory=list)  # generations, oldest first; the last is current
     cycle: int = 0
     w_da_history: list[float] = field(default_factory=list)
+    adv_success_history: list[float] = field(default_factory=list)  # the arenas' adversary win rates
     trained_history: list[str] = field(default_factory=list)
     transcripts: list[dict[str, Any]] = field(default_factory=list)  # recent arena episodes, oldest first
     stopped: str | None = None  # why co-evolution stopped; None while it goes on
