@@ -3,8 +3,6 @@ in one process and merged from workers, compactly for evaluate's report, and rea
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import numpy as np
 import pytest
 import torch
@@ -17,21 +15,11 @@ from sparring.evaluate.heldout import EXPERT, HeldoutReport, evaluate_heldout
 from sparring.evaluate.parallel import merge
 from sparring.judge.rewards import Judge
 from sparring.settings import CoevolutionSettings, GRPOSettings
+from sparring.train.distributed_check import ConstantStyle
 
 torch.set_num_threads(1)
 SPEC = ModelSpec(hidden_size=32, num_layers=1, num_heads=2, num_kv_heads=1, intermediate_size=64)
 OPPONENTS = ("coop", "coopsim", "camo", "advpool")
-
-
-class FixedBackend:
-    def faithfulness(self, turns: Sequence[Sequence[str]], intents: Sequence[str]) -> np.ndarray:
-        return np.full(len(turns), 0.9)
-
-    def realism(self, turns: Sequence[Sequence[str]]) -> np.ndarray:
-        return np.full(len(turns), 0.8)
-
-    def named_outright(self, text: str, intent: str) -> bool:
-        return False
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +33,7 @@ def played(tmp_path_factory, tok, heldout):
     scenarios = heldout[:4]
     agents = {"da0": root / "da0", "final": root / "da0"}  # one folder under two names: played once, kept twice
     report = evaluate_heldout(
-        agents, root / "sim", [], scenarios, Judge(FixedBackend()), settings, expert=ExpertAgent(refs="described")
+        agents, root / "sim", [], scenarios, Judge(ConstantStyle()), settings, expert=ExpertAgent(refs="described")
     )
     return report, scenarios
 

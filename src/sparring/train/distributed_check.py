@@ -73,10 +73,10 @@ def run(out: Path, seed: int = 0) -> dict[str, Any]:
         result = train_sft(model, tokenizer, conversations, sft, Path(scratch) / "sft", seed=seed)
         record.update(sft_loss=[c["loss"] for c in result.curves if "loss" in c], after_sft=checksum(result.model))
         grpo = GRPOSettings(
-            num_generations=2, scenarios_per_step=2, max_steps=1, learning_rate=1e-2, max_new_tokens=6,
+            num_generations=4, scenarios_per_step=4, max_steps=1, learning_rate=1e-2, max_new_tokens=12,
             max_turns=2, max_calls_per_turn=2, logging_steps=1,
-        )  # fmt: skip
-        scenarios = sample_scenarios(frame, 4, seed=seed)
+        )  # fmt: skip  # groups of 4 over 8 scenarios: a reward spread for the step to learn from, whatever the init
+        scenarios = sample_scenarios(frame, 8, seed=seed)
         judge = Judge(ConstantStyle(), max_turns=grpo.max_turns)
         side = train_side(result.model, tokenizer, "agent", CooperativeCustomer(), scenarios, judge, grpo, seed=seed)
         record.update(
