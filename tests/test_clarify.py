@@ -138,3 +138,21 @@ def test_simulator_data_holds_which_answers_and_denials(heldout):
     ]
     assert denials  # the misconfirming expert makes the customer correct it
     assert all(e.outcome.strict_pass for e in episodes)
+
+
+def test_expert_checks_again_after_a_no_to_the_right_request(heldout):
+    styles = ("vague", "camouflaged", "multi_part")
+    scenario = next(s for s in _object_scenarios(heldout) if s.utterance_style in styles)
+
+    class NoOnce(CooperativeCustomer):
+        """Says no to the first confirmation, whatever it states (as LM customers sometimes do)."""
+
+        def reply(self, request: TurnRequest) -> str:
+            heard = str(request.messages[-1]["content"]) if request.messages[-1]["role"] == "user" else ""
+            if "Just to be sure" in heard and "check I have it right" not in heard:
+                return "No, not quite."
+            return super().reply(request)
+
+    episode = run_episodes([scenario], ExpertAgent(refs="described"), NoOnce(), max_turns=8, seed=0)[0]
+    confirms = [c.arguments["intent"] for c in episode.log.tool_calls() if c.name == "confirm_request"]
+    assert confirms == [scenario.intent, scenario.intent] and episode.outcome.strict_pass

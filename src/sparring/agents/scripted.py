@@ -333,7 +333,10 @@ class ExpertAgent:
         elif confirms[-1] != intent:  # the deliberately wrong one was answered: confirm the right one
             return self._say(intent, confirm_question(intent), "confirm_request", {"intent": intent})
         elif answer_kind(_last_user(messages)) == "no":
-            return self._handoff(intent, "The customer does not want the request as stated.")
+            if confirms.count(intent) >= 2:  # a second no to the request: not for this agent to guess on
+                return self._handoff(intent, "The customer does not want the request as stated.")
+            text = f"Sorry, let me check I have it right. {confirm_question(intent)}"
+            return self._say(intent, text, "confirm_request", {"intent": intent})
         return self._say(intent, "", resolver.name, self._refer(resolver.arguments))
 
     def _misconfirms(self, scenario: Scenario) -> str | None:
