@@ -156,3 +156,13 @@ def test_expert_checks_again_after_a_no_to_the_right_request(heldout):
     episode = run_episodes([scenario], ExpertAgent(refs="described"), NoOnce(), max_turns=8, seed=0)[0]
     confirms = [c.arguments["intent"] for c in episode.log.tool_calls() if c.name == "confirm_request"]
     assert confirms == [scenario.intent, scenario.intent] and episode.outcome.strict_pass
+
+
+def test_ceiling_replay_refuses_a_folder_without_a_run(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "ceiling_replay.py"
+    done = subprocess.run([sys.executable, str(script), "--run", str(tmp_path)], capture_output=True, text=True)
+    assert done.returncode != 0 and str(tmp_path) in done.stderr and "Traceback" not in done.stderr

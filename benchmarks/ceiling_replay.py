@@ -1,0 +1,63 @@
+"""The expert's ceiling replayed on a finished run: the scripted expert (this checkout's) against the run's held-out
+adversary pool and cooperative simulator, with evaluate's scenarios, turn limits and seed, so a change to the
+expert is measured without rerunning `evaluate`. Prints strict PASS and failure kinds per opponent; last line JSON.
+
+Usage: ``python benchmarks/ceiling_replay.py --run DIR [--n 240]`` (DIR: a project folder where `sparring run`
+finished).
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import sys
+from pathlib import Path
+
+import torch
+
+from sparring.agents.scripted import ExpertAgent
+from sparring.evaluate.crossplay import failure_kind
+from sparring.evaluate.heldout import heldout_seed
+from sparring.evaluate.play import GameModels, against_pool, cooperative_customer
+from sparring.params import load_params
+from sparring.rollout import run_episodes
+from sparring.world.scenarios import load_scenarios
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--run", type=Path, required=True, help="a finished run's project folder")
+    parser.add_argument("--n", type=int, default=None, help="held-out scenarios (default: evaluate's)")
+    args = parser.parse_args()
+    root = args.run.resolve()
+    states = sorted((root / "models" / "cycles").glob("cycle_*/state.json"), key=lambda p: int(p.parent.name[6:]))
+    if not states:
+        sys.exit(f"error: {root}: no finished cycle (models/cycles/cycle_*/state.json)")
+    torch.set_num_threads(1)
+    os.chdir(root)  # checkpoint paths in the cycle state are relative to the project
+    p = load_params(root / "params.yaml")
+    games = GameModels(p.coevolution)
+    state = json.loads(states[-1].read_text(encoding="utf-8"))
+    held = load_scenarios(root / "data" / "scenarios" / "heldout.jsonl")[: args.n or p.evaluate.eval_scenarios]
+    a = p.coevolution.agent_grpo
+    play = {"max_turns": a.max_turns, "max_calls_per_turn": a.max_calls_per_turn, "seed": heldout_seed(p.seed)}
+    expert = ExpertAgent(refs=p.agent_sft.object_refs)
+    pool = [games.adversary(d) for d in state["adversary_dirs"]] or [games.adversary(state["simulator_dir"])]
+    coop = cooperative_customer(games.customer(state["simulator_dir"]), p.coevolution.coop_opening)
+    played = {
+        "advpool": against_pool(held, expert, pool, tokenizer=games.tokenizer, **play),
+        "coop": run_episodes(held, expert, coop, tokenizer=games.tokenizer, **play),
+    }
+    out = {}
+    for name, episodes in played.items():
+        kinds = collections.Counter(failure_kind(e) for e in episodes if not e.outcome.strict_pass)
+        out[name] = {"strict_pass": sum(e.outcome.strict_pass for e in episodes) / len(episodes), "n": len(episodes),
+                     "failures": dict(kinds)}  # fmt: skip
+        print(f"expert vs {name}: strict PASS {out[name]['strict_pass']:.3f} (n={len(episodes)}), failures {kinds}")
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()
