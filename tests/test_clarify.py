@@ -16,6 +16,7 @@ from sparring.agents.clarify import (
 )
 from sparring.agents.policies import TurnOutput, TurnRequest
 from sparring.agents.scripted import CamouflagingCustomer, CooperativeCustomer, ExpertAgent, identity_text
+from sparring.agents.slots import describe_slots
 from sparring.rollout import run_episodes
 from sparring.train.simulator import scripted_episodes
 from sparring.world.scenarios import build_world
@@ -59,9 +60,7 @@ def test_scripted_customers_answer_which_and_confirmation(heldout, customer):
     scenario = _object_scenarios(heldout)[0]
     target = INTENT_SPECS[scenario.intent].target
     which = customer.reply(_request(scenario, which_question(target)))
-    assert scenario.slots.get("merchant", scenario.slots.get("card_last4", "")) in which or any(
-        str(v) in which for v in scenario.slots.values() if isinstance(v, str)
-    )
+    assert describe_slots(scenario) and describe_slots(scenario) in which  # the object's details, verbatim
     yes = customer.reply(_request(scenario, confirm_question(scenario.intent)))
     assert answer_kind(yes) == "yes"
     other = next(i for i, spec in INTENT_SPECS.items() if spec.tool == scenario.tool and i != scenario.intent)
@@ -113,7 +112,6 @@ def test_expert_asks_after_refusal_and_never_reports_success_after_it(heldout):
 
 def test_a_yes_to_the_wrong_request_is_an_answer_against_the_goal(heldout):
     scenario = next(s for s in _object_scenarios(heldout) if s.persona == "cooperative")
-    other = next(i for i, spec in INTENT_SPECS.items() if spec.tool == scenario.tool and i != scenario.intent)
 
     class Liar(CooperativeCustomer):
         def reply(self, request: TurnRequest) -> str:
@@ -123,7 +121,7 @@ def test_a_yes_to_the_wrong_request_is_an_answer_against_the_goal(heldout):
     honest = run_episodes([scenario], ExpertAgent(misconfirm=1.0), CooperativeCustomer(), max_turns=6, seed=0)[0]
     liar = run_episodes([scenario], ExpertAgent(misconfirm=1.0), Liar(), max_turns=6, seed=0)[0]
     confirms = [c.arguments["intent"] for c in honest.log.tool_calls() if c.name == "confirm_request"]
-    assert confirms[0] != scenario.intent and confirms[-1] == scenario.intent and other  # wrong, no, then right
+    assert confirms[0] != scenario.intent and confirms[-1] == scenario.intent  # wrong, no, then right
     assert answers_against_goal(honest) == 0 and honest.outcome.strict_pass
     assert answers_against_goal(liar) >= 1
 

@@ -18,6 +18,7 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
+from sparring.world.bank import plain
 from sparring.world.described import mentions
 from sparring.world.vocab import INTENT_SPECS, TARGETS
 
@@ -110,13 +111,8 @@ def answers_against_goal(episode: Any) -> int:
             kind, object_id = goal_object
             id_key, listing = TARGETS[kind]
             customer = episode.world.customers.get(episode.scenario.customer_id)
-            items = [] if customer is None else [_plain(i) for i in getattr(customer, listing, [])]
+            items = [] if customer is None else [plain(i) for i in getattr(customer, listing, [])]
             named = [i for i in items if mentions(kind, i, answer)]
             lies += bool(named) and not any(i.get(id_key) == object_id for i in named)
     return int(lies)
 
-
-def _plain(item: Any) -> dict[str, Any]:
-    from sparring.world.bank import plain  # deferred: keeps this module light for the scripted policies
-
-    return plain(item)
