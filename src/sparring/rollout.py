@@ -37,6 +37,7 @@ from sparring.agents.chat import (
     parse_agent_message,
     render_agent_message,
 )
+from sparring.agents.leaving import CUSTOMER_LEFT, gives_up
 from sparring.agents.policies import Policy, TurnOutput, TurnRequest
 from sparring.agents.scripted import customer_goal
 from sparring.agents.slots import lexicalize, slot_values
@@ -84,7 +85,7 @@ class Episode:
     session: Session
     agent_turns: list[ParsedMessage] = field(default_factory=list)
     rounds: int = 0
-    ended_by: str | None = None  # end_conversation | transfer_to_human; None when max_turns cut it off
+    ended_by: str | None = None  # end_conversation | transfer_to_human | customer_left; None: max_turns cut it off
     rewards: Any = field(default_factory=dict)
 
 
@@ -322,7 +323,8 @@ def run_episodes(
                     _flush_heard(e)
                 for e, out in zip(active, act(customer, "customer", active), strict=True):
                     _customer_says(e, out, c_mark.get("end"), shared)
-                pending = active
+                    _maybe_leave(e)
+                pending = [e for e in active if not e.done]
                 for e in active:
                     e.calls = 0
                     e.rounds = round_no
@@ -378,6 +380,15 @@ def _customer_says(e: _Live, out: TurnOutput, c_end: int | None, shared: bool) -
     e.messages.append({"role": "user", "content": text})
     e.session.log.add_turn("customer", text)
     e.turn += 1
+
+
+def _maybe_leave(e: _Live) -> None:
+    """End the session when the customer gives up before their request was carried out (agents.leaving)."""
+    if gives_up(str(e.messages[-1]["content"])) and not any(
+        c.name == e.scenario.tool and c.ok for c in e.session.log.tool_calls()
+    ):
+        e.session.ended_by = CUSTOMER_LEFT
+        e.done = True
 
 
 def _agent_says(e: _Live, out: TurnOutput) -> bool:

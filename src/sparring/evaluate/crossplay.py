@@ -5,7 +5,8 @@
   Wilson score interval per cell, since a cell is a share of n independent episodes).
 - pass^k (τ-bench, Yao et al. 2024): over n sampled runs per task with c successes, pass^k = mean over tasks of
   C(c, k) / C(n, k): the chance that k runs drawn without replacement all succeed. pass^1 is the mean success.
-- Failure kinds (METRICS.md ``failure_<kind>_<opponent>``), one per failed episode, first that applies: ``format``
+- Failure kinds (METRICS.md ``failure_<kind>_<opponent>``), one per failed episode, first that applies: ``left``
+  (the customer gave up before the request was carried out, :mod:`sparring.agents.leaving`), ``format``
   (the resolving tool never called and an agent message was malformed), ``misroute`` (never called),
   ``undescribed`` (called and refused because the customer never described the object), ``refused`` (called and
   refused otherwise), ``no_end`` (resolved but the conversation did not end cleanly), ``other`` (resolved and
@@ -17,10 +18,11 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from sparring.agents.leaving import CUSTOMER_LEFT
 from sparring.rollout import Episode, routed_correctly
 
 Z95 = 1.959963984540054  # the normal quantile of a two-sided 95% interval
-FAILURE_KINDS = ("format", "misroute", "undescribed", "refused", "no_end", "other")
+FAILURE_KINDS = ("left", "format", "misroute", "undescribed", "refused", "no_end", "other")
 UNDESCRIBED = "has not described"  # the world's refusal when the customer's words identify no object
 
 
@@ -60,6 +62,8 @@ def failure_kind(episode: Episode) -> str | None:
     """The kind of an episode's failure (module docstring), or None when it passed strictly."""
     if episode.outcome.strict_pass:
         return None
+    if episode.ended_by == CUSTOMER_LEFT:
+        return "left"
     if not routed_correctly(episode):
         return "format" if any(not p.format_ok for p in episode.agent_turns) else "misroute"
     resolving = [c for c in episode.log.tool_calls() if c.name == episode.scenario.tool]

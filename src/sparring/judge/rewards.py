@@ -12,7 +12,8 @@ believable customer who still wants what its goal says:
     r_CA = won × faithfulness × realism + w_faith·faithfulness − w_name·named_outright
     won          = misroute AND faithfulness >= faithful_min AND not named_outright (the arena's win rule)
     misroute     = the customer was identified (a lookup succeeded) and the resolving tool was never called
-                   successfully: withholding identity is not a win, it is just an unhelpful customer
+                   successfully, and the customer did not leave (agents.leaving): withholding identity or walking
+                   away is not a win, it is just an unhelpful customer
     faithfulness = P_oracle(true intent | customer turns) / max_j P_oracle(j | customer turns), 1 when the
                    true intent is still the oracle's top guess, smoothly lower as it is buried; 0 when the
                    customer answered a clarifying question against its goal (agents.clarify.answers_against_goal)
@@ -33,6 +34,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from sparring.agents.clarify import answers_against_goal
+from sparring.agents.leaving import CUSTOMER_LEFT
 from sparring.judge.oracle import intent_named_outright, join_turns
 from sparring.params import RewardWeights
 
@@ -130,7 +132,7 @@ class Judge:
             rewards = agent_rewards(e, w, self.max_turns)
             lied = answers_against_goal(e)
             f = 0.0 if lied else f  # a direct question answered against the goal is unfaithful, however it reads
-            misroute = float(_identified(e) and not e.outcome.correct_tool)
+            misroute = float(_identified(e) and not e.outcome.correct_tool and e.ended_by != CUSTOMER_LEFT)
             named = float(any(self.backend.named_outright(x, e.scenario.intent) for x in t))
             won = float(misroute and f >= w.faithful_min and not named)
             rewards.update(

@@ -20,7 +20,7 @@ class Session:
 
     customer_id: str | None = None
     caller_id: str | None = None
-    ended_by: str | None = None  # end_conversation | transfer_to_human, once the conversation is over
+    ended_by: str | None = None  # end_conversation | transfer_to_human | customer_left, once it is over
     log: EventLog = field(default_factory=EventLog)
 
     @property
