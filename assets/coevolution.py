@@ -43,7 +43,7 @@ CODE = (
     "src/sparring/world",
     "assets/coevolution.py",
 )
-FIRST_UPSTREAM = ("scenarios", "judge_models", "simulator_sft", "agent_sft")
+FIRST_UPSTREAM = ("scenarios", "judge_models", "simulator_sft", "simulator_rl", "agent_sft")
 
 
 def cycle_count(params_file: Path = Path(__file__).resolve().parents[1] / "params.yaml") -> int:
@@ -89,7 +89,8 @@ def cycle_fingerprint(ctx: StageContext, k: int) -> dict[str, Any]:
     p, root = ctx.params, ctx.root
     inputs = {"scenarios": root / "data" / "scenarios", "judge": root / "models" / "judge"}
     if k == 1:
-        inputs.update(agent_sft=root / "models" / "agent_sft", simulator_sft=root / "models" / "simulator_sft")
+        simulator = simulator_dir(p.coevolution.simulator)
+        inputs.update({"agent_sft": root / "models" / "agent_sft", simulator: root / "models" / simulator})
     else:
         inputs["previous"] = root / cycle_dir(k - 1)
     inputs.update({f"code:{c}": root / c for c in CODE})
@@ -101,11 +102,17 @@ def _numeric(metrics: dict[str, Any]) -> dict[str, float]:
     return {k: float(v) for k, v in metrics.items() if isinstance(v, int | float)}
 
 
-def previous_state(root: Path, k: int, max_cycles: int) -> CycleState:
-    """The state cycle k starts from: DA0 and the simulator for cycle 1, else cycle k-1's folder; a state past the
-    active profile's ``max_cycles`` (a profile with fewer cycles than the graph) is marked stopped."""
+def simulator_dir(simulator: str) -> str:
+    """The simulator checkpoint's folder under models/ that ``coevolution.simulator`` (sft | rl) names."""
+    return f"simulator_{simulator}"
+
+
+def previous_state(root: Path, k: int, max_cycles: int, simulator: str = "sft") -> CycleState:
+    """The state cycle k starts from: DA0 and the simulator (``coevolution.simulator``'s) for cycle 1, else cycle
+    k-1's folder; a state past the active profile's ``max_cycles`` (a profile with fewer cycles than the graph) is
+    marked stopped."""
     if k == 1:
-        previous = CycleState(agent_dir="models/agent_sft", simulator_dir="models/simulator_sft")
+        previous = CycleState(agent_dir="models/agent_sft", simulator_dir=f"models/{simulator_dir(simulator)}")
     else:
         previous = CycleState.load(root / cycle_dir(k - 1))
     if not previous.stopped and previous.cycle >= max_cycles:
@@ -154,7 +161,7 @@ def make_cycle_asset(stage: Stage, k: int) -> Any:
         else:
             cfg, scenarios = p.coevolution, root / "data" / "scenarios"
             state, metrics = run_cycle_folder(
-                previous_state(root, k, cfg.max_cycles),
+                previous_state(root, k, cfg.max_cycles, cfg.simulator),
                 k,
                 root,
                 out,

@@ -51,7 +51,9 @@ STAGE = Stage(
     ),
     outs=(),
     metrics=(METRICS_FILE,),
-    upstream=(f"cycle_{N_CYCLES}", "peer_rl", "agent_sft", "simulator_sft", "scenarios", "judge_models"),
+    upstream=(
+        f"cycle_{N_CYCLES}", "peer_rl", "agent_sft", "simulator_sft", "simulator_rl", "scenarios", "judge_models"
+    ),
 )
 PEER_DIR = "models/peer_rl"  # peer_rl's members, one checkpoint folder each, played as `peer_<member>`
 # What the stage's MLflow run, Dagster metadata and `sparring run`'s table show per agent.
@@ -67,6 +69,14 @@ KEY_METRICS = (
 )
 # simulator_sft's report also holds training figures; the rest are its fidelity metrics.
 NOT_FIDELITY = ("parameters", "train_conversations", "train_seconds", "train_tokens_per_s", "final_loss")
+
+
+def simulator_summary(sft_report: dict[str, Any] | None, rl_report: dict[str, Any] | None) -> dict[str, Any]:
+    """metrics.json's `simulator`: both TRACER stages' fidelity on the same held-out sessions (simulator_rl measures
+    both), or stage 1's own figures when stage 2 has not run."""
+    if rl_report is not None and "sft" in rl_report and "rl" in rl_report:
+        return {"sft": rl_report["sft"], "rl": rl_report["rl"]}
+    return {"sft": {k: v for k, v in (sft_report or {}).get("metrics", {}).items() if k not in NOT_FIDELITY}}
 
 
 def _report(ctx: StageContext, stage: str) -> dict[str, Any] | None:
@@ -127,7 +137,6 @@ def evaluate(ctx: StageContext) -> StageOutput:
     strategies = discover_strategies(
         records, n_generations=len(played.adversary_episodes), seed=p.seed, max_clusters=e.strategy_clusters
     )
-    simulator = _report(ctx, "simulator_sft")
     wall = {}  # every other stage's last run of this profile
     for path in sorted((root / "reports").glob("*.json")):
         report = _report(ctx, path.stem) if path.stem not in ("metrics", STAGE.name) else None
@@ -148,7 +157,7 @@ def evaluate(ctx: StageContext) -> StageOutput:
         "trained_history": final.trained_history,
         "adversary_generations": len(final.adversary_dirs),
         "peer": _peer_summary(peer),
-        "simulator": {"sft": {k: v for k, v in (simulator or {}).get("metrics", {}).items() if k not in NOT_FIDELITY}},
+        "simulator": simulator_summary(_report(ctx, "simulator_sft"), _report(ctx, "simulator_rl")),
         "wall_seconds": wall,
     }
     write_json(document, root / METRICS_FILE)

@@ -16,6 +16,7 @@ from assets import (
     peer_rl,
     report,
     scenarios,
+    simulator_rl,
     simulator_sft,
     tokenizer,
 )
@@ -30,6 +31,7 @@ STAGE_ASSETS: list[tuple[Stage, Any]] = [
     (tokenizer.STAGE, tokenizer.tokenizer),
     (simulator_sft.STAGE, simulator_sft.simulator_sft),
     (agent_sft.STAGE, agent_sft.agent_sft),
+    (simulator_rl.STAGE, simulator_rl.simulator_rl),
     (peer_members.STAGE, peer_members.peer_members),
     *zip(coevolution.STAGES, coevolution.ASSETS, strict=True),
     (peer_rl.STAGE, peer_rl.peer_rl),

@@ -55,6 +55,7 @@ HEADLINE = {
     "judge_models": ("oracle_acc",),
     "tokenizer": ("vocab_size",),
     "simulator_sft": ("sim_faithfulness",),
+    "simulator_rl": ("rl.outcome_f1", "sft.outcome_f1", "rl_better_on"),
     "agent_sft": ("strict_pass_camo",),
     "cycle": ("w_da",),
     "evaluate": ("final.strict_pass_coop", "final.strict_pass_advpool"),
@@ -71,13 +72,15 @@ PLOTS = {
 # What each stage is, as the Dagster UI groups and badges it (Dagster shows at most three kinds per asset).
 GROUPS = {
     "ingest": "data", "scenarios": "data", "judge_models": "data", "tokenizer": "data",
-    "simulator_sft": "warm_start", "agent_sft": "warm_start", "cycle": "coevolution", "peer_rl": "peer_reward",
+    "simulator_sft": "warm_start", "agent_sft": "warm_start", "simulator_rl": "warm_start", "cycle": "coevolution",
+    "peer_rl": "peer_reward",
     "peer_members": "peer_reward",
     "evaluate": "evaluation", "report": "evaluation",
 }  # fmt: skip
 KINDS = {
     "ingest": {"python", "polars"}, "scenarios": {"python"}, "judge_models": {"scikitlearn", "huggingface"},
     "tokenizer": {"huggingface"}, "simulator_sft": {"pytorch", "huggingface", "mlflow"},
+    "simulator_rl": {"pytorch", "huggingface", "mlflow"},
     "agent_sft": {"pytorch", "huggingface", "mlflow"}, "cycle": {"pytorch", "mlflow"}, "peer_rl": {"pytorch", "mlflow"},
     "peer_members": {"pytorch", "huggingface"},
     "evaluate": {"pytorch", "scikitlearn"}, "report": {"matplotlib", "mlflow"},

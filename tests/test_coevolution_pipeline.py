@@ -92,7 +92,8 @@ def test_one_stage_per_cycle_then_evaluate():
     cycles = [f"cycle_{k}" for k in range(1, N_CYCLES + 1)]
     tail = names[names.index("cycle_1") :]  # in pipeline order, after the SFT stages; peer RL between
     assert tail[:N_CYCLES] == cycles and tail[-2:] == ["evaluate", "report"] and set(tail[N_CYCLES:-2]) <= {"peer_rl"}
-    assert set(by_name["cycle_1"].upstream) == {"agent_sft", "simulator_sft", "judge_models", "scenarios"}
+    first = {"agent_sft", "simulator_sft", "simulator_rl", "judge_models", "scenarios"}
+    assert set(by_name["cycle_1"].upstream) == first
     for k in range(2, N_CYCLES + 1):
         assert by_name[f"cycle_{k}"].upstream == (f"cycle_{k - 1}",)
         assert by_name[f"cycle_{k}"].outs == (f"models/cycles/cycle_{k}",)
@@ -167,7 +168,10 @@ def test_quick_run_writes_metrics_json_mlflow_and_dagster(uninterrupted):
         assert c["grpo_tokens_per_s"] > 0 and "strict_pass_advpool" in c and "adv_realism" in c
     trained = [c["trained"] for c in cycles]
     assert doc["adversary_generations"] == trained.count("adversary")
-    assert {"outcome_f1", "discriminator_auc", "trajectory_distance"} <= set(doc["simulator"]["sft"])
+    for simulator in ("sft", "rl"):  # TRACER's two stages, measured on the same held-out sessions
+        assert {"outcome_f1", "discriminator_auc", "trajectory_distance", "false_negative_rate"} <= set(
+            doc["simulator"][simulator]
+        )
     assert {"ingest", "agent_sft", "cycle_1", "cycle_2"} <= set(doc["wall_seconds"])
     assert "held-out agents" in output and "co-evolution" in output
 
@@ -209,7 +213,8 @@ def test_quick_run_writes_metrics_json_mlflow_and_dagster(uninterrupted):
     assert any(p.name == "model.safetensors" for p in artifacts)
     client = MlflowClient(tracking_uri=f"sqlite:///{root / 'mlruns' / 'mlflow.db'}")
     logged = {m.name: m for m in client.search_logged_models([client.get_run(cycle_1).info.experiment_id])}
-    expected = {"agent_sft", "simulator_sft", f"cycle_1-{trained[0]}", *(f"peer_rl-{m}" for m in members)}
+    expected = {"agent_sft", "simulator_sft", "simulator_rl", f"cycle_1-{trained[0]}"}
+    expected |= {f"peer_rl-{m}" for m in members}
     assert expected <= set(logged), sorted(logged)  # every checkpoint is a logged model, not only loose files
     model = logged[f"cycle_1-{trained[0]}"]
     assert model.source_run_id == cycle_1 and str(model.status).endswith("READY")
@@ -238,6 +243,34 @@ def test_the_acceptance_benchmark_reads_a_finished_quick_run(uninterrupted):
     assert low <= figures["final_minus_da0_advpool"] <= high
     assert set(doc["criteria"]) == {"expert_ceiling", "pool_half_gap", "coop_routing_camo", "both_sides_trained",
                                     "first_gym"}  # fmt: skip
+
+
+def test_quick_run_trains_the_simulator_with_tracer_rewards_and_measures_both(uninterrupted):
+    """TRACER stage 2 end to end on quick: GRPO moved the simulator's weights, each step's reward parts are logged,
+    both simulators were measured on the same held-out sessions, and the fidelity benchmark reads the run."""
+    from safetensors.torch import load_file
+
+    root, _ = uninterrupted
+    report = json.loads((root / "reports" / "simulator_rl.json").read_text())
+    steps = load_params(root / "params.yaml", "quick").simulator_rl.grpo.max_steps
+    assert [row["step"] for row in report["train_history"]] == list(range(1, steps + 1))
+    for row in report["train_history"]:
+        assert 0.0 <= row["outcome_match"] <= 1.0 and -1.0 <= row["trajectory_similarity"] <= 1.0
+        assert row["ended_resolved"] + row["ended_escalated"] + row["ended_abandoned"] == pytest.approx(1.0)
+    for side in ("sft", "rl"):
+        assert report[side]["n_replayed"] == report["sft"]["n_replayed"] > 0
+        assert 0.0 <= report[side]["agent_strict_pass"] <= 1.0
+    sft, rl = (load_file(root / "models" / name / "model.safetensors") for name in ("simulator_sft", "simulator_rl"))
+    assert sft.keys() == rl.keys() and any(not sft[k].equal(rl[k]) for k in sft)
+    script = ROOT / "benchmarks" / "simulator_fidelity.py"
+    done = subprocess.run(
+        [sys.executable, str(script), "--run", f"seed0={root}", "--profile", "quick"], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout.strip().splitlines()[-1])
+    for side in ("sft", "rl"):
+        assert doc[side]["outcome_f1"] == report[side]["outcome_f1"]
+    assert doc["seeds"]["seed0"]["rl_better_on"] in (0, 1, 2, 3)
 
 
 def _summary_table(markdown: str) -> dict[str, dict[str, str]]:

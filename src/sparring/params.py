@@ -1,11 +1,11 @@
 """params.yaml: the one source of parameters, validated on load.
 
-The sections that configure a trainer (``model``, ``simulator_sft``, ``agent_sft``, ``coevolution``) are that
-trainer's own settings type (:mod:`sparring.settings`); the others (ingest, scenarios, judge, ...) are declared
-here. Each top-level section holds the `default` profile's values and may carry a ``profiles:`` block of overrides
-per profile (quick, scale, banking77). Keeping the overrides inside their section means DVC, which tracks whole
-sections per stage, reruns a stage exactly when a value it can use changes. Every profile is validated at load time, so
-a typo in the `scale` block is caught while running `quick`.
+The sections that configure a trainer (``model``, ``simulator_sft``, ``simulator_rl``, ``agent_sft``,
+``coevolution``) are that trainer's own settings type (:mod:`sparring.settings`); the others (ingest, scenarios,
+judge, ...) are declared here. Each top-level section holds the `default` profile's values and may carry a
+``profiles:`` block of overrides per profile (quick, scale, banking77). Keeping the overrides inside their section
+means DVC, which tracks whole sections per stage, reruns a stage exactly when a value it can use changes. Every
+profile is validated at load time, so a typo in the `scale` block is caught while running `quick`.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from sparring.settings import (
     CoevolutionSettings,
     ModelSpec,
     PeerRewardSettings,
+    SimulatorRLSettings,
     SimulatorSFTSettings,
 )
 
@@ -174,6 +175,7 @@ class Params(_Strict):
     tokenizer: Tokenizer = Tokenizer()
     model: ModelSpec = ModelSpec()
     simulator_sft: SimulatorSFTSettings = SimulatorSFTSettings()
+    simulator_rl: SimulatorRLSettings = SimulatorRLSettings()
     agent_sft: AgentSFTSettings = AgentSFTSettings()
     coevolution: CoevolutionSettings = CoevolutionSettings()
     peer_rl: PeerRewardSettings = PeerRewardSettings()

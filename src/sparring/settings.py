@@ -2,10 +2,10 @@
 
 One type per trainer, as TRL has one config per trainer: ``ModelSpec`` (``build_model``), ``SFTSettings``
 (``train_sft``), ``AgentSFTSettings`` (DA0's ``warm_start``), ``SimulatorSFTSettings`` (``train_simulator``),
-``GRPOSettings`` (``train_side``), ``CoevolutionSettings`` (``run_cycle``). ``sparring.params`` uses them as
-params.yaml's sections of the same names, so the library, params.yaml and MLflow read the same fields, and a
-value is validated once, where it is loaded. The run's ``seed`` is not a setting: trainers take it as an argument.
-This module imports no torch, so loading params stays fast.
+``SimulatorRLSettings`` (``train_simulator_rl``), ``GRPOSettings`` (``train_side``), ``CoevolutionSettings``
+(``run_cycle``). ``sparring.params`` uses them as params.yaml's sections of the same names, so the library,
+params.yaml and MLflow read the same fields, and a value is validated once, where it is loaded. The run's ``seed``
+is not a setting: trainers take it as an argument. This module imports no torch, so loading params stays fast.
 """
 
 from __future__ import annotations
@@ -156,6 +156,28 @@ class GRPOSettings(Settings):
         return self
 
 
+class SimulatorRLSettings(Settings):
+    """params.yaml's `simulator_rl`: TRACER stage 2, GRPO of the simulator on replayed training sessions against the
+    scripted expert, rewarded by the session's ending and its customer-turn trajectory
+    (:func:`~sparring.train.simulator_rl.train_simulator_rl`)."""
+
+    grpo: GRPOSettings = Field(
+        GRPOSettings(max_new_tokens=64, max_steps=30), description="the simulator's gym (the customer side)"
+    )
+    sessions: int | None = Field(400, ge=1, description="training dialogues replayed (a seeded sample; null: all)")
+    outcome_weight: float = Field(1.0, ge=0, description="w_out: the group-normalized ending match")
+    trajectory_weight: float = Field(1.0, ge=0, description="w_traj: the group-normalized 1 − DTW to the real turns")
+    faithfulness_weight: float = Field(0.0, ge=0, description="w_faith: the judge's faithfulness, group-normalized")
+    eval_dialogues: int = Field(120, ge=1, description="held-out sessions and scenarios each simulator is measured on")
+    max_new_tokens: int = Field(64, ge=8, description="per customer message in the fidelity rollouts")
+
+    @model_validator(mode="after")
+    def _check(self) -> SimulatorRLSettings:
+        if not (self.outcome_weight or self.trajectory_weight or self.faithfulness_weight):
+            raise ValueError("at least one of outcome_weight, trajectory_weight, faithfulness_weight must be > 0")
+        return self
+
+
 class CoevolutionSettings(Settings):
     """params.yaml's `coevolution`: RL-ADA's cycles, one pipeline stage per cycle."""
 
@@ -171,6 +193,9 @@ class CoevolutionSettings(Settings):
     max_transcripts: int = Field(512, ge=0, description="recent arena transcripts carried from cycle to cycle")
     agent_mix: dict[Literal["adversary", "pool", "coop"], float] = Field(
         {"adversary": 0.5, "pool": 0.25, "coop": 0.25}, description="the agent gym's opponents, against forgetting"
+    )
+    simulator: Literal["sft", "rl"] = Field(
+        "sft", description="the cooperative customer and the adversaries' start: TRACER stage 1 or 2's checkpoint"
     )
     adversary_init: Literal["simulator", "current"] = Field("simulator", description="where a new generation starts")
     adversary_opening: Literal["utterance", "own"] = Field(

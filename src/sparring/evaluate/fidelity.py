@@ -17,12 +17,15 @@ Names are METRICS.md's.
 - Replayed sessions: each held-out dialogue becomes a scenario with its intent, persona and opening; the
   simulator plays it against the agent with the same goal format as in training (without the ending clause) and
   the session's ending is read off the world: ``resolved`` (resolved and ended cleanly), ``escalated``
-  (``transfer_to_human``), else ``abandoned`` (cut off or ended unresolved). ``outcome_f1``: macro F1 of simulated
+  (``transfer_to_human``), else ``abandoned`` (the customer left, or cut off). ``outcome_f1``: macro F1 of simulated
   vs real endings; ``group_outcome_rate_error``: mean over persona cohorts of the total-variation distance between
   simulated and real ending distributions (for a binary outcome, TRACER's |rate_sim(g) - rate_real(g)|);
   ``trajectory_distance``: mean DTW distance (cosine, per aligned step) between the real and simulated customer
   turn sequences, each turn embedded. Caveat: simulated endings depend on the agent the simulator plays against,
   real ones on the real agent, so these measure the pair (simulator, agent) against the real sessions.
+  ``left_rate``: share of the held-out episodes the simulated customer left unresolved (agents.leaving).
+- ``false_negative_rate`` (τ²-bench): the share of an agent's failures against the simulator that are the
+  simulator's fault (:func:`false_negative_rate`), with ``agent_strict_pass`` beside it.
 """
 
 from __future__ import annotations
@@ -38,7 +41,8 @@ import torch
 from sklearn.metrics import f1_score
 
 from sparring.agents.customer_view import dialogue_view, extract_identity
-from sparring.agents.scripted import ExpertAgent
+from sparring.agents.leaving import CUSTOMER_LEFT
+from sparring.agents.scripted import CooperativeCustomer, ExpertAgent
 from sparring.data.synthetic import OUTCOMES
 from sparring.judge.models import IntentOracle, RealismDiscriminator, intent_named_outright, join_turns
 from sparring.rollout import Episode, episode_metrics, run_episodes
@@ -197,6 +201,19 @@ def trajectory_distance(real: Sequence[Sequence[str]], simulated: Sequence[Seque
     return float(np.mean(out)) if out else math.nan
 
 
+def false_negative_rate(tested: Sequence[Episode], expert: Sequence[Episode], reference: Sequence[Episode]) -> float:
+    """τ²-bench's false negatives: of the tested agent's failures against the simulator, the share that are the
+    simulator's fault: the scenario is winnable (the goal-knowing expert passes it against the scripted cooperative
+    customer, ``reference``) and the expert fails it against the same simulator (``expert``). NaN: no failures."""
+    if not len(tested) == len(expert) == len(reference):
+        raise ValueError("false_negative_rate needs the same scenarios in the three runs")
+    failed = [i for i, ep in enumerate(tested) if not ep.outcome.strict_pass]
+    if not failed:
+        return math.nan
+    fault = [i for i in failed if reference[i].outcome.strict_pass and not expert[i].outcome.strict_pass]
+    return len(fault) / len(failed)
+
+
 # -------------------------------------------------------------------------------------------------- metrics
 
 
@@ -214,12 +231,15 @@ def simulator_fidelity(
     max_dialogues: int | None = None,
     embedder: Embedder | None = None,
     perplexity: bool = True,
+    agent_under_test: Any = None,
 ) -> dict[str, float]:
     """Every fidelity metric of a customer policy (an ``LMPolicy(role="customer")`` or a scripted customer).
 
     ``agent_policy`` defaults to the scripted :class:`~sparring.agents.scripted.ExpertAgent`; ``max_dialogues``
     caps the replayed and perplexity dialogues; ``embedder`` (texts -> vectors) defaults to the judge's MiniLM
-    encoder; ``perplexity`` needs an LM policy (skipped for scripted ones)."""
+    encoder; ``perplexity`` needs an LM policy (skipped for scripted ones). ``agent_under_test`` (e.g. DA0) also
+    plays the held-out scenarios against the simulator: its ``agent_strict_pass`` and the
+    :func:`false_negative_rate` of its failures."""
     agent = agent_policy if agent_policy is not None else ExpertAgent()
     dialogues = heldout_dialogues.head(max_dialogues) if max_dialogues is not None else heldout_dialogues
     metrics: dict[str, float] = {}
@@ -246,6 +266,14 @@ def simulator_fidelity(
         agent_metrics = episode_metrics(episodes, "_coop")
         for name in ("strict_pass", "pass", "routing_acc", "lookup_first", "ended_rate", "mean_rounds"):
             metrics[f"{name}_coop"] = float(agent_metrics[f"{name}_coop"])
+        metrics["left_rate"] = float(np.mean([ep.ended_by == CUSTOMER_LEFT for ep in episodes]))
+        if agent_under_test is not None:
+            tested = run_episodes(heldout_scenarios, agent_under_test, sim_policy, max_turns=max_turns, seed=seed)
+            reference = run_episodes(
+                heldout_scenarios, ExpertAgent(), CooperativeCustomer(), max_turns=max_turns, seed=seed
+            )
+            metrics["agent_strict_pass"] = float(np.mean([ep.outcome.strict_pass for ep in tested]))
+            metrics["false_negative_rate"] = false_negative_rate(tested, episodes, reference)
 
     replays: list[Episode] = []
     if dialogues.height:

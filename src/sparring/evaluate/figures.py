@@ -15,7 +15,10 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 FIGURES = ("strict_pass_by_cycle", "w_da", "cross_play", "ceiling", "strategies", "fidelity")
 OPPONENTS = {"coop": "cooperative simulator", "camo": "camouflaging customer", "advpool": "adversary pool"}
-FIDELITY = ("outcome_f1", "group_outcome_rate_error", "trajectory_distance", "sim_faithfulness", "discriminator_auc")
+FIDELITY = (
+    "outcome_f1", "group_outcome_rate_error", "trajectory_distance", "sim_faithfulness", "discriminator_auc",
+    "false_negative_rate",
+)  # fmt: skip
 
 
 def generations(metrics: dict[str, Any]) -> list[str]:

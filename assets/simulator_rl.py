@@ -1,0 +1,125 @@
+"""Asset `simulator_rl`: the customer simulator, stage 2 of TRACER (GRPO on replayed sessions), and both
+simulators' fidelity on the same held-out sessions, with DA0 played against each."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import polars as pl
+
+from pipelines.stages import Stage, StageContext, StageOutput, stage_asset
+from sparring.agents.checkpoints import load_checkpoint, save_checkpoint
+from sparring.agents.policies import LMPolicy
+from sparring.evaluate.fidelity import simulator_fidelity
+from sparring.judge.models import IntentOracle, RealismDiscriminator
+from sparring.judge.rewards import TrainedBackend
+from sparring.timing import Phases
+from sparring.train.simulator_rl import train_simulator_rl
+from sparring.world.scenarios import load_scenarios
+
+STAGE = Stage(
+    name="simulator_rl",
+    description="Customer simulator (TRACER stage 2): multi-turn GRPO on replayed training sessions against the "
+    "scripted expert, rewarded by how the session ends and how its customer turns follow the real ones; both "
+    "simulators' fidelity on the same held-out sessions, and DA0 against each.",
+    params=("simulator_rl", "agent_sft"),
+    deps=(
+        "src/sparring/train/simulator_rl.py",
+        "src/sparring/train/grpo.py",
+        "src/sparring/evaluate/fidelity.py",
+        "src/sparring/rollout.py",
+        "src/sparring/agents",
+        "src/sparring/world",
+        "src/sparring/judge",
+        "assets/simulator_rl.py",
+    ),
+    outs=("models/simulator_rl",),
+    upstream=("ingest", "scenarios", "judge_models", "simulator_sft", "agent_sft"),
+    priority=1,  # on the way to the cycles
+)
+# Fidelity figures on which "better" is lower; the rest of COMPARED are better higher.
+LOWER_IS_BETTER = ("group_outcome_rate_error", "trajectory_distance")
+COMPARED = ("outcome_f1", "group_outcome_rate_error", "trajectory_distance")
+
+
+def _fidelity(ctx: StageContext, model: Any, tokenizer: Any, da0: Any, judge: dict[str, Any]) -> dict[str, float]:
+    p, data = ctx.params, ctx.root / "data"
+    cfg = p.simulator_rl
+    policy = LMPolicy(model, tokenizer, role="customer", max_new_tokens=cfg.max_new_tokens, greedy=True)
+    agent = LMPolicy(da0, tokenizer, role="agent", max_new_tokens=p.agent_sft.max_new_tokens, greedy=True)
+    return simulator_fidelity(
+        policy,
+        load_scenarios(data / "scenarios" / "heldout.jsonl")[: cfg.eval_dialogues],
+        pl.read_parquet(data / "ingest" / "dialogues_test.parquet"),
+        judge["oracle"],
+        judge["discriminator"],
+        seed=p.seed,
+        max_dialogues=cfg.eval_dialogues,
+        agent_under_test=agent,
+    )
+
+
+def better_count(sft: dict[str, float], rl: dict[str, float]) -> int:
+    """On how many of outcome F1, group outcome-rate error and trajectory distance the RL simulator beats SFT."""
+    wins = 0
+    for name in COMPARED:
+        if name in sft and name in rl:
+            wins += rl[name] < sft[name] if name in LOWER_IS_BETTER else rl[name] > sft[name]
+    return wins
+
+
+@stage_asset(STAGE)
+def simulator_rl(ctx: StageContext) -> StageOutput:
+    p, data, models = ctx.params, ctx.root / "data", ctx.root / "models"
+    cfg, phases = p.simulator_rl, Phases()
+    judge = {
+        "oracle": IntentOracle.load(models / "judge" / "oracle"),
+        "discriminator": RealismDiscriminator.load(models / "judge" / "discriminator"),
+    }
+    da0, _ = load_checkpoint(models / "agent_sft")
+    with phases.time("fidelity_sft") as counts:  # before training: GRPO trains the loaded weights in place
+        sft_model, tokenizer = load_checkpoint(models / "simulator_sft")
+        sft = _fidelity(ctx, sft_model, tokenizer, da0, judge)
+        counts["episodes"] = int(sft.get("n_sim_episodes", 0) + sft.get("n_replayed", 0))
+    model, tokenizer = load_checkpoint(models / "simulator_sft")
+    from sparring.judge.oracle import embed  # deferred: loads the MiniLM encoder
+
+    with phases.time("grpo") as counts:
+        result, history = train_simulator_rl(
+            model,
+            tokenizer,
+            pl.read_parquet(data / "ingest" / "dialogues_train.parquet"),
+            cfg,
+            embedder=embed,
+            judge=TrainedBackend(judge["oracle"], judge["discriminator"]),
+            seed=p.seed,
+        )
+        counts["episodes"] = result.rollout_episodes
+    ctx.log.curves(result.curves)
+    for row in history:
+        for name, value in row.items():
+            if name != "step":
+                ctx.log.trajectory(f"train_{name}", value, int(row["step"]))
+    with phases.time("save_checkpoint"):
+        save_checkpoint(result.model, tokenizer, models / "simulator_rl")
+        ctx.log.checkpoint(models / "simulator_rl", "")
+    with phases.time("fidelity_rl") as counts:
+        rl = _fidelity(ctx, result.model, tokenizer, da0, judge)
+        counts["episodes"] = int(rl.get("n_sim_episodes", 0) + rl.get("n_replayed", 0))
+    metrics = {
+        **{f"sft.{k}": v for k, v in sft.items()},
+        **{f"rl.{k}": v for k, v in rl.items()},
+        "rl_better_on": better_count(sft, rl),  # of outcome F1, group error, trajectory distance
+        "train_seconds": round(result.seconds, 2),
+        "train_episodes": result.rollout_episodes,
+        # the rewards TRL saw are group-normalized (mean 0 by construction): the raw parts per step say more
+        "train_frac_zero_std_groups": result.reward_stats().get("frac_zero_std_groups", 0.0),
+    }
+    if history:
+        first, last = history[0], history[-1]
+        metrics.update({f"train_first_{k}": v for k, v in first.items() if k != "step"})
+        metrics.update({f"train_last_{k}": v for k, v in last.items() if k != "step"})
+    return StageOutput(
+        metrics=metrics,
+        report={"phases": phases.as_dict(), "sft": sft, "rl": rl, "train_history": history, "steps": result.steps},
+    )

@@ -1,0 +1,128 @@
+"""TRACER's two stages side by side, per seed: the SFT simulator (stage 1) and the RL one (stage 2) measured by the
+`simulator_rl` stage on the same held-out sessions (reports/simulator_rl.json of one project folder per seed).
+
+Issue 29's acceptance, per seed and on the mean over seeds: the RL simulator beats the SFT one on at least two of
+outcome F1 (higher), group outcome-rate error (lower) and trajectory distance (lower), with faithfulness no lower;
+DA0's strict PASS against each simulator is printed beside them.
+
+Usage: ``python benchmarks/simulator_fidelity.py --run seed0=DIR [--run seed1=DIR ...]`` reads finished runs, or
+``--seeds 0 1 2 [--workdir DIR]`` first runs, per seed, the stages up to `simulator_rl` in a copy of the project
+under ``--workdir/seed_<n>`` (its params set to that seed and the profile); a copy whose simulator_rl report is
+already there for that seed and profile is not run again. Prints a table per seed, the means and, last, one JSON
+object ``{"sft": {metric: mean}, "rl": {...}, "seeds": {label: {"sft": {...}, "rl": {...}, "rl_better_on": n}},
+"rl_better_on": n, "faithfulness_kept": bool}``. Exit 2, naming the path, when a run or report is missing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from assets.simulator_rl import better_count
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from coevolution_acceptance import BadRun, parse_runs, prepare_copy  # noqa: E402  (a sibling script)
+
+ROOT = Path(__file__).resolve().parents[1]
+STAGES = ("ingest", "scenarios", "tokenizer", "judge_models", "simulator_sft", "agent_sft", "simulator_rl")
+SHOWN = (
+    "outcome_f1", "group_outcome_rate_error", "trajectory_distance", "sim_faithfulness", "discriminator_auc",
+    "false_negative_rate", "agent_strict_pass", "sim_rate_resolved", "sim_rate_escalated", "sim_rate_abandoned",
+)  # fmt: skip
+FAITHFUL_SLACK = 1e-9  # "no lower": equal up to float noise
+
+
+def read_report(root: Path, profile: str, seed: int | None = None) -> dict[str, Any]:
+    path = root / "reports" / "simulator_rl.json"
+    try:
+        report = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError as e:
+        raise BadRun(f"{path} is missing: run the simulator_rl stage there first") from e
+    except (OSError, ValueError) as e:
+        raise BadRun(f"{path} is unreadable: {e}") from e
+    if report.get("profile") != profile or (seed is not None and report.get("seed") != seed):
+        raise BadRun(f"{path} is of profile {report.get('profile')!r}, seed {report.get('seed')}, not {profile!r}")
+    if "sft" not in report or "rl" not in report:
+        raise BadRun(f"{path} holds no 'sft' and 'rl' fidelity: rerun the simulator_rl stage")
+    return report
+
+
+def run_seed(workdir: Path, seed: int, profile: str) -> Path:
+    """The copy for ``seed`` with its simulator_rl report, running the stages up to it unless already there."""
+    root = workdir / f"seed_{seed}"
+    try:
+        read_report(root, profile, seed)
+        return root
+    except BadRun:
+        pass
+    if not (root / "params.yaml").is_file():
+        prepare_copy(ROOT, root, seed, profile)
+    env = {**os.environ, "SPARRING_ROOT": str(root), "DAGSTER_HOME": str(root / ".dagster")}
+    env.pop("SPARRING_PROFILE", None)
+    (root / ".dagster").mkdir(exist_ok=True)
+    cli = Path(sys.executable).parent / "sparring"
+    print(f"seed {seed}: stages up to simulator_rl in {root} (log: {root / 'stages.log'})", flush=True)
+    with open(root / "stages.log", "a", encoding="utf-8") as log:
+        for stage in STAGES:
+            done = subprocess.run([str(cli), "stage", stage], cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT)
+            if done.returncode != 0:
+                raise BadRun(f"stage {stage} failed in {root} (exit {done.returncode}); see {root / 'stages.log'}")
+    return root
+
+
+def summarize(reports: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    seeds = {
+        label: {"sft": r["sft"], "rl": r["rl"], "rl_better_on": better_count(r["sft"], r["rl"])}
+        for label, r in reports.items()
+    }
+    shared = [m for m in SHOWN if all(m in s[side] for s in seeds.values() for side in ("sft", "rl"))]
+    mean = {side: {m: float(np.mean([s[side][m] for s in seeds.values()])) for m in shared} for side in ("sft", "rl")}
+    kept = mean["rl"].get("sim_faithfulness", 0.0) >= mean["sft"].get("sim_faithfulness", 0.0) - FAITHFUL_SLACK
+    return {**mean, "seeds": seeds, "rl_better_on": better_count(mean["sft"], mean["rl"]), "faithfulness_kept": kept}
+
+
+def print_tables(summary: dict[str, Any]) -> None:
+    blocks = [*summary["seeds"].items(), ("mean", summary)]
+    for label, s in blocks:
+        print(f"\n{label}: RL better on {s['rl_better_on']} of 3 (outcome F1, group error, trajectory distance)")
+        print(f"{'metric':28s} {'sft':>8s} {'rl':>8s}")
+        for m in SHOWN:
+            if m in s["sft"] and m in s["rl"]:
+                print(f"{m:28s} {s['sft'][m]:8.3f} {s['rl'][m]:8.3f}")
+    print(f"\nfaithfulness kept on the mean: {summary['faithfulness_kept']}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--run", action="append", default=[], help="LABEL=DIR: a project folder that ran simulator_rl")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[], help="run the stages for these seeds first")
+    workdir = ROOT / "scratch" / "simulator_fidelity"
+    parser.add_argument("--workdir", type=Path, default=workdir, help="where --seeds runs")
+    parser.add_argument("--profile", default="default", help="the profile every run must have run (default)")
+    args = parser.parse_args(argv)
+    if not args.run and not args.seeds:
+        parser.error("give --run LABEL=DIR (finished runs) or --seeds N ... (runs the stages per seed)")
+    runs = parse_runs(parser, args.run)
+    try:
+        for seed in args.seeds:
+            runs[f"seed{seed}"] = run_seed(args.workdir, seed, args.profile)
+        reports = {label: read_report(root, args.profile) for label, root in runs.items()}
+    except BadRun as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    summary = summarize(reports)
+    print_tables(summary)
+    print(json.dumps(summary))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

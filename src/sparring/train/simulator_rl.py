@@ -1,0 +1,193 @@
+"""The customer simulator, stage 2 of TRACER (arXiv 2609.28690; ../shared/SEEDS.md): multi-turn GRPO on replayed
+sessions with an outcome-level and a trajectory-level reward.
+
+Stage 1 (:mod:`sparring.train.simulator`) teaches the simulator to write like a customer; it does not teach it to
+end sessions as customers do (measured: it resolved every replayed session while real ones end resolved,
+escalated or abandoned). Stage 2, in the paper's order:
+
+1. Replayed sessions. Every training dialogue becomes a scenario with its intent, persona and opening
+   (:func:`~sparring.evaluate.fidelity.replay_scenarios`); the simulator plays that session's customer, G times
+   per session (GRPO's group), against the scripted expert: the agent side fidelity is measured against. The
+   recorded agent turns cannot stand in: they call no tools, so no world state would follow from them.
+2. Hierarchical rewards, per episode g of a session's group:
+
+       r_out(g)  = 1[ending(g) = the real session's ending]   (resolved | escalated | abandoned, read off the world)
+       r_traj(g) = 1 − DTW(real customer turns, simulated customer turns)   (MiniLM embeddings, cosine per step)
+
+3. Each normalized in its group, then summed with weights (SEEDS.md: "normalize the outcome-level and turn-level
+   advantages separately, then sum them", so the dense trajectory term cannot drown the sparse outcome one):
+
+       R(g) = w_out · (r_out(g) − mean_G r_out) / (std_G r_out + ε) + w_traj · (same for r_traj)
+              + w_faith · (same for the judge's faithfulness)     (optional guard: the goal stays recoverable)
+
+   TRL's GRPO then computes its group advantage of R and the clipped loss unchanged (:mod:`sparring.train.grpo`).
+   A group whose r_out is constant contributes its trajectory term alone: the reconstruction's answer to the
+   outcome reward's sparsity.
+
+The episode's ending may only be reached through the world: the simulator leaves (:mod:`sparring.agents.leaving`:
+"abandoned"), gives the agent reasons to hand over (failed identity checks, repeated refusals: "escalated") or
+lets the expert resolve and close ("resolved").
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from sparring.agents.scripted import ExpertAgent
+from sparring.data.synthetic import OUTCOMES
+from sparring.evaluate.fidelity import customer_turns, dtw_distance, replay_scenarios, simulated_outcome
+from sparring.judge.rewards import JudgeBackend
+from sparring.rollout import Episode
+from sparring.settings import SimulatorRLSettings
+from sparring.train.grpo import GRPOResult, train_side
+from sparring.world.scenarios import Scenario
+
+Embedder = Callable[[Sequence[str]], np.ndarray]
+REWARD_KEY = "sim_reward"  # the summed, group-normalized reward the simulator trains on
+EPS = 1e-6
+
+
+@dataclass(frozen=True)
+class RealSession:
+    """What a replayed session is compared with: how the real one ended and what its customer said."""
+
+    outcome: str
+    turns: tuple[str, ...]
+
+
+def replay_sessions(
+    dialogues: pl.DataFrame, seed: int, n: int | None = None
+) -> tuple[list[Scenario], dict[str, RealSession]]:
+    """``n`` dialogues (a seeded sample; None: all) as replay scenarios, and each scenario's real session."""
+    rows = dialogues.filter(pl.col("outcome").is_in(OUTCOMES))
+    if n is not None and rows.height > n:
+        rows = rows.sample(n, seed=seed, shuffle=True)
+    scenarios = replay_scenarios(rows, seed)
+    sessions: dict[str, RealSession] = {}
+    for scenario, row in zip(scenarios, rows.iter_rows(named=True), strict=True):
+        turns = tuple(str(t["text"]) for t in row["turns"] if t["role"] == "customer" and str(t["text"]).strip())
+        if scenario.scenario_id in sessions:
+            raise ValueError(f"two dialogues replay as one scenario id {scenario.scenario_id!r}")
+        sessions[scenario.scenario_id] = RealSession(outcome=str(row["outcome"]), turns=turns)
+    return scenarios, sessions
+
+
+def group_normalized(values: Sequence[float], group_size: int) -> np.ndarray:
+    """(v − mean of its group) / (std of its group + ε), over consecutive groups of ``group_size``."""
+    v = np.asarray(values, dtype=np.float64)
+    if group_size < 1 or len(v) % group_size:
+        raise ValueError(f"{len(v)} values do not form groups of {group_size}")
+    g = v.reshape(-1, group_size)
+    return ((g - g.mean(axis=1, keepdims=True)) / (g.std(axis=1, keepdims=True) + EPS)).reshape(-1)
+
+
+class TracerScorer:
+    """The stage-2 reward of a batch of replayed episodes (a :class:`~sparring.judge.Scorer`): batches arrive as
+    TRL's groups, ``group_size`` consecutive episodes of one session."""
+
+    def __init__(
+        self,
+        sessions: dict[str, RealSession],
+        group_size: int,
+        settings: SimulatorRLSettings,
+        embedder: Embedder,
+        judge: JudgeBackend | None = None,
+    ) -> None:
+        if settings.faithfulness_weight and judge is None:
+            raise ValueError("faithfulness_weight needs a judge backend")
+        self.sessions, self.group_size, self.settings, self.embed, self.judge = (
+            sessions, group_size, settings, embedder, judge
+        )  # fmt: skip
+        self._real: dict[str, np.ndarray] = {}
+        self.history: list[dict[str, float]] = []  # per scored batch (one GRPO step): the raw reward parts' means
+
+    def _vectors(self, texts: Sequence[str]) -> np.ndarray:
+        v = np.asarray(self.embed(list(texts)), dtype=np.float64).reshape(len(texts), -1)
+        return v / (np.linalg.norm(v, axis=1, keepdims=True) + 1e-12)
+
+    def trajectory_similarity(self, episodes: Sequence[Episode]) -> list[float]:
+        """1 − DTW distance between each episode's customer turns and its real session's (0 with no turns)."""
+        missing = sorted({e.scenario.scenario_id for e in episodes} - self._real.keys())
+        for sid in missing:
+            self._real[sid] = self._vectors(self.sessions[sid].turns) if self.sessions[sid].turns else np.zeros((0, 1))
+        simulated = [customer_turns(e) for e in episodes]
+        flat = [t for turns in simulated for t in turns]
+        vectors = self._vectors(flat) if flat else np.zeros((0, 1))
+        out, start = [], 0
+        for e, turns in zip(episodes, simulated, strict=True):
+            mine, start = vectors[start : start + len(turns)], start + len(turns)
+            d = dtw_distance(self._real[e.scenario.scenario_id], mine)
+            out.append(0.0 if math.isnan(d) else 1.0 - d)
+        return out
+
+    def score(self, episodes: Sequence[Episode]) -> list[dict[str, float]]:
+        unknown = [e.scenario.scenario_id for e in episodes if e.scenario.scenario_id not in self.sessions]
+        if unknown:
+            raise KeyError(f"episodes of scenarios with no real session: {unknown[:3]}")
+        s, g = self.settings, self.group_size
+        outcome = [float(simulated_outcome(e) == self.sessions[e.scenario.scenario_id].outcome) for e in episodes]
+        trajectory = self.trajectory_similarity(episodes)
+        reward = s.outcome_weight * group_normalized(outcome, g) + s.trajectory_weight * group_normalized(trajectory, g)
+        faithful = [0.0] * len(episodes)
+        if s.faithfulness_weight:
+            turns = [customer_turns(e) for e in episodes]
+            faithful = [float(f) for f in self.judge.faithfulness(turns, [e.scenario.intent for e in episodes])]
+            reward = reward + s.faithfulness_weight * group_normalized(faithful, g)
+        ends = [simulated_outcome(e) for e in episodes]
+        self.history.append(
+            {
+                "step": len(self.history) + 1,
+                "outcome_match": float(np.mean(outcome)),
+                "trajectory_similarity": float(np.mean(trajectory)),
+                **{f"ended_{k}": ends.count(k) / len(ends) for k in OUTCOMES},
+            }
+        )
+        return [
+            {
+                REWARD_KEY: float(r),
+                "sim_outcome_match": o,
+                "sim_trajectory_similarity": t,
+                "sim_faithfulness": f,
+                **{f"sim_ended_{k}": float(end == k) for k in OUTCOMES},
+            }
+            for end, r, o, t, f in zip(ends, reward, outcome, trajectory, faithful, strict=True)
+        ]
+
+
+def train_simulator_rl(
+    model: Any,
+    tokenizer: Any,
+    dialogues: pl.DataFrame,
+    settings: SimulatorRLSettings,
+    *,
+    embedder: Embedder,
+    judge: JudgeBackend | None = None,
+    seed: int = 0,
+    callbacks: Sequence[Any] = (),
+) -> tuple[GRPOResult, list[dict[str, float]]]:
+    """TRACER stage 2: GRPO of the simulator (``model``, the customer side) on ``settings.sessions`` replayed
+    training ``dialogues`` against the scripted expert, rewarded by :class:`TracerScorer`. Returns the GRPO result
+    and the reward parts' means per step (outcome match, trajectory similarity, ending shares)."""
+    scenarios, sessions = replay_sessions(dialogues, seed, settings.sessions)
+    if not scenarios:
+        raise ValueError("no dialogues with a known outcome (resolved | escalated | abandoned) to replay")
+    scorer = TracerScorer(sessions, settings.grpo.num_generations, settings, embedder, judge)
+    result = train_side(
+        model,
+        tokenizer,
+        "customer",
+        ExpertAgent(),
+        scenarios,
+        scorer,
+        settings.grpo,
+        seed=seed,
+        reward_key=REWARD_KEY,
+        callbacks=callbacks,
+    )
+    return result, scorer.history
