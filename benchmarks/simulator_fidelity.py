@@ -32,7 +32,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from coevolution_acceptance import BadRun, parse_runs, prepare_copy  # noqa: E402  (a sibling script)
 
 ROOT = Path(__file__).resolve().parents[1]
-STAGES = ("ingest", "scenarios", "tokenizer", "judge_models", "simulator_sft", "agent_sft", "simulator_rl")
+# The stages up to simulator_rl, in waves: a wave's stages need nothing of each other and run at once.
+WAVES = (
+    ("ingest",), ("scenarios",), ("tokenizer",), ("judge_models",), ("simulator_sft", "agent_sft"), ("simulator_rl",)
+)  # fmt: skip
 SHOWN = (
     "outcome_f1", "group_outcome_rate_error", "trajectory_distance", "sim_faithfulness", "discriminator_auc",
     "false_negative_rate", "agent_strict_pass", "sim_rate_resolved", "sim_rate_escalated", "sim_rate_abandoned",
@@ -69,12 +72,19 @@ def run_seed(workdir: Path, seed: int, profile: str) -> Path:
     env.pop("SPARRING_PROFILE", None)
     (root / ".dagster").mkdir(exist_ok=True)
     cli = Path(sys.executable).parent / "sparring"
-    print(f"seed {seed}: stages up to simulator_rl in {root} (log: {root / 'stages.log'})", flush=True)
-    with open(root / "stages.log", "a", encoding="utf-8") as log:
-        for stage in STAGES:
-            done = subprocess.run([str(cli), "stage", stage], cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT)
-            if done.returncode != 0:
-                raise BadRun(f"stage {stage} failed in {root} (exit {done.returncode}); see {root / 'stages.log'}")
+    print(f"seed {seed}: stages up to simulator_rl in {root} (logs: {root / 'scratch'}/<stage>.stage.log)", flush=True)
+    for wave in WAVES:
+        logs = {stage: root / "scratch" / f"{stage}.stage.log" for stage in wave}
+        (root / "scratch").mkdir(exist_ok=True)
+        running = {
+            stage: subprocess.Popen(
+                [str(cli), "stage", stage], cwd=root, env=env, stdout=logs[stage].open("w"), stderr=subprocess.STDOUT
+            )
+            for stage in wave
+        }
+        for stage, process in running.items():
+            if process.wait() != 0:
+                raise BadRun(f"stage {stage} failed in {root} (exit {process.returncode}); see {logs[stage]}")
     return root
 
 

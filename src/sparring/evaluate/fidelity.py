@@ -238,8 +238,9 @@ def simulator_fidelity(
     ``agent_policy`` defaults to the scripted :class:`~sparring.agents.scripted.ExpertAgent`; ``max_dialogues``
     caps the replayed and perplexity dialogues; ``embedder`` (texts -> vectors) defaults to the judge's MiniLM
     encoder; ``perplexity`` needs an LM policy (skipped for scripted ones). ``agent_under_test`` (e.g. DA0) also
-    plays the held-out scenarios against the simulator: its ``agent_strict_pass`` and the
-    :func:`false_negative_rate` of its failures."""
+    plays the held-out scenarios against the simulator, which writes its own opening (evaluate's ``_coopsim``): its
+    ``agent_strict_pass`` and the :func:`false_negative_rate` of its failures, judged by ``agent_policy``'s
+    episodes (the expert's, by default)."""
     agent = agent_policy if agent_policy is not None else ExpertAgent()
     dialogues = heldout_dialogues.head(max_dialogues) if max_dialogues is not None else heldout_dialogues
     metrics: dict[str, float] = {}

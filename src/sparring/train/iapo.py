@@ -230,6 +230,8 @@ def first_action_mask(own: Sequence[int]) -> list[float]:
 
 def group_normalized(values: Sequence[float], group: int) -> list[float]:
     """(x − mean_group) / (std_group + ε) over consecutive groups, as GRPO normalizes its rewards."""
+    if group < 1 or len(values) % group:
+        raise ValueError(f"{len(values)} values do not form groups of {group}")
     out: list[float] = []
     for k in range(0, len(values), group):
         part = list(values[k : k + group])

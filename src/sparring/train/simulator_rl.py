@@ -46,11 +46,11 @@ from sparring.judge.rewards import JudgeBackend
 from sparring.rollout import Episode
 from sparring.settings import SimulatorRLSettings
 from sparring.train.grpo import GRPOResult, train_side
+from sparring.train.iapo import group_normalized
 from sparring.world.scenarios import Scenario
 
 Embedder = Callable[[Sequence[str]], np.ndarray]
 REWARD_KEY = "sim_reward"  # the summed, group-normalized reward the simulator trains on
-EPS = 1e-6
 
 
 @dataclass(frozen=True)
@@ -76,15 +76,6 @@ def replay_sessions(
             raise ValueError(f"two dialogues replay as one scenario id {scenario.scenario_id!r}")
         sessions[scenario.scenario_id] = RealSession(outcome=str(row["outcome"]), turns=turns)
     return scenarios, sessions
-
-
-def group_normalized(values: Sequence[float], group_size: int) -> np.ndarray:
-    """(v − mean of its group) / (std of its group + ε), over consecutive groups of ``group_size``."""
-    v = np.asarray(values, dtype=np.float64)
-    if group_size < 1 or len(v) % group_size:
-        raise ValueError(f"{len(v)} values do not form groups of {group_size}")
-    g = v.reshape(-1, group_size)
-    return ((g - g.mean(axis=1, keepdims=True)) / (g.std(axis=1, keepdims=True) + EPS)).reshape(-1)
 
 
 class TracerScorer:
@@ -133,12 +124,13 @@ class TracerScorer:
         s, g = self.settings, self.group_size
         outcome = [float(simulated_outcome(e) == self.sessions[e.scenario.scenario_id].outcome) for e in episodes]
         trajectory = self.trajectory_similarity(episodes)
-        reward = s.outcome_weight * group_normalized(outcome, g) + s.trajectory_weight * group_normalized(trajectory, g)
+        reward = s.outcome_weight * np.asarray(group_normalized(outcome, g))
+        reward += s.trajectory_weight * np.asarray(group_normalized(trajectory, g))
         faithful = [0.0] * len(episodes)
         if s.faithfulness_weight:
             turns = [customer_turns(e) for e in episodes]
             faithful = [float(f) for f in self.judge.faithfulness(turns, [e.scenario.intent for e in episodes])]
-            reward = reward + s.faithfulness_weight * group_normalized(faithful, g)
+            reward += s.faithfulness_weight * np.asarray(group_normalized(faithful, g))
         ends = [simulated_outcome(e) for e in episodes]
         self.history.append(
             {
