@@ -45,7 +45,12 @@ COMPARED = ("outcome_f1", "group_outcome_rate_error", "trajectory_distance")
 def _fidelity(ctx: StageContext, model: Any, tokenizer: Any, da0: Any, judge: dict[str, Any]) -> dict[str, float]:
     p, data = ctx.params, ctx.root / "data"
     cfg = p.simulator_rl
-    policy = LMPolicy(model, tokenizer, role="customer", max_new_tokens=cfg.max_new_tokens, greedy=True)
+    # Sampled, not greedy: a simulator stands for a population of customers, and greedy decoding would give every
+    # context one ending, so no persona's ending rates could match the real ones.
+    t = cfg.eval_temperature
+    policy = LMPolicy(
+        model, tokenizer, role="customer", max_new_tokens=cfg.max_new_tokens, temperature=t or 1.0, greedy=t == 0
+    )
     agent = LMPolicy(da0, tokenizer, role="agent", max_new_tokens=p.agent_sft.max_new_tokens, greedy=True)
     return simulator_fidelity(
         policy,

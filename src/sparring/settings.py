@@ -170,6 +170,9 @@ class SimulatorRLSettings(Settings):
     faithfulness_weight: float = Field(0.0, ge=0, description="w_faith: the judge's faithfulness, group-normalized")
     eval_dialogues: int = Field(120, ge=1, description="held-out sessions and scenarios each simulator is measured on")
     max_new_tokens: int = Field(64, ge=8, description="per customer message in the fidelity rollouts")
+    eval_temperature: float = Field(
+        1.0, ge=0, le=5, description="sampling temperature of both simulators in the fidelity rollouts (0: greedy)"
+    )
 
     @model_validator(mode="after")
     def _check(self) -> SimulatorRLSettings:
