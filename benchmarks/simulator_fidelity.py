@@ -5,12 +5,21 @@ Issue 29's acceptance, per seed and on the mean over seeds: the RL simulator bea
 outcome F1 (higher), group outcome-rate error (lower) and trajectory distance (lower), with faithfulness no lower;
 DA0's strict PASS against each simulator is printed beside them.
 
+Beside them, each run's ceiling on the same held-out sessions (``ceiling``): a simulator knows only what its goal
+says (intent, persona, opening; no ending), so the best it can do for ending fidelity is to end as often as each
+persona does in the training dialogues. ``persona_rates`` samples exactly that (500 draws, seeded: mean F1 and
+group error); ``no_escalation`` is the same with escalations turned into resolutions: the dialogues' agents
+escalate on their own, while the scripted expert hands over only after two failed identity checks, two refused
+calls or a second no to a right confirmation, which a customer can hardly bring about (both simulators escalated 0
+of 240 sessions in docs/results.md's run); ``always_resolved`` is what a simulator that never leaves reaches.
+
 Usage: ``python benchmarks/simulator_fidelity.py --run seed0=DIR [--run seed1=DIR ...]`` reads finished runs, or
 ``--seeds 0 1 2 [--workdir DIR]`` first runs, per seed, the stages up to `simulator_rl` in a copy of the project
 under ``--workdir/seed_<n>`` (its params set to that seed and the profile); a copy whose simulator_rl report is
 already there for that seed and profile is not run again. Prints a table per seed, the means and, last, one JSON
-object ``{"sft": {metric: mean}, "rl": {...}, "seeds": {label: {"sft": {...}, "rl": {...}, "rl_better_on": n}},
-"rl_better_on": n, "faithfulness_kept": bool}``. Exit 2, naming the path, when a run or report is missing.
+object ``{"sft": {metric: mean}, "rl": {...}, "seeds": {label: {"sft": {...}, "rl": {...}, "rl_better_on": n,
+"ceiling": {...}}}, "rl_better_on": n, "faithfulness_kept": bool}``. Exit 2, naming the path, when a run or
+report is missing.
 """
 
 from __future__ import annotations
@@ -58,6 +67,42 @@ def read_report(root: Path, profile: str, seed: int | None = None) -> dict[str, 
     return report
 
 
+def ending_ceiling(root: Path, n: int, draws: int = 500) -> dict[str, dict[str, float]]:
+    """Outcome F1 and group outcome-rate error of persona-rate samplers on the first ``n`` held-out sessions."""
+    import polars as pl
+    from sklearn.metrics import f1_score
+
+    from sparring.data.synthetic import OUTCOMES
+    from sparring.evaluate.fidelity import group_outcome_rate_error
+
+    train = pl.read_parquet(root / "data" / "ingest" / "dialogues_train.parquet")
+    test = pl.read_parquet(root / "data" / "ingest" / "dialogues_test.parquet").head(n)
+    real, personas = test["outcome"].to_list(), test["persona"].to_list()
+    rates = {}
+    for persona in set(personas):
+        ends = train.filter(pl.col("persona") == persona)["outcome"].to_list() or list(OUTCOMES)
+        rates[persona] = [ends.count(o) / len(ends) for o in OUTCOMES]
+    rng = np.random.default_rng(0)
+
+    def score(simulated: list[str]) -> tuple[float, float]:
+        f1 = f1_score(real, simulated, labels=list(OUTCOMES), average="macro", zero_division=0)
+        return float(f1), group_outcome_rate_error(real, simulated, personas)
+
+    sampled = [[str(rng.choice(OUTCOMES, p=rates[p])) for p in personas] for _ in range(draws)]
+    kinds = {
+        "persona_rates": [score(s) for s in sampled],
+        "no_escalation": [score(["resolved" if o == "escalated" else o for o in s]) for s in sampled],
+        "always_resolved": [score(["resolved"] * len(real))],
+    }
+    return {
+        name: {
+            "outcome_f1": float(np.mean([f for f, _ in got])),
+            "group_outcome_rate_error": float(np.mean([e for _, e in got])),
+        }
+        for name, got in kinds.items()
+    }
+
+
 def run_seed(workdir: Path, seed: int, profile: str) -> Path:
     """The copy for ``seed`` with its simulator_rl report, running the stages up to it unless already there."""
     root = workdir / f"seed_{seed}"
@@ -88,9 +133,11 @@ def run_seed(workdir: Path, seed: int, profile: str) -> Path:
     return root
 
 
-def summarize(reports: dict[str, dict[str, Any]]) -> dict[str, Any]:
+def summarize(reports: dict[str, dict[str, Any]], ceilings: dict[str, Any]) -> dict[str, Any]:
     seeds = {
-        label: {"sft": r["sft"], "rl": r["rl"], "rl_better_on": better_count(r["sft"], r["rl"])}
+        label: {
+            "sft": r["sft"], "rl": r["rl"], "rl_better_on": better_count(r["sft"], r["rl"]), "ceiling": ceilings[label]
+        }
         for label, r in reports.items()
     }
     shared = [m for m in SHOWN if all(m in s[side] for s in seeds.values() for side in ("sft", "rl"))]
@@ -107,6 +154,8 @@ def print_tables(summary: dict[str, Any]) -> None:
         for m in SHOWN:
             if m in s["sft"] and m in s["rl"]:
                 print(f"{m:28s} {s['sft'][m]:8.3f} {s['rl'][m]:8.3f}")
+        for name, c in s.get("ceiling", {}).items():
+            print(f"ceiling {name:20s} F1 {c['outcome_f1']:.3f}, group error {c['group_outcome_rate_error']:.3f}")
     print(f"\nfaithfulness kept on the mean: {summary['faithfulness_kept']}")
 
 
@@ -125,10 +174,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         for seed in args.seeds:
             runs[f"seed{seed}"] = run_seed(args.workdir, seed, args.profile)
         reports = {label: read_report(root, args.profile) for label, root in runs.items()}
-    except BadRun as e:
+        ceilings = {
+            label: ending_ceiling(root, int(reports[label]["rl"]["n_replayed"])) for label, root in runs.items()
+        }
+    except (BadRun, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    summary = summarize(reports)
+    summary = summarize(reports, ceilings)
     print_tables(summary)
     print(json.dumps(summary))
     return 0
