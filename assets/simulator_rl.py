@@ -82,11 +82,10 @@ def simulator_rl(ctx: StageContext) -> StageOutput:
         "discriminator": RealismDiscriminator.load(models / "judge" / "discriminator"),
     }
     da0, _ = load_checkpoint(models / "agent_sft")
-    with phases.time("fidelity_sft") as counts:  # before training: GRPO trains the loaded weights in place
-        sft_model, tokenizer = load_checkpoint(models / "simulator_sft")
-        sft = _fidelity(ctx, sft_model, tokenizer, da0, judge)
-        counts["episodes"] = int(sft.get("n_sim_episodes", 0) + sft.get("n_replayed", 0))
     model, tokenizer = load_checkpoint(models / "simulator_sft")
+    with phases.time("fidelity_sft") as counts:  # before training: GRPO trains these weights in place
+        sft = _fidelity(ctx, model, tokenizer, da0, judge)
+        counts["episodes"] = int(sft.get("n_sim_episodes", 0) + sft.get("n_replayed", 0))
     from sparring.judge.oracle import embed  # deferred: loads the MiniLM encoder
 
     with phases.time("grpo") as counts:

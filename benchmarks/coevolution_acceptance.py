@@ -291,19 +291,25 @@ def finished(root: Path, profile: str, seed: int) -> bool:
     return report.get("profile") == profile and report.get("seed") == seed
 
 
+def copy_command(root: Path) -> tuple[list[str], dict[str, str]]:
+    """The `sparring` command and the environment that run it against the project copy at ``root`` (its own
+    Dagster home, its params.yaml's profile)."""
+    env = {**os.environ, "SPARRING_ROOT": str(root), "DAGSTER_HOME": str(root / ".dagster")}
+    env.pop("SPARRING_PROFILE", None)
+    (root / ".dagster").mkdir(exist_ok=True)
+    return [str(Path(sys.executable).parent / "sparring")], env
+
+
 def run_seed(workdir: Path, seed: int, profile: str) -> Path:
     """The finished copy for ``seed``: ``sparring run`` in it unless done; its output in run.log."""
     root = workdir / f"seed_{seed}"
     if finished(root, profile, seed):
         return root
     prepare_copy(ROOT, root, seed, profile)
-    env = {**os.environ, "SPARRING_ROOT": str(root), "DAGSTER_HOME": str(root / ".dagster")}
-    env.pop("SPARRING_PROFILE", None)
-    (root / ".dagster").mkdir(exist_ok=True)
-    cli = Path(sys.executable).parent / "sparring"
+    cli, env = copy_command(root)
     print(f"seed {seed}: sparring run in {root} (log: {root / 'run.log'})", flush=True)
     with open(root / "run.log", "w", encoding="utf-8") as log:
-        done = subprocess.run([str(cli), "run"], cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT)
+        done = subprocess.run([*cli, "run"], cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT)
     if done.returncode != 0:
         raise BadRun(f"the pipeline failed in {root} (exit {done.returncode}); see {root / 'run.log'}")
     return root

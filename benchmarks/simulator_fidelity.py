@@ -26,10 +26,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 from collections.abc import Sequence
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +38,7 @@ import numpy as np
 from assets.simulator_rl import better_count
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from coevolution_acceptance import BadRun, parse_runs, prepare_copy  # noqa: E402  (a sibling script)
+from coevolution_acceptance import BadRun, copy_command, parse_runs, prepare_copy  # noqa: E402  (a sibling script)
 
 ROOT = Path(__file__).resolve().parents[1]
 # The stages up to simulator_rl, in waves: a wave's stages need nothing of each other and run at once.
@@ -113,23 +113,22 @@ def run_seed(workdir: Path, seed: int, profile: str) -> Path:
         pass
     if not (root / "params.yaml").is_file():
         prepare_copy(ROOT, root, seed, profile)
-    env = {**os.environ, "SPARRING_ROOT": str(root), "DAGSTER_HOME": str(root / ".dagster")}
-    env.pop("SPARRING_PROFILE", None)
-    (root / ".dagster").mkdir(exist_ok=True)
-    cli = Path(sys.executable).parent / "sparring"
+    cli, env = copy_command(root)
     print(f"seed {seed}: stages up to simulator_rl in {root} (logs: {root / 'scratch'}/<stage>.stage.log)", flush=True)
+    (root / "scratch").mkdir(exist_ok=True)
     for wave in WAVES:
         logs = {stage: root / "scratch" / f"{stage}.stage.log" for stage in wave}
-        (root / "scratch").mkdir(exist_ok=True)
-        running = {
-            stage: subprocess.Popen(
-                [str(cli), "stage", stage], cwd=root, env=env, stdout=logs[stage].open("w"), stderr=subprocess.STDOUT
-            )
-            for stage in wave
-        }
-        for stage, process in running.items():
-            if process.wait() != 0:
-                raise BadRun(f"stage {stage} failed in {root} (exit {process.returncode}); see {logs[stage]}")
+        with ExitStack() as files:
+            running = {
+                stage: subprocess.Popen(
+                    [*cli, "stage", stage], cwd=root, env=env, stdout=files.enter_context(logs[stage].open("w")),
+                    stderr=subprocess.STDOUT,
+                )
+                for stage in wave
+            }
+            failed = [stage for stage, process in running.items() if process.wait() != 0]
+        if failed:
+            raise BadRun(f"stage {failed[0]} failed in {root}; see {logs[failed[0]]}")
     return root
 
 

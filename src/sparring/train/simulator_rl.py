@@ -122,7 +122,9 @@ class TracerScorer:
         if unknown:
             raise KeyError(f"episodes of scenarios with no real session: {unknown[:3]}")
         s, g = self.settings, self.group_size
-        outcome = [float(simulated_outcome(e) == self.sessions[e.scenario.scenario_id].outcome) for e in episodes]
+        ends = [simulated_outcome(e) for e in episodes]
+        real = [self.sessions[e.scenario.scenario_id].outcome for e in episodes]
+        outcome = [float(end == r) for end, r in zip(ends, real, strict=True)]
         trajectory = self.trajectory_similarity(episodes)
         reward = s.outcome_weight * np.asarray(group_normalized(outcome, g))
         reward += s.trajectory_weight * np.asarray(group_normalized(trajectory, g))
@@ -131,7 +133,6 @@ class TracerScorer:
             turns = [customer_turns(e) for e in episodes]
             faithful = [float(f) for f in self.judge.faithfulness(turns, [e.scenario.intent for e in episodes])]
             reward += s.faithfulness_weight * np.asarray(group_normalized(faithful, g))
-        ends = [simulated_outcome(e) for e in episodes]
         self.history.append(
             {
                 "step": len(self.history) + 1,
