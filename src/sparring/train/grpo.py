@@ -287,6 +287,8 @@ def build_trainer(
     from datasets import Dataset
     from trl import GRPOTrainer
 
+    from sparring.agents.added_rows import base_rows_callbacks
+
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is "experimental" in TRL 1.16
     if settings.beta and not is_peft(model) and not _loadable(model):
         # TRL builds the KL reference from the model's folder: give a from-config model one (its start weights).
@@ -296,14 +298,15 @@ def build_trainer(
         model.config._name_or_path = str(ref)
     dataset = Dataset.from_list([{"prompt": f"{i}|"} for i in range(n_prompts)])
     trainer_class = GRPOTrainer if settings.credit == "grpo" else make_credit_trainer(GRPOTrainer)
+    args = grpo_config(settings, output_dir, report_to, seed)
     return trainer_class(
         model=model,
         reward_funcs=[_reward_func(reward_name)],
-        args=grpo_config(settings, output_dir, report_to, seed),
+        args=args,
         train_dataset=dataset,
         processing_class=tokenizer,
         rollout_func=rollout_func,
-        callbacks=list(callbacks),
+        callbacks=[*callbacks, *base_rows_callbacks(model, args.weight_decay)],
     )
 
 

@@ -131,16 +131,19 @@ def train_sft(
     from datasets import Dataset
     from trl import SFTTrainer
 
+    from sparring.agents.added_rows import base_rows_callbacks
+
     if not conversations:
         raise ValueError("train_sft: no conversations to train on")
     prepared = time.perf_counter()
     dataset = Dataset.from_list([{"messages": flatten(c)} for c in conversations])
+    args = sft_config(settings, output_dir, seed, report_to)
     trainer = SFTTrainer(
         model=model,
-        args=sft_config(settings, output_dir, seed, report_to),
+        args=args,
         train_dataset=dataset,
         processing_class=tokenizer,
-        callbacks=list(callbacks),
+        callbacks=[*callbacks, *base_rows_callbacks(model, args.weight_decay)],
     )
     tokens = sum(len(ids) for ids in trainer.train_dataset["input_ids"])
     start = time.perf_counter()
