@@ -83,6 +83,31 @@ def test_a_session_that_ends_as_the_real_one_scores_higher(dialogues):
     assert scorer.history[-1]["ended_abandoned"] == 0.5 and scorer.history[-1]["outcome_match"] == 0.5
 
 
+class WordsJudge:
+    """A judge backend whose realism is the share of a customer's turns with no bracketed placeholder left."""
+
+    def realism(self, customer_turns):
+        return np.asarray([np.mean([("[" not in t) for t in turns]) if turns else 0.0 for turns in customer_turns])
+
+
+def test_the_realism_guard_prefers_the_customer_like_episode_of_a_group(dialogues):
+    scenarios, sessions = replay_sessions(dialogues, seed=0)
+    scenario = scenarios[0]
+    plain = run_episodes([scenario], ExpertAgent(), Says(scenario.utterance, "Forget it, bye."), seed=0)
+    bracketed = run_episodes([scenario], ExpertAgent(), Says("[merchant] [amount] [date]", "Forget it, bye."), seed=0)
+    settings = SimulatorRLSettings(trajectory_weight=0.0, realism_weight=1.0)
+    scorer = TracerScorer(sessions, 2, settings, _hash_embed, judge=WordsJudge())
+    scores = scorer.score([*plain, *bracketed])
+    assert scores[0]["sim_outcome_match"] == scores[1]["sim_outcome_match"]  # the same ending: realism decides
+    assert [s["sim_realism"] for s in scores] == [1.0, 0.5]
+    assert scores[0][REWARD_KEY] > scores[1][REWARD_KEY]
+    assert scorer.history[-1]["realism"] == 0.75
+    unguarded = TracerScorer(sessions, 2, SimulatorRLSettings(trajectory_weight=0.0), _hash_embed).score(
+        [*plain, *bracketed]
+    )
+    assert unguarded[0][REWARD_KEY] == unguarded[1][REWARD_KEY]
+
+
 def test_a_turn_aligned_paraphrase_is_closer_than_an_unrelated_turn(heldout):
     scenario = heldout[0]
     real = RealSession(
@@ -106,8 +131,9 @@ def test_scores_refuse_episodes_of_unknown_sessions_and_settings_need_a_reward(h
         TracerScorer({}, 2, SimulatorRLSettings(), _hash_embed).score(episodes)
     with pytest.raises(ValueError, match="at least one"):
         SimulatorRLSettings(outcome_weight=0.0, trajectory_weight=0.0)
-    with pytest.raises(ValueError, match="judge backend"):
-        TracerScorer({}, 2, SimulatorRLSettings(faithfulness_weight=0.5), _hash_embed)
+    for guard in ("faithfulness_weight", "realism_weight"):
+        with pytest.raises(ValueError, match="judge backend"):
+            TracerScorer({}, 2, SimulatorRLSettings(**{guard: 0.5}), _hash_embed)
 
 
 def test_false_negatives_are_the_agent_failures_the_expert_also_fails_on_winnable_scenarios(heldout):

@@ -168,6 +168,7 @@ class SimulatorRLSettings(Settings):
     outcome_weight: float = Field(1.0, ge=0, description="w_out: the group-normalized ending match")
     trajectory_weight: float = Field(1.0, ge=0, description="w_traj: the group-normalized 1 − DTW to the real turns")
     faithfulness_weight: float = Field(0.0, ge=0, description="w_faith: the judge's faithfulness, group-normalized")
+    realism_weight: float = Field(0.0, ge=0, description="w_real: the judge's realism (P real), group-normalized")
     eval_dialogues: int = Field(120, ge=1, description="held-out sessions and scenarios each simulator is measured on")
     max_new_tokens: int = Field(64, ge=8, description="per customer message in the fidelity rollouts")
     eval_temperature: float = Field(
@@ -176,8 +177,10 @@ class SimulatorRLSettings(Settings):
 
     @model_validator(mode="after")
     def _check(self) -> SimulatorRLSettings:
-        if not (self.outcome_weight or self.trajectory_weight or self.faithfulness_weight):
-            raise ValueError("at least one of outcome_weight, trajectory_weight, faithfulness_weight must be > 0")
+        if not (self.outcome_weight or self.trajectory_weight or self.faithfulness_weight or self.realism_weight):
+            raise ValueError(
+                "at least one of outcome_weight, trajectory_weight, faithfulness_weight, realism_weight must be > 0"
+            )
         return self
 
 
