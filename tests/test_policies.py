@@ -6,6 +6,7 @@ import pytest
 import torch
 from transformers import AutoTokenizer
 
+from sparring.agents.added_rows import BASE_ROWS_ATTR, trained_row_weights
 from sparring.agents.chat import END_OF_TURN, known_intents
 from sparring.agents.models import ModelSpec, build_model, count_parameters
 from sparring.agents.policies import LMPolicy, Policy, TurnRequest
@@ -65,7 +66,11 @@ def test_pretrained_path_resizes_and_lora_wraps(tok, tmp_path):
     tok.add_tokens(["<extra_a>", "<extra_b>"])  # the checkpoint's vocabulary + tokens of the pipeline's own
     model = build_model(spec, tok)
     assert model.get_input_embeddings().num_embeddings == len(tok) == len(small) + 2
-    assert 0 < count_parameters(model, trainable_only=True) < count_parameters(model) // 10
+    # LoRA trains, and of the embeddings only the two added rows (a gradient mask holds the base's: added_rows.py)
+    embeddings = trained_row_weights(model)
+    assert [getattr(w, BASE_ROWS_ATTR) for w in embeddings] == [len(small)] * len(embeddings) and embeddings
+    lora = count_parameters(model, trainable_only=True) - sum(w.numel() for w in embeddings)
+    assert 0 < lora < count_parameters(model) // 10
     policy = LMPolicy(model, tok, "agent", max_new_tokens=4)
     system = {"role": "system", "content": "You are a helpful support agent for a bank, be kind and brief."}
     prompts = [

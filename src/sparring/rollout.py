@@ -7,9 +7,10 @@ stop calling or reach ``max_calls_per_turn``. Episodes that end (``end_conversat
 or ``max_turns`` rounds) leave the batches. Batching is what makes rollouts affordable: a ``generate`` step
 over dozens of sequences costs a fraction of one step per sequence (benchmarks/rollout_throughput.py).
 
-Each side's view is kept as a token-id list built message by message (role marker + content ids +
-``<|end|>``; generated messages keep the ids actually generated), which is what ``apply_chat_template`` would
-produce for the same messages, without re-rendering the conversation every turn.
+Each side's view is kept as a token-id list built message by message (role prefix + content ids + end token +
+separator, as its tokenizer's :class:`~sparring.agents.chat.ChatFormat` writes them; generated messages keep the ids
+actually generated), which is what ``apply_chat_template`` would produce for the same messages, without
+re-rendering the conversation every turn.
 """
 
 from __future__ import annotations
@@ -26,14 +27,10 @@ from transformers import PreTrainedTokenizerBase
 
 from sparring.agents.chat import (
     AGENT_SYSTEM_PROMPT,
-    ASSISTANT,
-    END_OF_TURN,
-    SYSTEM,
-    TOOL,
-    USER,
     ParsedMessage,
     agent_system_prompt,
     assistant_message,
+    chat_format,
     parse_agent_message,
     render_agent_message,
 )
@@ -108,10 +105,11 @@ class RolloutStats:
 class _View:
     """One side's conversation as token ids and masks, appended message by message."""
 
-    __slots__ = ("tok", "ids", "own", "other", "logp", "marker", "memo")
+    __slots__ = ("tok", "ids", "own", "other", "logp", "marks", "end", "memo")
 
-    def __init__(self, tok: PreTrainedTokenizerBase | None, marker: dict[str, int], memo: dict[str, Any]) -> None:
-        self.tok, self.marker, self.memo = tok, marker, memo  # memo: encodings shared by views of one tokenizer
+    def __init__(self, tok: PreTrainedTokenizerBase | None, marks: _Marks, memo: dict[str, Any]) -> None:
+        self.tok, self.marks, self.memo = tok, marks, memo  # memo: encodings shared by views of one tokenizer
+        self.end = marks.end  # the id that closes a turn (-1 without a tokenizer)
         self.ids: list[int] = []
         self.own: list[int] = []  # 1 on tokens this side generated
         self.other: list[int] = []  # 1 on the other side's content tokens
@@ -138,25 +136,25 @@ class _View:
         logprobs: list[float] | None = None,
         prefix: Sequence[int] = (),
     ) -> None:
-        """Append ``marker + prefix + content + <|end|>``; kind 1 = own (generated), 2 = the other side's content;
-        ``prefix``: ids of an own message it was given, not generated (0 in both masks)."""
+        """Append ``role prefix + prefix + content + end + separator``; kind 1 = own (generated), 2 = the other
+        side's content; ``prefix``: ids of an own message it was given, not generated (0 in both masks)."""
         if self.tok is None:
             return
-        end = self.marker["end"]
+        end, head, after = self.end, self.marks.prefix[role], self.marks.after
         closed = bool(content) and content[-1] == end and kind == 1
         body = content[:-1] if closed else content
-        n, k = len(body), len(prefix)
-        self.ids += [self.marker[role], *prefix, *body, end]
+        n, k, h, a = len(body), len(prefix), len(head), len(after)
+        self.ids += [*head, *prefix, *body, end, *after]
         own, other = (1 if kind == 1 else 0), (1 if kind == 2 else 0)
-        self.own += [0, *([0] * k), *([own] * n), 1 if closed else 0]
-        self.other += [0, *([0] * k), *([other] * n), 0]
+        self.own += [*([0] * (h + k)), *([own] * n), 1 if closed else 0, *([0] * a)]
+        self.other += [*([0] * (h + k)), *([other] * n), 0, *([0] * a)]
         if logprobs is not None and kind == 1:
-            self.logp += [0.0, *([0.0] * k), *logprobs[:n], logprobs[n] if closed else 0.0]
+            self.logp += [*([0.0] * (h + k)), *logprobs[:n], logprobs[n] if closed else 0.0, *([0.0] * a)]
         else:
-            self.logp += [0.0] * (k + n + 2)
+            self.logp += [0.0] * (h + k + n + 1 + a)
 
     def prompt(self) -> list[int] | None:
-        return [*self.ids, self.marker["assistant"]] if self.tok is not None else None
+        return [*self.ids, *self.marks.prefix["assistant"]] if self.tok is not None else None
 
 
 class _Live:
@@ -176,11 +174,25 @@ class _Live:
         self.done = False
 
 
-def _marker_ids(tok: PreTrainedTokenizerBase | None) -> dict[str, int]:
+@dataclass(frozen=True)
+class _Marks:
+    """A tokenizer's turn markers as ids: each role's prefix, the end token, the separator after it."""
+
+    prefix: dict[str, list[int]] = field(default_factory=dict)
+    end: int = -1
+    after: list[int] = field(default_factory=list)
+
+
+def _marker_ids(tok: PreTrainedTokenizerBase | None) -> _Marks:
     if tok is None:
-        return {}
-    names = {"system": SYSTEM, "user": USER, "assistant": ASSISTANT, "tool": TOOL, "end": END_OF_TURN}
-    return {role: tok.convert_tokens_to_ids(marker) for role, marker in names.items()}
+        return _Marks()
+    fmt = chat_format(tok)
+
+    def ids(text: str) -> list[int]:
+        return tok.encode(text, add_special_tokens=False) if text else []
+
+    prefix = {role: ids(text) for role, text in fmt.prefix.items()}
+    return _Marks(prefix, tok.convert_tokens_to_ids(fmt.end), ids(fmt.after))
 
 
 def episode_seed(seed: int, scenario: Scenario, repeat: int = 0) -> int:
@@ -322,7 +334,7 @@ def run_episodes(
                 for e in active:
                     _flush_heard(e)
                 for e, out in zip(active, act(customer, "customer", active), strict=True):
-                    _customer_says(e, out, c_mark.get("end"), shared)
+                    _customer_says(e, out, c_mark.end, shared)
                     _maybe_leave(e)
                 pending = [e for e in active if not e.done]
                 for e in active:
@@ -364,7 +376,7 @@ def _customer_says(e: _Live, out: TurnOutput, c_end: int | None, shared: bool) -
     """Append the customer's message to both views (generated ids verbatim; scripted text encoded)."""
     if out.token_ids is None:
         ids, own_text = e.c.encode(out.text.strip(), memo=True)
-        e.c.add("assistant", [*ids, e.c.marker.get("end", -1)], 1)
+        e.c.add("assistant", [*ids, e.c.end], 1)
         ids, text = e.a.encode(out.text, memo=True)
     else:
         prefix = out.prefix_ids or []  # given, not generated (ContinuesUtterance)
@@ -397,7 +409,7 @@ def _agent_says(e: _Live, out: TurnOutput) -> bool:
     text = out.text
     if out.token_ids is None:
         ids, text = e.a.encode(text, memo=True)
-        e.a.add("assistant", [*ids, e.a.marker.get("end", -1)], 1)
+        e.a.add("assistant", [*ids, e.a.end], 1)
     else:
         e.a.add("assistant", out.token_ids, 1, out.logprobs)
     parsed = parse_agent_message(text)

@@ -23,6 +23,10 @@ In HF-style messages the same thing is ``{"role": "assistant", "content": TEXT, 
 "tool_calls": [{"type": "function", "function": {"name": TOOL, "arguments": {...}}}]}`` (see
 :func:`assistant_message`); the template renders both to the string above.
 
+A pretrained model that speaks ChatML (SmolLM2, Qwen2.x, ...) keeps its own turn markers instead:
+``<|im_start|>ROLE\\n`` + content + ``<|im_end|>\\n`` (:data:`CHATML_FORMAT`), the same agent syntax inside. Which
+format a tokenizer's chat uses is read off its eos, the turn's end (:func:`chat_format`).
+
 Role markers, ``<|end|>``, ``<|endoftext|>`` and ``<|pad|>`` are special tokens. ``<intent>``, ``<call>``,
 ``</call>`` and every intent and tool name are ordinary added tokens: TRL decodes completions with
 ``skip_special_tokens=True`` and the reward functions must still see the call.
@@ -70,39 +74,90 @@ CONTROL_TOOLS: tuple[str, ...] = ("end_conversation", "transfer_to_human", "ask_
 # Intent and tool names; "?" because Banking77 really has an intent named "reverted_card_payment?".
 NAME_PATTERN = r"[A-Za-z0-9_?]+"
 
+# ChatML's markers, as SmolLM2, Qwen2.x and many other pretrained chat models write turns.
+CHATML_START = "<|im_start|>"
+CHATML_END = "<|im_end|>"
+
+
+@dataclass(frozen=True)
+class ChatFormat:
+    """How one tokenizer's chat marks its turns: each message is ``prefix[role] + content + end + after``. ``end``
+    is one token, the generation stop (the tokenizer's eos); ``prefix["assistant"]`` is the generation prompt;
+    ``after`` (untrained) separates a turn from the next."""
+
+    name: str
+    prefix: Mapping[str, str]
+    end: str
+    after: str = ""
+
+    @property
+    def template(self) -> str:
+        return _chat_template(self)
+
+
+def _lit(s: str) -> str:
+    """Template text that renders as ``s``: written out, or as a Jinja string where whitespace control would eat it."""
+    return s if s.strip() == s else "{{ " + json.dumps(s) + " }}"
+
+
+def _chat_template(fmt: ChatFormat) -> str:
+    """The Jinja chat template of ``fmt``. The assistant's content and its end token sit inside the generation block
+    (what the model must produce: TRL's assistant_only_loss checks the stop token is trained); role prefixes and
+    ``after`` are prompt."""
+    plain = "".join(
+        f"{{%- {'if' if i == 0 else 'elif'} message.role == '{role}' -%}}"
+        f"{_lit(fmt.prefix[role])}{{{{ text(message.content) }}}}{_lit(fmt.end + fmt.after)}"
+        for i, role in enumerate(("system", "user", "tool"))
+    )
+    return (
+        "{%- macro text(content) -%}"
+        "{%- if content is none -%}"
+        "{%- elif content is string -%}{{ content }}"
+        "{%- elif content is mapping -%}{{ content | tojson }}"
+        "{%- else -%}{%- for part in content -%}{{ part.text if part.text is defined else '' }}{%- endfor -%}"
+        "{%- endif -%}"
+        "{%- endmacro -%}"
+        "{%- for message in messages -%}"
+        + plain
+        + "{%- elif message.role == 'assistant' -%}"
+        "{%- set intent = message.intent if message.intent is defined and message.intent else '' -%}"
+        "{%- set body = text(message.content) | trim -%}"
+        "{%- set calls = message.tool_calls if message.tool_calls is defined and message.tool_calls else [] -%}"
+        + _lit(fmt.prefix["assistant"])
+        + "{%- generation -%}"
+        "{%- if intent -%}<intent>{{ intent }}{%- if body %} {% endif -%}{%- endif -%}"
+        "{{- body -}}"
+        "{%- for call in calls -%}"
+        "{%- set fn = call.function if call.function is defined else call -%}"
+        "<call>{{ fn.name }} "
+        "{{ fn.arguments if fn.arguments is string else (fn.arguments or {}) | tojson }}</call>"
+        "{%- endfor -%}"
+        + _lit(fmt.end)
+        + "{%- endgeneration -%}"
+        + (_lit(fmt.after) if fmt.after else "")
+        + "{%- else -%}{{ raise_exception('unknown chat role: ' ~ message.role) }}"
+        "{%- endif -%}"
+        "{%- endfor -%}"
+        "{%- if add_generation_prompt -%}" + _lit(fmt.prefix["assistant"]) + "{%- endif -%}"
+    )
+
+
+# sparring's own markers (the trained BPE's special tokens), and ChatML for a pretrained model that speaks it.
+SPARRING_FORMAT = ChatFormat("sparring", ROLE_MARKERS, END_OF_TURN)
+CHATML_FORMAT = ChatFormat("chatml", {r: f"{CHATML_START}{r}\n" for r in ROLE_MARKERS}, CHATML_END, "\n")
+FORMATS: tuple[ChatFormat, ...] = (SPARRING_FORMAT, CHATML_FORMAT)
 # The template writes the markers literally; test_chat_tokenizer checks they match the constants above.
-CHAT_TEMPLATE = (
-    "{%- macro text(content) -%}"
-    "{%- if content is none -%}"
-    "{%- elif content is string -%}{{ content }}"
-    "{%- elif content is mapping -%}{{ content | tojson }}"
-    "{%- else -%}{%- for part in content -%}{{ part.text if part.text is defined else '' }}{%- endfor -%}"
-    "{%- endif -%}"
-    "{%- endmacro -%}"
-    "{%- for message in messages -%}"
-    "{%- if message.role == 'system' -%}<|system|>{{ text(message.content) }}<|end|>"
-    "{%- elif message.role == 'user' -%}<|user|>{{ text(message.content) }}<|end|>"
-    "{%- elif message.role == 'tool' -%}<|tool|>{{ text(message.content) }}<|end|>"
-    "{%- elif message.role == 'assistant' -%}"
-    "{%- set intent = message.intent if message.intent is defined and message.intent else '' -%}"
-    "{%- set body = text(message.content) | trim -%}"
-    "{%- set calls = message.tool_calls if message.tool_calls is defined and message.tool_calls else [] -%}"
-    # The role marker is prompt; the content and its end-of-turn token are what the model must produce,
-    # so both sit inside the generation block (TRL's assistant_only_loss checks the stop token is trained).
-    "<|assistant|>{%- generation -%}"
-    "{%- if intent -%}<intent>{{ intent }}{%- if body %} {% endif -%}{%- endif -%}"
-    "{{- body -}}"
-    "{%- for call in calls -%}"
-    "{%- set fn = call.function if call.function is defined else call -%}"
-    "<call>{{ fn.name }} "
-    "{{ fn.arguments if fn.arguments is string else (fn.arguments or {}) | tojson }}</call>"
-    "{%- endfor -%}"
-    "<|end|>{%- endgeneration -%}"
-    "{%- else -%}{{ raise_exception('unknown chat role: ' ~ message.role) }}"
-    "{%- endif -%}"
-    "{%- endfor -%}"
-    "{%- if add_generation_prompt -%}<|assistant|>{%- endif -%}"
-)
+CHAT_TEMPLATE = SPARRING_FORMAT.template
+
+
+def chat_format(tokenizer: Any) -> ChatFormat:
+    """The chat format of ``tokenizer``, read off its eos token (every format's turn end)."""
+    for fmt in FORMATS:
+        if tokenizer.eos_token == fmt.end:
+            return fmt
+    ends = ", ".join(f.end for f in FORMATS)
+    raise ValueError(f"tokenizer's eos {tokenizer.eos_token!r} ends no sparring chat format ({ends}); "
+                     "was it made by the tokenizer stage?")
 
 
 @dataclass
@@ -189,8 +244,8 @@ def message_text(content: Any) -> str:
 
 _NAME = re.compile(r"\s*(" + NAME_PATTERN + ")")
 _INTENT_ANY = re.compile(re.escape(INTENT) + r"\s*(?:" + NAME_PATTERN + ")?")
-_STOP_TAIL = (END_OF_TURN, END_OF_TEXT, PAD)
-_STRAY = (END_OF_TEXT, PAD, SYSTEM, USER, ASSISTANT, TOOL, END_OF_TURN)
+_STOP_TAIL = (END_OF_TURN, END_OF_TEXT, PAD, CHATML_END)
+_STRAY = (END_OF_TEXT, PAD, SYSTEM, USER, ASSISTANT, TOOL, END_OF_TURN, CHATML_START, CHATML_END)
 _MAX_ERROR = 200
 
 

@@ -16,7 +16,8 @@ own would make prose values tokenize as they do in JSON too, but it was measured
 
 The tokenizer's ``eos_token`` is the end-of-turn token ``<|end|>`` (``bos_token`` is ``<|endoftext|>``):
 TRL stops generation and cuts completions at ``eos_token_id``, and every turn, the agent's and the
-customer's, ends with ``<|end|>``.
+customer's, ends with ``<|end|>``. A pretrained ChatML model's tokenizer (:func:`extend_pretrained_tokenizer`)
+ends turns with its own ``<|im_end|>`` instead.
 """
 
 from __future__ import annotations
@@ -30,15 +31,19 @@ from transformers import PreTrainedTokenizerBase, PreTrainedTokenizerFast
 from sparring.agents.chat import (
     ASSISTANT,
     CALL_MARKERS,
-    CHAT_TEMPLATE,
+    CHATML_END,
+    CHATML_FORMAT,
+    CHATML_START,
     END_OF_TEXT,
-    END_OF_TURN,
     NAME_PATTERN,
     PAD,
+    SPARRING_FORMAT,
     SPECIAL_TOKENS,
     SYSTEM,
     TOOL,
     USER,
+    ChatFormat,
+    chat_format,
     known_tools,
 )
 from sparring.world.taxonomy import load_taxonomy
@@ -105,9 +110,13 @@ def extend_pretrained_tokenizer(
     name_or_path: str, intents: Sequence[str], *, tools: Sequence[str] | None = None
 ) -> PreTrainedTokenizerFast:
     """A pretrained model's own tokenizer with sparring's tokens appended: every token it had keeps its id, so the
-    checkpoint's embeddings are read as they were trained, and only the added tokens (special, markers, names;
-    the ones it lacks) get new ids and new embedding rows. The chat template is sparring's: every policy finds
-    turn ends by ``<|end|>`` and roles by sparring's markers, which are among the added tokens."""
+    checkpoint's embeddings are read as they were trained, and only the added tokens (markers, names; the ones it
+    lacks) get new ids and new embedding rows.
+
+    The chat keeps the model's own turn markers where it speaks ChatML (``<|im_start|>role\\n ... <|im_end|>``:
+    SmolLM2, Qwen2.x, ...), so the roles and the stop token are ones its weights were trained on; sparring's
+    template adds only the agent's syntax (intent, calls) inside the turns. Any other model gets sparring's own
+    role markers and ``<|end|>``, added as new tokens."""
     from transformers import AutoTokenizer  # the pretrained one's own files, offline aliases resolved
 
     from sparring.agents.pretrained import resolve_model_path
@@ -118,7 +127,8 @@ def extend_pretrained_tokenizer(
     tok = Tokenizer.from_str(base.backend_tokenizer.to_str())
     tok.no_padding()
     tok.no_truncation()
-    return _with_sparring_tokens(tok, _names(intents, tools))
+    chatml = CHATML_START in (base.chat_template or "") and {CHATML_START, CHATML_END} <= base.get_vocab().keys()
+    return _with_sparring_tokens(tok, _names(intents, tools), CHATML_FORMAT if chatml else SPARRING_FORMAT)
 
 
 def _names(intents: Sequence[str], tools: Sequence[str] | None) -> list[str]:
@@ -130,9 +140,13 @@ def _names(intents: Sequence[str], tools: Sequence[str] | None) -> list[str]:
     return names + [w for w in call_words() if w not in names]
 
 
-def _with_sparring_tokens(tok: Tokenizer, names: Sequence[str]) -> PreTrainedTokenizerFast:
-    """``tok`` with sparring's special tokens, call markers and names added, wrapped with the chat template."""
-    tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in SPECIAL_TOKENS])
+def _with_sparring_tokens(
+    tok: Tokenizer, names: Sequence[str], fmt: ChatFormat = SPARRING_FORMAT
+) -> PreTrainedTokenizerFast:
+    """``tok`` with sparring's special tokens (the role markers only for its own format), call markers and names
+    added, wrapped with ``fmt``'s chat template."""
+    specials = SPECIAL_TOKENS if fmt is SPARRING_FORMAT else (PAD, END_OF_TEXT)
+    tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in specials])
     # Markers need no lstrip: canonical messages never put a space before <intent>, <call> or </call>.
     tok.add_tokens([AddedToken(t, special=False, normalized=False) for t in CALL_MARKERS])
     tok.add_tokens([AddedToken(n, lstrip=True, special=False, normalized=False) for n in names])
@@ -140,13 +154,13 @@ def _with_sparring_tokens(tok: Tokenizer, names: Sequence[str]) -> PreTrainedTok
     return PreTrainedTokenizerFast(
         tokenizer_object=tok,
         bos_token=END_OF_TEXT,
-        eos_token=END_OF_TURN,
+        eos_token=fmt.end,
         pad_token=PAD,
-        extra_special_tokens=[SYSTEM, USER, ASSISTANT, TOOL],
+        extra_special_tokens=[SYSTEM, USER, ASSISTANT, TOOL] if fmt is SPARRING_FORMAT else [CHATML_START],
         # Must be given here: set as an attribute afterwards it is not saved, and batched generate right-pads.
         padding_side="left",
         clean_up_tokenization_spaces=False,  # " ." must decode as " .", or decode(encode(x)) != x
-        chat_template=CHAT_TEMPLATE,
+        chat_template=fmt.template,
     )
 
 
@@ -195,10 +209,12 @@ def call_words() -> list[str]:
 
 
 def end_of_turn_id(tokenizer: PreTrainedTokenizerBase) -> int:
-    """The id of ``<|end|>``, on which generation stops (for either policy)."""
-    token_id = tokenizer.convert_tokens_to_ids(END_OF_TURN)
+    """The id of the token that closes every turn (``<|end|>``, or ChatML's ``<|im_end|>``), on which generation
+    stops (for either policy)."""
+    end = chat_format(tokenizer).end
+    token_id = tokenizer.convert_tokens_to_ids(end)
     if not isinstance(token_id, int) or token_id == tokenizer.unk_token_id:
-        raise ValueError(f"tokenizer has no {END_OF_TURN} token; was it made by train_tokenizer?")
+        raise ValueError(f"tokenizer has no {end} token; was it made by the tokenizer stage?")
     return token_id
 
 
