@@ -32,7 +32,7 @@ from sft_vs_plain_loop import accuracy, conversations, encode  # noqa: E402  (th
 
 from sparring.agents.added_rows import trained_row_weights  # noqa: E402
 from sparring.agents.chat import known_intents  # noqa: E402
-from sparring.agents.models import build_model  # noqa: E402
+from sparring.agents.models import build_model, count_parameters  # noqa: E402
 from sparring.agents.pretrained import SMOLLM2_ALIAS, resolve_model_path  # noqa: E402
 from sparring.agents.tokenizer import extend_pretrained_tokenizer  # noqa: E402
 from sparring.data.ingest import HELDOUT_SEED_OFFSET  # noqa: E402
@@ -50,7 +50,7 @@ def run_arm(arm: str, per_intent: int, epochs: float, seed: int) -> dict[str, An
     if arm == "frozen":
         for weight in trained_row_weights(model):
             weight.requires_grad_(False)
-    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    trainable = count_parameters(model, trainable_only=True)
     train = conversations(per_intent, seed)
     held = conversations(1, seed + HELDOUT_SEED_OFFSET)
     rows = encode(tokenizer, held)

@@ -69,8 +69,9 @@ def test_pretrained_path_resizes_and_lora_wraps(tok, tmp_path):
     # LoRA trains, and of the embeddings only the two added rows (a gradient mask holds the base's: added_rows.py)
     embeddings = trained_row_weights(model)
     assert [getattr(w, BASE_ROWS_ATTR) for w in embeddings] == [len(small)] * len(embeddings) and embeddings
-    lora = count_parameters(model, trainable_only=True) - sum(w.numel() for w in embeddings)
-    assert 0 < lora < count_parameters(model) // 10
+    lora = sum(p.numel() for n, p in model.named_parameters() if "lora_" in n)
+    added = 2 * sum(w.shape[1] for w in embeddings)
+    assert count_parameters(model, trainable_only=True) == lora + added and 0 < lora < count_parameters(model) // 10
     policy = LMPolicy(model, tok, "agent", max_new_tokens=4)
     system = {"role": "system", "content": "You are a helpful support agent for a bank, be kind and brief."}
     prompts = [

@@ -12,7 +12,7 @@ from typing import Any
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM, PreTrainedModel, PreTrainedTokenizerBase
 
-from sparring.agents.added_rows import train_added_rows
+from sparring.agents.added_rows import BASE_ROWS_ATTR, train_added_rows
 from sparring.agents.tokenizer import SOURCE_KEY, check_pretrained_vocabulary, end_of_turn_id
 from sparring.settings import ModelSpec
 
@@ -113,5 +113,9 @@ def is_peft(model: Any) -> bool:
 
 
 def count_parameters(model: torch.nn.Module, trainable_only: bool = False) -> int:
-    """Number of (trainable) parameters, for logging model sizes."""
-    return sum(p.numel() for p in model.parameters() if p.requires_grad or not trainable_only)
+    """Number of (trainable) parameters, for logging model sizes; of an embedding whose base rows a gradient mask
+    holds (:func:`~sparring.agents.added_rows.train_added_rows`), only the added rows count as trainable."""
+    if not trainable_only:
+        return sum(p.numel() for p in model.parameters())
+    held = sum(getattr(p, BASE_ROWS_ATTR, 0) * p.shape[-1] for p in model.parameters() if p.requires_grad)
+    return sum(p.numel() for p in model.parameters() if p.requires_grad) - held
