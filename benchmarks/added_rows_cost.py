@@ -3,7 +3,7 @@ before ``agents/added_rows.py``) against trainable ones, same data, same seed, o
 
 Task: the DESIGN.md routing probe (``user: utterance`` -> ``assistant: <intent>NAME``) on the embedded synthetic
 utterances, through sparring's own ``train_sft`` (TRL) on the pipeline's extended tokenizer; held-out accuracy is
-teacher-forced (the argmax after ``<intent>`` over the whole vocabulary is the gold intent's token, one of the 157
+teacher-forced (the argmax after ``<intent>`` over the whole vocabulary is the gold intent's token, one of the
 added ones). Each arm runs in its own process so its peak RSS is its own.
 
 Prints readable lines; the last line is JSON: ``{"frozen": {...}, "trainable": {...}, "tokens_per_s_ratio",

@@ -70,10 +70,9 @@ def read_report(root: Path, profile: str, seed: int | None = None) -> dict[str, 
 def ending_ceiling(root: Path, n: int, draws: int = 500) -> dict[str, dict[str, float]]:
     """Outcome F1 and group outcome-rate error of persona-rate samplers on the first ``n`` held-out sessions."""
     import polars as pl
-    from sklearn.metrics import f1_score
 
     from sparring.data.synthetic import OUTCOMES
-    from sparring.evaluate.fidelity import group_outcome_rate_error
+    from sparring.evaluate.fidelity import group_outcome_rate_error, outcome_f1
 
     train = pl.read_parquet(root / "data" / "ingest" / "dialogues_train.parquet")
     test = pl.read_parquet(root / "data" / "ingest" / "dialogues_test.parquet").head(n)
@@ -85,8 +84,7 @@ def ending_ceiling(root: Path, n: int, draws: int = 500) -> dict[str, dict[str, 
     rng = np.random.default_rng(0)
 
     def score(simulated: list[str]) -> tuple[float, float]:
-        f1 = f1_score(real, simulated, labels=list(OUTCOMES), average="macro", zero_division=0)
-        return float(f1), group_outcome_rate_error(real, simulated, personas)
+        return outcome_f1(real, simulated), group_outcome_rate_error(real, simulated, personas)
 
     sampled = [[str(rng.choice(OUTCOMES, p=rates[p])) for p in personas] for _ in range(draws)]
     kinds = {

@@ -49,8 +49,10 @@ def train_added_rows(model: Any, base_rows: int) -> int:
     them frozen by a gradient mask; returns how many rows train (0: the vocabulary has no added tokens)."""
     added = 0
     for weight in _weights(model):
-        if weight.shape[0] <= base_rows or getattr(weight, BASE_ROWS_ATTR, None) == base_rows:
-            added = max(added, weight.shape[0] - base_rows)
+        if weight.shape[0] <= base_rows:
+            continue
+        added = max(added, weight.shape[0] - base_rows)
+        if getattr(weight, BASE_ROWS_ATTR, None) == base_rows:  # masked already: a second hook would do nothing new
             continue
 
         def mask(grad: torch.Tensor, n: int = base_rows) -> torch.Tensor:
@@ -61,7 +63,6 @@ def train_added_rows(model: Any, base_rows: int) -> int:
         weight.requires_grad_(True)
         weight.register_hook(mask)
         setattr(weight, BASE_ROWS_ATTR, base_rows)
-        added = max(added, weight.shape[0] - base_rows)
     return added
 
 

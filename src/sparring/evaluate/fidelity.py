@@ -152,6 +152,11 @@ def replay_scenarios(dialogues: pl.DataFrame, seed: int, n_customers: int = 6) -
     return scenarios
 
 
+def outcome_f1(real: Sequence[str], simulated: Sequence[str]) -> float:
+    """Macro F1 of the simulated endings against the real ones, over the three outcomes."""
+    return float(f1_score(real, simulated, labels=list(OUTCOMES), average="macro", zero_division=0))
+
+
 def group_outcome_rate_error(real: Sequence[str], simulated: Sequence[str], groups: Sequence[str]) -> float:
     """Mean over cohorts of the total-variation distance between real and simulated ending distributions."""
     errors = []
@@ -281,9 +286,7 @@ def simulator_fidelity(
         replays = run_episodes(replay_scenarios(dialogues, seed), agent, sim_policy, max_turns=max_turns, seed=seed)
         real_outcomes = dialogues["outcome"].to_list()
         sim_outcomes = [simulated_outcome(ep) for ep in replays]
-        metrics["outcome_f1"] = float(
-            f1_score(real_outcomes, sim_outcomes, labels=list(OUTCOMES), average="macro", zero_division=0)
-        )
+        metrics["outcome_f1"] = outcome_f1(real_outcomes, sim_outcomes)
         metrics["outcome_acc"] = float(np.mean([r == s for r, s in zip(real_outcomes, sim_outcomes, strict=True)]))
         metrics["group_outcome_rate_error"] = group_outcome_rate_error(
             real_outcomes, sim_outcomes, dialogues["persona"].to_list()

@@ -106,12 +106,15 @@ class TracerScorer:
         v = np.asarray(self.embed(list(texts)), dtype=np.float64).reshape(len(texts), -1)
         return v / (np.linalg.norm(v, axis=1, keepdims=True) + 1e-12)
 
-    def trajectory_similarity(self, episodes: Sequence[Episode]) -> list[float]:
-        """1 − DTW distance between each episode's customer turns and its real session's (0 with no turns)."""
+    def trajectory_similarity(
+        self, episodes: Sequence[Episode], simulated: Sequence[Sequence[str]] | None = None
+    ) -> list[float]:
+        """1 − DTW distance between each episode's customer turns (``simulated``, read off the episodes when not
+        given) and its real session's (0 with no turns)."""
         missing = sorted({e.scenario.scenario_id for e in episodes} - self._real.keys())
         for sid in missing:
             self._real[sid] = self._vectors(self.sessions[sid].turns) if self.sessions[sid].turns else np.zeros((0, 1))
-        simulated = [customer_turns(e) for e in episodes]
+        simulated = [customer_turns(e) for e in episodes] if simulated is None else simulated
         flat = [t for turns in simulated for t in turns]
         vectors = self._vectors(flat) if flat else np.zeros((0, 1))
         out, start = [], 0
@@ -129,11 +132,11 @@ class TracerScorer:
         ends = [simulated_outcome(e) for e in episodes]
         real = [self.sessions[e.scenario.scenario_id].outcome for e in episodes]
         outcome = [float(end == r) for end, r in zip(ends, real, strict=True)]
-        trajectory = self.trajectory_similarity(episodes)
+        turns = [customer_turns(e) for e in episodes]  # read once: the trajectory and both judge guards use them
+        trajectory = self.trajectory_similarity(episodes, turns)
         reward = s.outcome_weight * np.asarray(group_normalized(outcome, g))
         reward += s.trajectory_weight * np.asarray(group_normalized(trajectory, g))
         faithful, realism = [0.0] * len(episodes), [0.0] * len(episodes)
-        turns = [customer_turns(e) for e in episodes]
         if s.faithfulness_weight:
             faithful = [float(f) for f in self.judge.faithfulness(turns, [e.scenario.intent for e in episodes])]
             reward += s.faithfulness_weight * np.asarray(group_normalized(faithful, g))
