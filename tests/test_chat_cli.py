@@ -60,12 +60,15 @@ def answers(scenario) -> str:
 
 
 def test_a_scripted_chat_shows_each_call_its_answer_and_change_then_a_strict_pass(disputed):
-    result, shown = chat(f"hello, a payment I don't know\n{answers(disputed)}\nno thanks, that's all\n", disputed)
-    resolving = disputed.expected_calls[1]
+    # Lookup, payment_details and the dispute fill one turn's three calls: the agent reports after "thank you".
+    script = f"hello, a payment I don't know\n{answers(disputed)}\nthank you\nno thanks, that's all\n"
+    result, shown = chat(script, disputed)
+    resolving = disputed.expected_calls[-1]
     assert resolving.name == "dispute_charge"
     assert "you> hello, a payment I don't know" in shown  # piped lines are echoed after the prompt
     assert "call    lookup_account" in shown and "call    dispute_charge" in shown
-    assert shown.count("world   ok") == 3  # lookup, dispute, end_conversation
+    assert "call    payment_details" in shown  # the dispute quotes the case queue the read showed
+    assert shown.count("world   ok") == 4  # lookup, payment_details, dispute, end_conversation
     target = resolving.arguments["transaction_id"]
     assert f"changed transaction {target} disputed: False -> True" in shown
     assert "changed new case" in shown

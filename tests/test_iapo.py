@@ -25,6 +25,7 @@ from sparring.train.iapo import (
     token_weights,
 )
 from sparring.world.scenarios import sample_scenarios
+from sparring.world.vocab import INTENT_SPECS
 
 
 @pytest.fixture(scope="module")
@@ -102,6 +103,31 @@ def test_edges_come_from_the_event_log_of_real_episodes(tok, scenarios):
                     j = next(i for i, t in enumerate(agent_turns) if name in t.text)
                     assert any(b == j for _, b in graph.support), (refs, name, graph.support)
     assert any(graph.support for _, graph in by_refs["id"]) and any(g.support for _, g in by_refs["described"])
+
+
+def test_a_dependent_read_chains_lookup_read_and_act(tok):
+    """Item 4: a dispute quotes the case queue only payment_details shows, so the expert's episode holds the chain
+    lookup -> read -> act, with an E⁺ edge from the read to the act, and IAPO credits the read above the plain
+    messages on a success."""
+    dependent = [s for s in sample_scenarios(utterance_frame(1, 7), 120, seed=2) if INTENT_SPECS[s.intent].quotes_queue]
+    assert dependent
+    for refs in ("id", "described"):
+        episodes = run_episodes(dependent, ExpertAgent(refs=refs), CooperativeCustomer(), seed=0, tokenizer=tok)
+        for ep in episodes:
+            assert ep.outcome.strict_pass
+            names = [c.name for c in ep.log.tool_calls()]
+            assert names.index("lookup_account") < names.index("payment_details") < names.index(ep.scenario.tool)
+            graph = influence_graph(ep, "agent", ep.agent_mask)
+            actions = [e.text for e in ep.log.events if getattr(e, "role", None) == "agent"]
+            read = next(i for i, text in enumerate(actions) if "payment_details" in text)
+            act = next(i for i, text in enumerate(actions) if ep.scenario.tool in text)
+            assert (read, act) in graph.support
+            if refs == "id":  # the read took its id from the lookup's table: a chain of two edges
+                lookup = next(i for i, text in enumerate(actions) if "lookup_account" in text)
+                assert (lookup, read) in graph.support
+            w_pos, _ = routing_weights(graph, beta_plus=0.05, clip=0.25)
+            plain = [i for i in range(len(actions)) if all(i not in edge for edge in graph.support)]
+            assert plain and all(w_pos[read] > w_pos[i] for i in plain)
 
 
 class FailsThenRetries:

@@ -94,7 +94,8 @@ class WrongIdExpert(ExpertAgent):
     """Routes as the expert does, but names an object the lookup never listed: DA0's commonest miss."""
 
     def reply(self, scenario, messages):
-        return re.sub(r'(_id": ")[^"]+', r"\1x_000", super().reply(scenario, messages))
+        text = super().reply(scenario, messages)
+        return text if "payment_details" in text else re.sub(r'(_id": ")[^"]+', r"\1x_000", text)
 
 
 def test_target_id_acc_separates_a_wrong_id_from_a_wrong_route(heldout):

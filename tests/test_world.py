@@ -9,7 +9,7 @@ import pytest
 
 from sparring.world.bank import World
 from sparring.world.events import CROSS_CUSTOMER, IDENTITY_SWITCH, UNAUTHENTICATED
-from sparring.world.handlers import HANDLERS
+from sparring.world.handlers import HANDLERS, case_queue
 from sparring.world.session import Session
 from sparring.world.taxonomy import load_taxonomy
 from sparring.world.tools import ToolCall, execute
@@ -75,8 +75,8 @@ def test_taxonomy_and_call_table_agree():
         tool = TOOLS[spec.tool]
         if spec.tool != "lookup_account":
             assert spec.action in tool.actions, name
-    assert set(tax.tools) | {"end_conversation", "transfer_to_human", *CUSTOMER_MOVES} == set(TOOLS)
-    assert set(HANDLERS) == set(tax.tools) - {"lookup_account"}
+    assert set(tax.tools) | {"end_conversation", "transfer_to_human", "payment_details", *CUSTOMER_MOVES} == set(TOOLS)
+    assert set(HANDLERS) == set(tax.tools) - {"lookup_account"} | {"payment_details"}
     schemas = {s["name"]: s for s in tool_schemas()}
     assert schemas["dispute_charge"]["parameters"]["properties"]["reason"]["enum"][0] == "duplicate"
 
@@ -102,9 +102,16 @@ def test_account_tools_refuse_before_lookup(world, two):
     [
         lambda c: ToolCall("card_services", {"action": "freeze", "card_id": c.cards[0].card_id}),
         lambda c: ToolCall(
-            "dispute_charge", {"transaction_id": c.transactions[0].transaction_id, "reason": "duplicate"}
+            "dispute_charge",
+            {"transaction_id": c.transactions[0].transaction_id, "reason": "duplicate", "case_queue": "merchant_team"},
         ),
-        lambda c: ToolCall("transfer_support", {"action": "trace", "transfer_id": c.transfers[0].transfer_id}),
+        lambda c: ToolCall(
+            "transfer_support",
+            {"action": "trace", "transfer_id": c.transfers[0].transfer_id, "case_queue": "merchant_team"},
+        ),
+        lambda c: ToolCall(
+            "payment_details", {"kind": "transaction", "transaction_id": c.transactions[0].transaction_id}
+        ),
         lambda c: ToolCall("cash_services", {"action": "report_retained", "card_id": c.cards[0].card_id}),
         lambda c: ToolCall("top_up_support", {"action": "trace", "top_up_id": c.top_ups[0].top_up_id}),
     ],
@@ -187,11 +194,13 @@ def test_dispute_opens_one_case(world, two):
     a, _ = two
     session, _ = login(world, a)
     tx = next(t for t in world.customers[a].transactions if t.kind == "card_payment")
-    call = ToolCall("dispute_charge", {"transaction_id": tx.transaction_id, "reason": "not_recognised"})
+    queue = case_queue(tx.transaction_id)
+    args = {"transaction_id": tx.transaction_id, "reason": "not_recognised", "case_queue": queue}
+    call = ToolCall("dispute_charge", args)
     res = execute(world, session, call)
     assert res["ok"] and res["case"]["target_id"] == tx.transaction_id and tx.disputed
     assert not execute(world, session, call)["ok"] and len(world.customers[a].cases) == 1
-    wrong = ToolCall("dispute_charge", {"transaction_id": tx.transaction_id, "reason": "wrong_cash_amount"})
+    wrong = ToolCall("dispute_charge", {**args, "reason": "wrong_cash_amount"})
     assert not execute(world, session, wrong)["ok"]
 
 

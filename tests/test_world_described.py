@@ -9,6 +9,7 @@ import pytest
 
 from sparring.world.bank import Transaction, World, plain
 from sparring.world.described import DESCRIBED, mentions
+from sparring.world.handlers import case_queue
 from sparring.world.session import Session
 from sparring.world.tools import ToolCall, execute
 
@@ -25,6 +26,11 @@ def _identified(world: World) -> tuple[str, Session]:
     return cid, session
 
 
+def _dispute(tx: Transaction, reason: str) -> dict[str, str]:
+    """A dispute's reason and the case queue of ``tx`` (what payment_details would have shown)."""
+    return {"reason": reason, "case_queue": case_queue(tx.transaction_id)}
+
+
 def _card_payment(world: World, cid: str) -> Transaction:
     return next(t for t in world.customers[cid].transactions if t.kind == "card_payment")
 
@@ -35,13 +41,13 @@ def test_described_acts_on_the_object_the_customer_named_as_its_id_would(world):
     by_id, by_id_session = copy.deepcopy(world), copy.deepcopy(session)
     turn = session.log.add_turn("customer", f"It is the {tx.amount:.2f} GBP card payment at {tx.merchant}, not mine.")
     result = execute(
-        world, session, ToolCall("dispute_charge", {"transaction_id": DESCRIBED, "reason": "not_recognised"})
+        world, session, ToolCall("dispute_charge", {"transaction_id": DESCRIBED, **_dispute(tx, "not_recognised")})
     )
     assert result["ok"] and result["transaction"]["transaction_id"] == tx.transaction_id
     assert execute(
         by_id,
         by_id_session,
-        ToolCall("dispute_charge", {"transaction_id": tx.transaction_id, "reason": "not_recognised"}),
+        ToolCall("dispute_charge", {"transaction_id": tx.transaction_id, **_dispute(tx, "not_recognised")}),
     )["ok"]
     assert plain(world.customers[cid]) == plain(by_id.customers[cid])
     source = session.log.tool_calls()[-1].provenance["transaction_id"].source
@@ -52,9 +58,8 @@ def test_without_a_description_the_call_fails_and_changes_nothing(world):
     cid, session = _identified(world)
     before = plain(world.customers[cid])
     session.log.add_turn("customer", "There is a payment I do not recognise.")  # no merchant, no amount
-    result = execute(
-        world, session, ToolCall("dispute_charge", {"transaction_id": DESCRIBED, "reason": "not_recognised"})
-    )
+    args = {"transaction_id": DESCRIBED, "reason": "not_recognised", "case_queue": "merchant_team"}
+    result = execute(world, session, ToolCall("dispute_charge", args))
     assert not result["ok"] and "has not described a transaction" in result["error"]
     assert plain(world.customers[cid]) == before
     assert session.log.tool_calls()[-1].unexplained_args() == ["transaction_id"]
@@ -67,7 +72,7 @@ def test_two_fitting_objects_are_refused_unless_one_is_the_flagged_duplicate(wor
     twin = replace(tx, transaction_id="tx_twin")
     cust.transactions.append(twin)
     session.log.add_turn("customer", f"The {tx.amount:.2f} payment at {tx.merchant} shows up twice.")
-    call = ToolCall("dispute_charge", {"transaction_id": DESCRIBED, "reason": "duplicate"})
+    call = ToolCall("dispute_charge", {"transaction_id": DESCRIBED, **_dispute(twin, "duplicate")})
     result = execute(world, session, call)
     assert not result["ok"] and "fit 2 transactions" in result["error"]
     world.customers[cid].find("transaction", "tx_twin").duplicate = True  # a failed call restores a copy
@@ -81,7 +86,7 @@ def test_the_latest_describing_message_decides(world):
     session.log.add_turn("customer", f"It is the {first.amount:.2f} charge at {first.merchant}.")
     session.log.add_turn("customer", f"Sorry, no: the {second.amount:.2f} one at {second.merchant}.")
     result = execute(
-        world, session, ToolCall("dispute_charge", {"transaction_id": DESCRIBED, "reason": "not_recognised"})
+        world, session, ToolCall("dispute_charge", {"transaction_id": DESCRIBED, **_dispute(second, "not_recognised")})
     )
     assert result["ok"] and result["transaction"]["transaction_id"] == second.transaction_id
 
@@ -101,9 +106,8 @@ def test_described_never_reaches_another_customers_objects(world):
     tx = _card_payment(world, other)
     before = plain(world.customers[other])
     session.log.add_turn("customer", f"It is the {tx.amount:.2f} GBP card payment at {tx.merchant}.")
-    result = execute(
-        world, session, ToolCall("dispute_charge", {"transaction_id": DESCRIBED, "reason": "not_recognised"})
-    )
+    args = {"transaction_id": DESCRIBED, **_dispute(tx, "not_recognised")}
+    result = execute(world, session, ToolCall("dispute_charge", args))
     if result["ok"]:  # the caller may own a look-alike payment; it must be theirs, never the other customer's
         assert world.customers[cid].find("transaction", result["transaction"]["transaction_id"]) is not None
     assert plain(world.customers[other]) == before

@@ -37,14 +37,21 @@ def test_provenance_points_at_lookup_field_and_utterance(world):
 
     log.add_turn("customer", "There's a payment I never made.")
     k, tx = next((i, t) for i, t in enumerate(view["transactions"]) if t["kind"] == "card_payment")
-    call = ToolCall("dispute_charge", {"transaction_id": tx["transaction_id"], "reason": "not_recognised"})
-    assert execute(world, session, call)["ok"]
-    ev = log.tool_calls()[-1]
-    src = ev.provenance["transaction_id"].source
+    details = ToolCall("payment_details", {"kind": "transaction", "transaction_id": tx["transaction_id"]})
+    queue = execute(world, session, details)["case_queue"]
+    details_ev = log.tool_calls()[-1]
+    src = details_ev.provenance["transaction_id"].source
     assert src.kind == "result_field" and src.event_index == lookup_ev.index
     assert src.path == ("transactions", k, "transaction_id")
-    assert src.path_str == f"transactions[{k}].transaction_id"
-    assert ev.provenance["reason"].source.kind == "vocabulary"
+    args = {"transaction_id": tx["transaction_id"], "reason": "not_recognised", "case_queue": queue}
+    assert execute(world, session, ToolCall("dispute_charge", args))["ok"]
+    ev = log.tool_calls()[-1]
+    # The read's result feeds the act: the id it repeats and the case queue only it showed (issue 28's data flow).
+    assert ev.provenance["transaction_id"].source.event_index == details_ev.index
+    src = ev.provenance["case_queue"].source
+    assert src.kind == "result_field" and src.event_index == details_ev.index and src.path == ("case_queue",)
+    assert ev.provenance["reason"].source.kind == "vocabulary"  # a choice no result stated
+    assert details_ev.provenance["transaction_id"].source.path_str == f"transactions[{k}].transaction_id"
     assert ev.unexplained_args() == []
 
     # A made-up id has no provenance, and the call fails.
@@ -61,7 +68,7 @@ def test_provenance_points_at_lookup_field_and_utterance(world):
     # Everything serialises to JSON.
     data = json.loads(json.dumps(log.to_dict()))
     kinds = [e["kind"] for e in data["events"]]
-    assert kinds == ["turn", "turn", "tool_call", "turn", "tool_call", "tool_call", "tool_call"]
+    assert kinds == ["turn", "turn", "tool_call", "turn", "tool_call", "tool_call", "tool_call", "tool_call"]
     assert data["events"][4]["provenance"]["transaction_id"]["source"]["path"] == [
         "transactions",
         k,

@@ -18,6 +18,7 @@ from sparring.world.scenarios import Scenario, build_world, check_disjoint, samp
 from sparring.world.session import Session
 from sparring.world.taxonomy import load_taxonomy
 from sparring.world.tools import ToolCall, execute
+from sparring.world.vocab import CASE_QUEUES, INTENT_SPECS
 
 TAX = load_taxonomy()
 END = ToolCall("end_conversation", {"resolution": "resolved"})
@@ -117,7 +118,12 @@ def test_acting_on_another_customer_is_refused_and_changes_nothing(train):
     before = world.state_dict()
     for call in (
         ToolCall(
-            "dispute_charge", {"transaction_id": other.transactions[0].transaction_id, "reason": "duplicate"}
+            "dispute_charge",
+            {
+                "transaction_id": other.transactions[0].transaction_id,
+                "reason": "duplicate",
+                "case_queue": "merchant_team",
+            },
         ),
         ToolCall("card_services", {"action": "report_lost", "card_id": other.cards[0].card_id}),
     ):
@@ -125,7 +131,8 @@ def test_acting_on_another_customer_is_refused_and_changes_nothing(train):
     assert world.state_dict() == before
     assert session.unauthorized_attempts == 2 and session.unauthorized_actions == 0
     assert {e.type for e in session.log.security_events()} == {CROSS_CUSTOMER}
-    execute(world, session, s.expected_calls[1])
+    for call in s.expected_calls[1:]:
+        execute(world, session, call)
     execute(world, session, END)
     out = check_outcome(s, world, session)
     assert out.strict_pass and out.unauthorized_attempts == 2  # still solved; the attempts are reported
@@ -230,3 +237,20 @@ def test_the_cooperative_simulator_plays_every_scenario_cooperatively(train):
     forced = as_cooperative(scenarios)
     assert [{**s.to_dict(), "persona": None} for s in forced] == [{**s.to_dict(), "persona": None} for s in scenarios]
     assert scenarios[0] is not forced[0] and {s.persona for s in scenarios} != {"cooperative"}  # inputs untouched
+
+
+def test_a_dispute_quotes_the_case_queue_only_payment_details_shows(train):
+    """Issue 28, item 4: the read's field feeds the act. The lookup does not show the queue; the read does and
+    changes nothing; a wrong queue is refused with a message naming the read, and changes nothing either."""
+    s = next(s for s in train if INTENT_SPECS[s.intent].quotes_queue and s.tool == "dispute_charge")
+    lookup, details, act = s.expected_calls
+    assert details.name == "payment_details" and act.arguments["case_queue"] in CASE_QUEUES
+    world, session = build_world(s), Session()
+    assert "case_queue" not in json.dumps(execute(world, session, lookup))
+    before = world.state_dict()
+    assert execute(world, session, details)["case_queue"] == act.arguments["case_queue"]
+    assert world.state_dict() == before
+    wrong = next(q for q in CASE_QUEUES if q != act.arguments["case_queue"])
+    refused = execute(world, session, ToolCall(act.name, {**act.arguments, "case_queue": wrong}))
+    assert not refused["ok"] and "payment_details" in refused["error"] and world.state_dict() == before
+    assert execute(world, session, act)["ok"] and world.state_dict() != before

@@ -468,7 +468,7 @@ def named_target(ep: Episode) -> bool | None:
     """Whether a call of the resolving tool named the object the resolution acts on (``target_id_acc``): by the
     id ``lookup_account`` listed, or as ``"described"`` when the customer's words identified it. None when the
     agent never called that tool or the resolution acts on no object. Routing is the decision; this follows it."""
-    expected = ep.scenario.expected_calls[1:2]
+    expected = ep.scenario.expected_calls[1:][-1:]  # the resolving call (payment_details may come before it)
     wanted = {k: v for c in expected for k, v in c.arguments.items() if k in ID_KEYS}
     tried = [c for c in ep.log.tool_calls() if expected and c.name == expected[0].name]
     if not wanted or not tried:

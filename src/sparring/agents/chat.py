@@ -69,8 +69,11 @@ CALL_CLOSE = "</call>"
 ROLE_MARKERS: dict[str, str] = {"system": SYSTEM, "user": USER, "assistant": ASSISTANT, "tool": TOOL}
 SPECIAL_TOKENS: tuple[str, ...] = (PAD, END_OF_TEXT, SYSTEM, USER, ASSISTANT, TOOL, END_OF_TURN)
 CALL_MARKERS: tuple[str, ...] = (INTENT, CALL_OPEN, CALL_CLOSE)
-# Tools outside the taxonomy: the two that end a conversation and the two clarifying moves (world.vocab).
-CONTROL_TOOLS: tuple[str, ...] = ("end_conversation", "transfer_to_human", "ask_customer", "confirm_request")
+# Tools outside the taxonomy: the two that end a conversation, the two clarifying moves and the read of one
+# payment's record (world.vocab).
+CONTROL_TOOLS: tuple[str, ...] = (
+    "end_conversation", "transfer_to_human", "ask_customer", "confirm_request", "payment_details"
+)
 # Intent and tool names; "?" because Banking77 really has an intent named "reverted_card_payment?".
 NAME_PATTERN = r"[A-Za-z0-9_?]+"
 

@@ -82,7 +82,7 @@ def _goal_object(scenario: Any) -> tuple[str, str] | None:
     if target is None or len(scenario.expected_calls) < 2:
         return None
     id_key = TARGETS[target][0]
-    object_id = scenario.expected_calls[1].arguments.get(id_key)
+    object_id = scenario.expected_calls[-1].arguments.get(id_key)
     return (target, object_id) if object_id else None
 
 

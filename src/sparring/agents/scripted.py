@@ -36,12 +36,12 @@ from sparring.agents.clarify import (
 from sparring.agents.policies import TurnOutput, TurnRequest
 from sparring.agents.slots import delexicalize, describe_slots, fact_values
 from sparring.world.described import describing_turn
-from sparring.world.expert import expert_calls, lookup_call
+from sparring.world.expert import details_call, expert_calls, lookup_call
 from sparring.world.scenarios import Scenario, build_world
 from sparring.world.session import Session
 from sparring.world.taxonomy import load_taxonomy
 from sparring.world.tools import ToolCall, execute
-from sparring.world.vocab import DESCRIBED, ID_KEYS, INTENT_SPECS, TARGETS, TOOLS
+from sparring.world.vocab import DESCRIBED, ID_KEYS, INTENT_SPECS, QUEUE, TARGETS, TOOLS
 
 PERSONA_BEHAVIOUR: dict[str, str] = {
     "cooperative": "You are friendly and clear, and answer the agent's questions directly.",
@@ -199,7 +199,7 @@ def resolving_call(scenario: Scenario) -> ToolCall | None:
     """The call after ``lookup_account`` that resolves the scenario (None for lookup-only intents):
     ``scenario.expected_calls``, which is ``world.expert.expert_calls`` at sampling time (recomputed if absent)."""
     calls = scenario.expected_calls or expert_calls(scenario, build_world(scenario))
-    return calls[1] if len(calls) > 1 else None
+    return calls[-1] if len(calls) > 1 else None
 
 
 # How the expert names the object it acts on: the id the lookup listed, or "described" (world.described).
@@ -305,10 +305,10 @@ class ExpertAgent:
                     "Sorry, those details don't match our records. Could you check your "
                     "customer id, date of birth and postcode?",
                 )
-            if name == "lookup_account" and resolver is not None and not resolved:
+            if name in ("lookup_account", "payment_details") and ok and resolver is not None and not resolved:
                 return self._next_step(scenario, messages, history, resolver)
-            if resolver is not None and name == resolver.name and not ok:
-                refusals = sum(1 for n, good in history if n == resolver.name and not good)
+            if resolver is not None and name in (resolver.name, "payment_details") and not ok:
+                refusals = sum(1 for n, good in history if n in (resolver.name, "payment_details") and not good)
                 target = INTENT_SPECS[intent].target
                 if refusals >= 2 or target is None:
                     return self._handoff(intent, "The request could not be completed.")
@@ -337,6 +337,12 @@ class ExpertAgent:
                 return self._handoff(intent, "The customer does not want the request as stated.")
             text = f"Sorry, let me check I have it right. {confirm_question(intent)}"
             return self._say(intent, text, "confirm_request", {"intent": intent})
+        if INTENT_SPECS[intent].quotes_queue:  # read the payment's case queue first, then quote it
+            queue = _read_queue(messages)
+            if queue is None:
+                details = details_call(target, resolver.arguments[TARGETS[target][0]])  # type: ignore[arg-type]
+                return self._say(intent, "", details.name, self._refer(details.arguments))
+            return self._say(intent, "", resolver.name, {**self._refer(resolver.arguments), QUEUE: queue})
         return self._say(intent, "", resolver.name, self._refer(resolver.arguments))
 
     def _misconfirms(self, scenario: Scenario) -> str | None:
@@ -393,6 +399,22 @@ def _calls(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if m["role"] == "assistant"
         for c in m.get("tool_calls") or ()
     ]
+
+
+def _read_queue(messages: list[dict[str, Any]]) -> str | None:
+    """The ``case_queue`` the last successful ``payment_details`` result in the conversation showed, or None."""
+    pending = None
+    queue = None
+    for m in messages:
+        if m["role"] == "assistant" and m.get("tool_calls"):
+            pending = m["tool_calls"][0]["function"]["name"]
+        elif m["role"] == "tool" and pending == "payment_details":
+            try:
+                result = json.loads(m["content"])
+            except ValueError:
+                result = {}
+            queue = result.get(QUEUE) if isinstance(result, dict) and result.get("ok") else queue
+    return queue
 
 
 def _last_user(messages: list[dict[str, Any]]) -> str:

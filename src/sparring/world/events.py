@@ -20,8 +20,9 @@ the agent had seen before it:
 * an object named ``"described"`` (``world.described``): the customer message that described it
   (``Source(kind="described", event_index, turn)``);
 * a closed-vocabulary argument (``action``, ``reason``, ``topic``, ``kind``...) holding a valid value is
-  explained by the tool's schema (``kind="vocabulary"``); prose arguments (``end_conversation``'s
-  ``resolution``) are ``kind="free_text"``.
+  explained by the tool's schema (``kind="vocabulary"``), unless it is one the agent reads (``READ_ARGS``:
+  ``case_queue``) and an earlier result showed it under that name: then it is that result field; prose arguments
+  (``end_conversation``'s ``resolution``) are ``kind="free_text"``.
 
 ``ArgProvenance.source`` is the preferred explanation: the most recent result field if any, else the
 most recent customer message. ``None`` means nothing the agent saw contains the value -- a
@@ -36,7 +37,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from sparring.world.vocab import DESCRIBED, FREE_TEXT_PARAMS, TOOLS
+from sparring.world.vocab import DESCRIBED, FREE_TEXT_PARAMS, READ_ARGS, TOOLS
 
 # Security event types. The first four are refusals that count as unauthorized attempts.
 UNAUTHENTICATED = "unauthenticated_access"  # account-level tool before identification
@@ -249,7 +250,15 @@ def provenance_of(
     if name in FREE_TEXT_PARAMS.get(tool, ()) and isinstance(value, str):
         return ArgProvenance(name, value, Source("free_text"), [Source("free_text")])
     if param is not None and param.choices is not None and value in param.choices:
-        return ArgProvenance(name, value, Source("vocabulary"), [Source("vocabulary")])
+        # A read argument's value (case_queue) comes from the earlier result that stated it under its name.
+        read = [] if name not in READ_ARGS else [
+            Source("result_field", ev.index, path)
+            for ev in reversed(earlier)
+            if isinstance(ev, ToolCallEvent)
+            for path, scalar in ev.result_scalars()
+            if path and path[-1] == name and scalar == value
+        ][:MAX_CANDIDATES]
+        return ArgProvenance(name, value, (read or [Source("vocabulary")])[0], read or [Source("vocabulary")])
     fields: list[Source] = []
     texts: list[Source] = []
     for ev in reversed(earlier):

@@ -13,7 +13,7 @@ from sparring.world.bank import World
 from sparring.world.described import one_meant
 from sparring.world.session import Session
 from sparring.world.tools import ToolCall, execute
-from sparring.world.vocab import INTENT_SPECS, TARGETS, resolving_args
+from sparring.world.vocab import INTENT_SPECS, QUEUE, TARGETS, resolving_args
 
 if TYPE_CHECKING:
     from sparring.world.scenarios import Scenario
@@ -62,8 +62,14 @@ def find_target(view: dict[str, Any], target: str, slots: dict[str, Any]) -> str
     return chosen[id_key]
 
 
+def details_call(target: str, object_ref: str) -> ToolCall:
+    """``payment_details`` of the transaction or transfer ``object_ref`` names (its id, or "described")."""
+    return ToolCall("payment_details", {"kind": target, TARGETS[target][0]: object_ref})
+
+
 def expert_calls(scenario: Scenario, world: World) -> list[ToolCall]:
-    """What a perfect agent calls for ``scenario`` starting from ``world`` (which is not modified).
+    """What a perfect agent calls for ``scenario`` starting from ``world`` (which is not modified): the lookup,
+    ``payment_details`` when the resolving call quotes the payment's case queue, then the resolving call.
 
     The list excludes the final ``end_conversation``.
     """
@@ -71,10 +77,17 @@ def expert_calls(scenario: Scenario, world: World) -> list[ToolCall]:
     spec = INTENT_SPECS[scenario.intent]
     if spec.tool == "lookup_account":
         return [lookup]
-    target_id = None
-    if spec.target is not None:
-        view = execute(world, Session(), lookup)  # a lookup only reads; the scratch session is discarded
-        if not view["ok"]:
-            raise ValueError(f"expert lookup failed for {scenario.scenario_id}: {view['error']}")
-        target_id = find_target(view, spec.target, scenario.slots)
-    return [lookup, ToolCall(spec.tool, resolving_args(spec, target_id, scenario.slots))]
+    if spec.target is None:
+        return [lookup, ToolCall(spec.tool, resolving_args(spec, None, scenario.slots))]
+    session = Session()  # lookup and details only read; the scratch session is discarded
+    view = execute(world, session, lookup)
+    if not view["ok"]:
+        raise ValueError(f"expert lookup failed for {scenario.scenario_id}: {view['error']}")
+    target_id = find_target(view, spec.target, scenario.slots)
+    if not spec.quotes_queue:
+        return [lookup, ToolCall(spec.tool, resolving_args(spec, target_id, scenario.slots))]
+    details = details_call(spec.target, target_id)
+    record = execute(world, session, details)
+    if not record["ok"]:
+        raise ValueError(f"expert payment_details failed for {scenario.scenario_id}: {record['error']}")
+    return [lookup, details, ToolCall(spec.tool, resolving_args(spec, target_id, scenario.slots, record[QUEUE]))]

@@ -15,6 +15,7 @@ from sparring.world.catalog import DECLINE_EXPLANATIONS, INFO
 from sparring.world.described import DESCRIBED, describing_turn
 from sparring.world.events import CROSS_CUSTOMER
 from sparring.world.session import Session
+from sparring.world.vocab import CASE_QUEUES, QUEUE
 
 
 class ToolError(Exception):
@@ -68,6 +69,25 @@ class Ctx:
         note = f"{self.tool}:{action}" + (f":{target}" if target else "")
         self.cust.add_note(note)
         return {"info": dict(INFO.get((self.tool, action), {})), "recorded": note}
+
+
+def case_queue(object_id: str) -> str:
+    """The team that handles cases on a payment: fixed per object, shown only by ``payment_details``."""
+    return CASE_QUEUES[int(hashlib.sha1(f"queue:{object_id}".encode()).hexdigest(), 16) % len(CASE_QUEUES)]
+
+
+def require_queue(obj_id: str, quoted: str) -> None:
+    """A dispute, cancel, trace or retry must quote the payment's own case queue (issue 28's dependent read)."""
+    require(
+        quoted == case_queue(obj_id),
+        f"cases on {obj_id} are not handled by {quoted}; read its case_queue with payment_details",
+    )
+
+
+def payment_details(ctx: Ctx, a: dict[str, Any]) -> dict[str, Any]:
+    kind = a["kind"]
+    obj = ctx.get(kind, a[f"{kind}_id"])
+    return {kind: view(obj), QUEUE: case_queue(getattr(obj, f"{kind}_id"))}
 
 
 def require(condition: bool, message: str) -> None:
@@ -164,6 +184,7 @@ def card_services(ctx: Ctx, a: dict[str, Any]) -> dict[str, Any]:
 def dispute_charge(ctx: Ctx, a: dict[str, Any]) -> dict[str, Any]:
     tx = ctx.get("transaction", a["transaction_id"])
     reason = a["reason"]
+    require_queue(tx.transaction_id, a[QUEUE])
     require(not tx.disputed, "this transaction is already disputed")
     require(tx.status != "declined", "declined transactions were never charged")
     if reason == "wrong_cash_amount":
@@ -205,6 +226,8 @@ def transfer_support(ctx: Ctx, a: dict[str, Any]) -> dict[str, Any]:
         ben.status = "allowed"
         return {"beneficiary": view(ben)}
     tr = ctx.get("transfer", a["transfer_id"])
+    if QUEUE in a:
+        require_queue(tr.transfer_id, a[QUEUE])
     require(tr.direction == "out", "only outgoing transfers can be handled here")
     if action == "cancel":
         require(tr.status == "pending", f"only pending transfers can be cancelled (status {tr.status})")
@@ -345,6 +368,7 @@ def fees_and_rates(ctx: Ctx, a: dict[str, Any]) -> dict[str, Any]:
 HANDLERS = {
     "card_services": card_services,
     "dispute_charge": dispute_charge,
+    "payment_details": payment_details,
     "transfer_support": transfer_support,
     "top_up_support": top_up_support,
     "cash_services": cash_services,

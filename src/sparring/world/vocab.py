@@ -65,17 +65,25 @@ CARD_ACTIONS: dict[str, tuple[str, ...]] = {
     "acceptance_info": (),
     "disposable_limits_info": (),
 }
+# Who handles cases on a payment (issue 28): a fact of each transaction and transfer that only payment_details
+# shows, and that a dispute, a cancel, a trace or a retry must quote. The agent reads it, then acts on it: two
+# dependent decisions with data flowing from one call's result into the next call's argument.
+CASE_QUEUES = ("card_scheme_team", "merchant_team", "partner_bank_team")
+QUEUE = "case_queue"
+# Closed-vocabulary arguments whose value is read off an earlier result, not chosen (world.events' provenance).
+READ_ARGS = (QUEUE,)
+DETAIL_KINDS: dict[str, tuple[str, ...]] = {"transaction": ("transaction_id",), "transfer": ("transfer_id",)}
 DISPUTE_REASONS: dict[str, tuple[str, ...]] = {
-    reason: ("transaction_id",)
+    reason: ("transaction_id", QUEUE)
     for reason in (
         "duplicate not_recognised wrong_exchange_rate wrong_cash_amount extra_charge refund_request "
         "refund_missing reverted_payment"
     ).split()
 }
 TRANSFER_ACTIONS: dict[str, tuple[str, ...]] = {
-    "cancel": ("transfer_id",),
-    "trace": ("transfer_id",),
-    "retry": ("transfer_id",),
+    "cancel": ("transfer_id", QUEUE),
+    "trace": ("transfer_id", QUEUE),
+    "retry": ("transfer_id", QUEUE),
     "explain_decline": ("transfer_id",),
     "approve_beneficiary": ("beneficiary_id",),
     "timing_info": (),
@@ -119,6 +127,7 @@ FEE_TOPICS: dict[str, tuple[str, ...]] = {
 }
 
 _S = "string"
+_QUEUE_PARAM = Param("string", "The team that handles cases on this payment, as payment_details shows it.", CASE_QUEUES)
 # An object argument may name the object the customer's words identify instead of its id (world.described).
 DESCRIBED = "described"
 _OBJECT = 'The {}: its id as listed by lookup_account, or "described" for the one the customer described.'
@@ -158,6 +167,7 @@ TOOLS: dict[str, ToolSpec] = {
         {
             "transaction_id": Param(_S, _OBJECT.format("transaction")),
             "reason": _sel(DISPUTE_REASONS, "Why it is disputed."),
+            QUEUE: _QUEUE_PARAM,
         },
         selector="reason",
         actions=DISPUTE_REASONS,
@@ -169,9 +179,22 @@ TOOLS: dict[str, ToolSpec] = {
             "action": _sel(TRANSFER_ACTIONS, "What to do."),
             "transfer_id": Param(_S, _OBJECT.format("transfer")),
             "beneficiary_id": Param(_S, _OBJECT.format("beneficiary")),
+            QUEUE: _QUEUE_PARAM,
         },
         selector="action",
         actions=TRANSFER_ACTIONS,
+    ),
+    "payment_details": ToolSpec(
+        "payment_details",
+        "Read one transaction's or transfer's full record, with the team that handles its cases (case_queue), "
+        "which disputes, cancels, traces and retries must quote.",
+        {
+            "kind": _sel(DETAIL_KINDS, "Which kind of payment."),
+            "transaction_id": Param(_S, _OBJECT.format("transaction")),
+            "transfer_id": Param(_S, _OBJECT.format("transfer")),
+        },
+        selector="kind",
+        actions=DETAIL_KINDS,
     ),
     "top_up_support": ToolSpec(
         "top_up_support",
@@ -291,6 +314,12 @@ class IntentSpec:
     fixed: dict[str, Any] = field(default_factory=dict)
     slot_args: tuple[str, ...] = ()
 
+    @property
+    def quotes_queue(self) -> bool:
+        """Whether the resolving call quotes the object's ``case_queue``, so ``payment_details`` comes first."""
+        tool = TOOLS[self.tool]
+        return self.action is not None and QUEUE in tool.actions.get(self.action, ())
+
 
 # Over 60 lines: a table, one row per intent.
 def _specs() -> dict[str, IntentSpec]:
@@ -395,8 +424,11 @@ def _specs() -> dict[str, IntentSpec]:
 INTENT_SPECS: dict[str, IntentSpec] = _specs()
 
 
-def resolving_args(spec: IntentSpec, target_id: str | None, slots: dict[str, Any]) -> dict[str, Any]:
-    """The resolving call's arguments for ``spec``, given the target's id and the scenario slots."""
+def resolving_args(
+    spec: IntentSpec, target_id: str | None, slots: dict[str, Any], queue: str | None = None
+) -> dict[str, Any]:
+    """The resolving call's arguments for ``spec``, given the target's id, the scenario slots and, for a call that
+    quotes it, the target's ``case_queue`` as ``payment_details`` showed it."""
     tool = TOOLS[spec.tool]
     args: dict[str, Any] = {}
     if tool.selector and spec.action is not None:
@@ -406,6 +438,10 @@ def resolving_args(spec: IntentSpec, target_id: str | None, slots: dict[str, Any
     args.update(spec.fixed)
     for name in spec.slot_args:
         args[name] = slots[name]
+    if spec.quotes_queue:
+        if queue is None:
+            raise ValueError(f"{spec.intent}'s resolving call quotes the case queue; read it with payment_details")
+        args[QUEUE] = queue
     return args
 
 
