@@ -10,7 +10,12 @@ choice the agent trains ``--steps`` GRPO steps; then strict PASS on ``--eval`` h
 generator seed's wording) against both scripted customers, greedy as deployed. Learning curves are the gym's
 mean reward per step. Side by side from one run; last line JSON.
 
-Usage: ``python benchmarks/credit_assignment.py [--seeds 3] [--steps 20] [--demos 120] [--eval 80]``
+``--dependent`` keeps only the intents whose resolving call quotes the payment's case queue (the disputes and the
+transfer cancels, traces and retries): every episode then holds the chain lookup -> payment_details -> act, whose
+middle call's result feeds the act's argument (#28, item 4). The ceiling (the scripted expert on the same held-out
+episodes) and the mean number of E⁺ edges per episode are printed beside every row.
+
+Usage: ``python benchmarks/credit_assignment.py [--seeds 3] [--steps 20] [--demos 120] [--eval 80] [--dependent]``
 """
 
 from __future__ import annotations
@@ -25,21 +30,24 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import polars as pl
 
 from sparring.agents.chat import known_intents
 from sparring.agents.checkpoints import load_checkpoint, save_checkpoint
 from sparring.agents.models import build_model
 from sparring.agents.policies import LMPolicy
-from sparring.agents.scripted import CamouflagingCustomer, CooperativeCustomer
+from sparring.agents.scripted import CamouflagingCustomer, CooperativeCustomer, ExpertAgent
 from sparring.agents.tokenizer import train_tokenizer
 from sparring.data.synthetic import utterance_frame
-from sparring.evaluate.agent import evaluate_agent
 from sparring.judge.rewards import Judge
+from sparring.rollout import run_episodes
 from sparring.runtime import apply_torch_threads
 from sparring.settings import AgentSFTSettings, GRPOSettings, ModelSpec, SFTSettings
 from sparring.train.demos import expert_demonstrations, tokenizer_corpus, warm_start
 from sparring.train.grpo import train_side
-from sparring.world.scenarios import sample_scenarios
+from sparring.train.iapo import influence_graph
+from sparring.world.scenarios import as_cooperative, sample_scenarios
+from sparring.world.vocab import INTENT_SPECS
 
 CREDITS = ("grpo", "iapo", "mt_grpo")
 SPEC = ModelSpec()  # the default agent's architecture
@@ -61,6 +69,9 @@ class FixedCustomerTerms:
 def start_agent(args: argparse.Namespace, scratch: Path) -> tuple[Any, Any, list[Any], list[Any]]:
     """Tokenizer, a DA0 with headroom, and the train / held-out scenarios."""
     train_frame, test_frame = utterance_frame(args.per_intent, 0), utterance_frame(4, 1)
+    if args.dependent:
+        keep = sorted(i for i, spec in INTENT_SPECS.items() if spec.quotes_queue)
+        train_frame, test_frame = (f.filter(pl.col("intent").is_in(keep)) for f in (train_frame, test_frame))
     train = sample_scenarios(train_frame, args.demos + 200, seed=0)
     heldout = sample_scenarios(test_frame, args.eval, seed=1)
     demos = expert_demonstrations(train[: args.demos], 0, refs="described")
@@ -77,11 +88,22 @@ def start_agent(args: argparse.Namespace, scratch: Path) -> tuple[Any, Any, list
     return tok, result.model.eval(), train[args.demos :], heldout
 
 
-def held_out(model: Any, tok: Any, heldout: list[Any]) -> dict[str, float]:
-    agent = LMPolicy(model, tok, "agent", max_new_tokens=96, greedy=True)
+def held_out(agent: Any, tok: Any, heldout: list[Any]) -> dict[str, float]:
+    """Strict PASS against each scripted customer (greedy, as evaluate plays), and the mean number of E⁺ edges in
+    the agent's influence graphs: how many of its decisions used another's information."""
     customers = {"coop": CooperativeCustomer(), "camo": CamouflagingCustomer(seed=0)}
-    metrics = evaluate_agent(agent, heldout, customers, seed=7)
-    return {k: metrics[f"strict_pass_{k}"] for k in customers}
+    out, edges = {}, []
+    for key, customer in customers.items():
+        scenarios = as_cooperative(heldout) if key == "coop" else heldout
+        episodes = run_episodes(scenarios, agent, customer, max_turns=6, seed=7, tokenizer=tok)
+        out[key] = float(np.mean([ep.outcome.strict_pass for ep in episodes]))
+        edges += [len(influence_graph(ep, "agent", ep.agent_mask).support) for ep in episodes]
+    out["edges"] = float(np.mean(edges))
+    return out
+
+
+def lm_agent(model: Any, tok: Any) -> LMPolicy:
+    return LMPolicy(model, tok, "agent", max_new_tokens=96, greedy=True)
 
 
 def gym(model: Any, tok: Any, scenarios: list[Any], credit: str, seed: int, steps: int) -> tuple[Any, list[float]]:
@@ -108,42 +130,51 @@ def main() -> None:
     parser.add_argument("--intent-epochs", type=float, default=4)
     parser.add_argument("--demo-epochs", type=float, default=6)
     parser.add_argument("--eval", type=int, default=80)
+    parser.add_argument("--dependent", action="store_true", help="only intents with the payment_details chain")
     args = parser.parse_args()
     apply_torch_threads(1)
     t0 = time.perf_counter()
     scratch = Path(tempfile.mkdtemp(prefix="sparring-credit-"))
     tok, da0, train, heldout = start_agent(args, scratch)
     save_checkpoint(da0, tok, scratch / "da0_checkpoint")  # every run starts from these weights, loaded afresh
-    start = held_out(da0, tok, heldout)
+    ceiling = held_out(ExpertAgent(refs="described"), tok, heldout)
+    start = held_out(lm_agent(da0, tok), tok, heldout)
+    print(f"ceiling (the scripted expert): strict PASS coop {ceiling['coop']:.3f}, camo {ceiling['camo']:.3f}, "
+          f"E+ edges per episode {ceiling['edges']:.2f}")  # fmt: skip
     print(f"DA0 ({args.demos} demos, {time.perf_counter() - t0:.0f} s): strict PASS coop {start['coop']:.3f}, "
-          f"camo {start['camo']:.3f} on {len(heldout)} held-out", flush=True)  # fmt: skip
-    rows: dict[str, dict[str, list]] = {c: {"strict_pass": [], "coop": [], "camo": [], "curve": []} for c in CREDITS}
+          f"camo {start['camo']:.3f}, E+ edges per episode {start['edges']:.2f} on {len(heldout)} held-out",
+          flush=True)  # fmt: skip
+    rows: dict[str, dict[str, list]] = {
+        c: {"strict_pass": [], "coop": [], "camo": [], "edges": [], "curve": []} for c in CREDITS
+    }
     for seed in range(args.seeds):
         for credit in CREDITS:
             t = time.perf_counter()
             model, curve = gym(load_checkpoint(scratch / "da0_checkpoint")[0], tok, train, credit, seed, args.steps)
-            scores = held_out(model, tok, heldout)
+            scores = held_out(lm_agent(model, tok), tok, heldout)
             row = rows[credit]
-            row["coop"].append(scores["coop"])
-            row["camo"].append(scores["camo"])
+            for key in ("coop", "camo", "edges"):
+                row[key].append(scores[key])
             row["strict_pass"].append((scores["coop"] + scores["camo"]) / 2)
             row["curve"].append(curve)
             took = time.perf_counter() - t
             print(f"seed {seed} {credit:8s} strict PASS coop {scores['coop']:.3f} camo {scores['camo']:.3f}  "
-                  f"gym reward {curve[0]:.3f} -> {curve[-1]:.3f}  ({took:.0f} s)", flush=True)  # fmt: skip
-    print(f"\n{'credit':10s}{'strict PASS (mean of coop, camo)':>36s}{'coop':>16s}{'camo':>16s}")
-    print(f"{'DA0':10s}{(start['coop'] + start['camo']) / 2:>36.3f}{start['coop']:>16.3f}{start['camo']:>16.3f}")
+                  f"E+ {scores['edges']:.2f}  gym reward {curve[0]:.3f} -> {curve[-1]:.3f}  ({took:.0f} s)",
+                  flush=True)  # fmt: skip
+    print(f"\n{'credit':10s}{'strict PASS (mean of coop, camo)':>36s}{'coop':>16s}{'camo':>16s}{'E+ edges':>16s}")
+    for name, ref in (("ceiling", ceiling), ("DA0", start)):
+        both = (ref["coop"] + ref["camo"]) / 2
+        print(f"{name:10s}{both:>36.3f}{ref['coop']:>16.3f}{ref['camo']:>16.3f}{ref['edges']:>16.2f}")
     for credit, row in rows.items():
-        cells = [
-            f"{statistics.mean(row[k]):.3f} ± {statistics.pstdev(row[k]):.3f}" for k in ("strict_pass", "coop", "camo")
-        ]
-        print(f"{credit:10s}{cells[0]:>36s}{cells[1]:>16s}{cells[2]:>16s}")
+        keys = ("strict_pass", "coop", "camo", "edges")
+        cells = [f"{statistics.mean(row[k]):.3f} ± {statistics.pstdev(row[k]):.3f}" for k in keys]
+        print(f"{credit:10s}{cells[0]:>36s}{cells[1]:>16s}{cells[2]:>16s}{cells[3]:>16s}")
     curves = {c: np.mean(np.array(r["curve"]), axis=0).round(3).tolist() for c, r in rows.items()}
     for credit, curve in curves.items():
         print(f"gym reward per step, {credit}: {curve}")
     out: dict[str, Any] = {c: summary(r["strict_pass"]) for c, r in rows.items()}
-    out.update(metric="strict_pass", start=start, curves=curves, n_heldout=len(heldout), steps=args.steps,
-               wall_s=round(time.perf_counter() - t0, 1))  # fmt: skip
+    out.update(metric="strict_pass", start=start, ceiling=ceiling, curves=curves, n_heldout=len(heldout),
+               steps=args.steps, dependent=args.dependent, wall_s=round(time.perf_counter() - t0, 1))  # fmt: skip
     shutil.rmtree(scratch, ignore_errors=True)
     print(json.dumps(out))
 
