@@ -152,21 +152,26 @@ def _rng(request: TurnRequest, salt: Any) -> random.Random:
 # ------------------------------------------------------------------------------------------------ agents
 
 
-def _tool_history(messages: list[dict[str, Any]]) -> list[tuple[str, bool]]:
-    """(tool name, ok) of every call in an agent-view conversation, in order."""
-    history: list[tuple[str, bool]] = []
+def _tool_results(messages: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
+    """(tool name, result as the agent read it; {} when unreadable) of every call in an agent-view conversation."""
+    results: list[tuple[str, dict[str, Any]]] = []
     pending: str | None = None
     for m in messages:
         if m["role"] == "assistant" and m.get("tool_calls"):
             pending = m["tool_calls"][0]["function"]["name"]
         elif m["role"] == "tool" and pending is not None:
             try:
-                ok = bool(json.loads(m["content"]).get("ok"))
-            except (ValueError, AttributeError):
-                ok = False
-            history.append((pending, ok))
+                result = json.loads(m["content"])
+            except ValueError:
+                result = {}
+            results.append((pending, result if isinstance(result, dict) else {}))
             pending = None
-    return history
+    return results
+
+
+def _tool_history(messages: list[dict[str, Any]]) -> list[tuple[str, bool]]:
+    """(tool name, ok) of every call in an agent-view conversation, in order."""
+    return [(name, bool(result.get("ok"))) for name, result in _tool_results(messages)]
 
 
 def _facts(messages: list[dict[str, Any]]) -> dict[str, str]:
@@ -196,7 +201,7 @@ def account_part(intent: str) -> str:
 
 
 def resolving_call(scenario: Scenario) -> ToolCall | None:
-    """The call after ``lookup_account`` that resolves the scenario (None for lookup-only intents):
+    """The call that resolves the scenario, the last expected one (None for lookup-only intents):
     ``scenario.expected_calls``, which is ``world.expert.expert_calls`` at sampling time (recomputed if absent)."""
     calls = scenario.expected_calls or expert_calls(scenario, build_world(scenario))
     return calls[-1] if len(calls) > 1 else None
@@ -403,18 +408,8 @@ def _calls(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def _read_queue(messages: list[dict[str, Any]]) -> str | None:
     """The ``case_queue`` the last successful ``payment_details`` result in the conversation showed, or None."""
-    pending = None
-    queue = None
-    for m in messages:
-        if m["role"] == "assistant" and m.get("tool_calls"):
-            pending = m["tool_calls"][0]["function"]["name"]
-        elif m["role"] == "tool" and pending == "payment_details":
-            try:
-                result = json.loads(m["content"])
-            except ValueError:
-                result = {}
-            queue = result.get(QUEUE) if isinstance(result, dict) and result.get("ok") else queue
-    return queue
+    read = [r for name, r in _tool_results(messages) if name == "payment_details" and r.get("ok")]
+    return read[-1].get(QUEUE) if read else None
 
 
 def _last_user(messages: list[dict[str, Any]]) -> str:
