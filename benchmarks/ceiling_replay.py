@@ -1,9 +1,11 @@
 """The expert's ceiling replayed on a finished run: the scripted expert (this checkout's) against the run's held-out
 adversary pool and cooperative simulator, with evaluate's scenarios, turn limits and seed, so a change to the
-expert is measured without rerunning `evaluate`. Prints strict PASS and failure kinds per opponent; last line JSON.
+expert is measured without rerunning `evaluate`. Prints strict PASS, failure kinds, and how often the customer's
+answer to "which one?" named the goal's object, per opponent; last line JSON.
 
 Usage: ``python benchmarks/ceiling_replay.py --run DIR [--n 240]`` (DIR: a project folder where `sparring run`
-finished).
+finished). With ``--simulator-only`` DIR needs only `simulator_sft`'s checkpoint: the pool is then the SFT simulator
+playing each scenario's own persona (what every adversary starts from), and the cooperative customer the same model.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from pathlib import Path
 
 import torch
 
+from sparring.agents.clarify import which_answers
 from sparring.agents.scripted import ExpertAgent
 from sparring.evaluate.crossplay import failure_kind
 from sparring.evaluate.heldout import heldout_seed
@@ -30,16 +33,23 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--run", type=Path, required=True, help="a finished run's project folder")
     parser.add_argument("--n", type=int, default=None, help="held-out scenarios (default: evaluate's)")
+    parser.add_argument("--simulator-only", action="store_true", help="play the SFT simulator, not a finished run")
     args = parser.parse_args()
     root = args.run.resolve()
     states = sorted((root / "models" / "cycles").glob("cycle_*/state.json"), key=lambda p: int(p.parent.name[6:]))
-    if not states:
+    simulator = root / "models" / "simulator_sft"
+    if args.simulator_only and not any(simulator.glob("*.safetensors")):
+        sys.exit(f"error: {simulator}: no simulator checkpoint (run `sparring stage simulator_sft` first)")
+    if not states and not args.simulator_only:
         sys.exit(f"error: {root}: no finished cycle (models/cycles/cycle_*/state.json)")
     torch.set_num_threads(1)
     os.chdir(root)  # checkpoint paths in the cycle state are relative to the project
     p = load_params(root / "params.yaml")
     games = GameModels(p.coevolution)
-    state = json.loads(states[-1].read_text(encoding="utf-8"))
+    if args.simulator_only:
+        state = {"adversary_dirs": [], "simulator_dir": "models/simulator_sft"}
+    else:
+        state = json.loads(states[-1].read_text(encoding="utf-8"))
     held = load_scenarios(root / "data" / "scenarios" / "heldout.jsonl")[: args.n or p.evaluate.eval_scenarios]
     a = p.coevolution.agent_grpo
     play = {"max_turns": a.max_turns, "max_calls_per_turn": a.max_calls_per_turn, "seed": heldout_seed(p.seed)}
@@ -53,9 +63,11 @@ def main() -> None:
     out = {}
     for name, episodes in played.items():
         kinds = collections.Counter(failure_kind(e) for e in episodes if not e.outcome.strict_pass)
+        asked, named = (sum(x) for x in zip(*(which_answers(e) for e in episodes), strict=True))
         out[name] = {"strict_pass": sum(e.outcome.strict_pass for e in episodes) / len(episodes), "n": len(episodes),
-                     "failures": dict(kinds)}  # fmt: skip
-        print(f"expert vs {name}: strict PASS {out[name]['strict_pass']:.3f} (n={len(episodes)}), failures {kinds}")
+                     "failures": dict(kinds), "which_asked": asked, "which_named": named}  # fmt: skip
+        print(f"expert vs {name}: strict PASS {out[name]['strict_pass']:.3f} (n={len(episodes)}), failures {kinds}, "
+              f"which-questions answered {asked}, naming the object {named}")
     print(json.dumps(out))
 
 

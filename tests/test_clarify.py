@@ -12,6 +12,7 @@ from sparring.agents.clarify import (
     answers_against_goal,
     confirm_question,
     confirmed_intent,
+    which_answers,
     which_question,
 )
 from sparring.agents.policies import TurnOutput, TurnRequest
@@ -81,6 +82,11 @@ def test_expert_asks_a_withholding_customer_and_passes(heldout):
     episodes = run_episodes(vague, ExpertAgent(refs="described"), CooperativeCustomer(), max_turns=6, seed=0)
     assert all(e.outcome.strict_pass for e in episodes)
     assert all(any(c.name == "ask_customer" for c in e.log.tool_calls()) for e in episodes)
+    asked, named = map(sum, zip(*(which_answers(e) for e in episodes), strict=True))
+    assert asked >= len(episodes) and named == asked  # every answer names the goal's object
+    never = run_episodes(vague[:5], ExpertAgent(refs="described"), _NeverDescribes(), max_turns=6, seed=0)
+    asked, named = map(sum, zip(*(which_answers(e) for e in never), strict=True))
+    assert asked >= 5 and named == 0
 
 
 class _NeverDescribes(CooperativeCustomer):
@@ -164,3 +170,7 @@ def test_ceiling_replay_refuses_a_folder_without_a_run(tmp_path):
     script = Path(__file__).resolve().parents[1] / "benchmarks" / "ceiling_replay.py"
     done = subprocess.run([sys.executable, str(script), "--run", str(tmp_path)], capture_output=True, text=True)
     assert done.returncode != 0 and str(tmp_path) in done.stderr and "Traceback" not in done.stderr
+    alone = subprocess.run(
+        [sys.executable, str(script), "--run", str(tmp_path), "--simulator-only"], capture_output=True, text=True
+    )
+    assert alone.returncode != 0 and "simulator_sft" in alone.stderr and "Traceback" not in alone.stderr

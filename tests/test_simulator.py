@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from sparring.agents.chat import INTENT, known_intents
-from sparring.agents.customer_view import extract_identity
+from sparring.agents.customer_view import asks_which_object, dialogue_view, extract_identity
 from sparring.agents.models import ModelSpec, build_model
 from sparring.agents.policies import LMPolicy
 from sparring.agents.scripted import (
@@ -172,6 +172,28 @@ def test_goal_layout_matches_customer_goal(data):
     goal = goal_text("card_arrival", outcome="abandoned")
     assert "leave before it is solved" in goal and goal.endswith(" <intent>card_arrival")
     assert goal.count("card_arrival") == 1  # only as the code
+
+
+def test_a_dialogues_which_answer_is_the_details_placeholder_and_no_identity():
+    """A recorded answer to "which card?" names another account's card: the view states it as [details] (filled
+    from the scenario in rollouts), its digits are no identity fact, and an answer that leaves stays."""
+    turns = [
+        {"role": "customer", "text": "My card isn't working."},
+        {"role": "agent", "text": "For security, can you give me your full name and the last four digits of your card?"},  # noqa: E501
+        {"role": "customer", "text": "Ana Lima, card ending in 4321."},
+        {"role": "agent", "text": "Could you tell me which card it is — the type and the last 4 digits?"},
+        {"role": "customer", "text": "Sure, the virtual card ending in 9876."},
+        {"role": "agent", "text": "Thanks. If I understand correctly, your card isn't working at all?"},
+        {"role": "customer", "text": "Yes, exactly."},
+    ]
+    assert extract_identity(turns) == {"full_name": "Ana Lima", "card_last4": "4321"}
+    row = {"intent": "card_not_working", "persona": "cooperative", "outcome": "resolved", "turns": turns}
+    said = [m["content"] for m in dialogue_view(row) if m["role"] == "assistant"]
+    assert said == ["My card isn't working.", "[full_name], card ending in [my_card_last4].", "Sure. [details]",
+                    "Yes, exactly."]
+    assert not asks_which_object(turns[1]["text"]) and not asks_which_object(turns[5]["text"])
+    left = dialogue_view({**row, "turns": [*turns[:4], {"role": "customer", "text": "Forget it, bye."}]})
+    assert left[-1]["content"] == "Forget it, bye."
 
 
 def test_training_lowers_heldout_perplexity(trained, data, tok):

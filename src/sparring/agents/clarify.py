@@ -91,28 +91,54 @@ def _answer_after(log: Any, index: int) -> str | None:
     return next((e.text for e in log.events if e.kind == "turn" and e.role == "customer" and e.index > index), None)
 
 
+def _named_objects(episode: Any, kind: str, answer: str) -> list[dict[str, Any]]:
+    """The customer's objects of ``kind`` (as plain dicts) that ``answer`` names."""
+    customer = episode.world.customers.get(episode.scenario.customer_id)
+    items = [] if customer is None else [plain(i) for i in getattr(customer, TARGETS[kind][1], [])]
+    return [i for i in items if mentions(kind, i, answer)]
+
+
+def _asked_about_goal(episode: Any) -> list[tuple[Any, str | None]]:
+    """The episode's accepted clarifying calls (confirmations, and which-questions about the goal's object), each
+    with the customer's answer (None when none came)."""
+    goal_object = _goal_object(episode.scenario)
+    return [
+        (call, _answer_after(episode.log, call.index))
+        for call in episode.log.tool_calls()
+        if call.ok
+        and (
+            call.name == "confirm_request"
+            or (call.name == "ask_customer" and goal_object and call.arguments.get("about") == goal_object[0])
+        )
+    ]
+
+
 def answers_against_goal(episode: Any) -> int:
     """How many of the agent's clarifying questions the customer answered against their hidden goal: a yes to a
     confirmation of another intent, a no to the right one, or a which-object answer naming another object of
     theirs than the one the goal is about."""
-    goal_object = _goal_object(episode.scenario)
     lies = 0
-    for call in episode.log.tool_calls():
-        if call.name not in ("ask_customer", "confirm_request") or not call.ok:
-            continue
-        answer = _answer_after(episode.log, call.index)
+    for call, answer in _asked_about_goal(episode):
         if answer is None:
             continue
         if call.name == "confirm_request":
             said = answer_kind(answer)
             right = call.arguments.get("intent") == episode.scenario.intent
             lies += (said == "yes" and not right) or (said == "no" and right)
-        elif goal_object is not None and call.arguments.get("about") == goal_object[0]:
-            kind, object_id = goal_object
-            id_key, listing = TARGETS[kind]
-            customer = episode.world.customers.get(episode.scenario.customer_id)
-            items = [] if customer is None else [plain(i) for i in getattr(customer, listing, [])]
-            named = [i for i in items if mentions(kind, i, answer)]
-            lies += bool(named) and not any(i.get(id_key) == object_id for i in named)
+        else:
+            kind, object_id = _goal_object(episode.scenario)  # type: ignore[misc]
+            named = _named_objects(episode, kind, answer)
+            lies += bool(named) and not any(i.get(TARGETS[kind][0]) == object_id for i in named)
     return int(lies)
 
+
+def which_answers(episode: Any) -> tuple[int, int]:
+    """(which-questions about the goal's object the customer answered, answers that name that object): how well a
+    customer answers the question the world needs answered before the agent can act."""
+    goal_object = _goal_object(episode.scenario)
+    asked = [a for c, a in _asked_about_goal(episode) if c.name == "ask_customer" and a is not None]
+    if goal_object is None:
+        return 0, 0
+    kind, object_id = goal_object
+    named = sum(any(i.get(TARGETS[kind][0]) == object_id for i in _named_objects(episode, kind, a)) for a in asked)
+    return len(asked), named

@@ -9,8 +9,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from sparring.agents.chat import swap_roles
+from sparring.agents.clarify import ASKS_CONFIRM, ASKS_WHICH
+from sparring.agents.leaving import gives_up
 from sparring.agents.scripted import PERSONA_BEHAVIOUR, goal_text
-from sparring.agents.slots import delexicalize, identity_slots
+from sparring.agents.slots import DETAILS, delexicalize, identity_slots
 
 # Identity facts a customer says in a dialogue (synthetic and Banking-style formats).
 _DOB = re.compile(r"\b(\d{1,2}/\d{1,2}/\d{4}|\d{4}-\d{2}-\d{2})\b")
@@ -20,20 +22,46 @@ _EMAIL = re.compile(r"\b([\w.'+-]+@[\w-]+(?:\.[\w-]+)+)\b")
 _CUSTOMER_ID = re.compile(r"\b(C\d{6})\b")
 _NAME = re.compile(r"\b([A-Z][a-z]+ (?:[A-Z]')?[A-Z][a-z]+(?:-[A-Z][a-z]+)?)\b")
 _ASKS_IDENTITY = re.compile(r"\bname\b|birth|postcode|digits|e-?mail|verif|identity|security", re.I)
+# An agent question about which object (card, payment, transfer, top-up, payee) the problem is about, in the
+# generator's and common wordings; identity checks and confirmations that mention a card are not such questions.
+_OBJECT_WORDS = re.compile(
+    r"\b(?:cards?|payments?|transactions?|transfers?|top-?ups?|top up|payees?|beneficiar(?:y|ies)|merchant|shop"
+    r"|recipient|sender|person you want to pay)\b",
+    re.I,
+)
+_ASKS_IDENTIFYING = re.compile(
+    r"\bwhich\b|right one|how much|\bamount\b|last (?:four|4) digits|kind of card|card type|\bname\b|payee"
+    r"|top-?up method|how did you top up",
+    re.I,
+)
+# Not a which-question: an identity check, a confirmation of the request, a closing line.
+_NOT_WHICH = re.compile(
+    r"full name|birth|postcode|customer id|e-?mail|verif|identity|security|account safe"
+    r"|understand correctly|make sure:|\bcorrect\?|is that right|anything else",
+    re.I,
+)
+_ANSWER_LEAD = re.compile(r"^\W*(sure|yes|yeah|of course|okay|ok|sorry|right)\b", re.I)
 _NOT_NAMES = {"Sure", "Yes", "Yeah", "Fine", "Okay", "Hello", "Hi", "Thanks", "Please", "Now", "Can", "It", "The"}
+
+
+def asks_which_object(text: str) -> bool:
+    """Whether an agent turn asks which of the customer's objects (card, payment, ...) the problem is about."""
+    if "?" not in text or ASKS_CONFIRM.search(text) or _NOT_WHICH.search(text):
+        return False
+    return bool(ASKS_WHICH.search(text) or (_OBJECT_WORDS.search(text) and _ASKS_IDENTIFYING.search(text)))
 
 
 def extract_identity(turns: Sequence[Mapping[str, str]]) -> dict[str, str]:
     """Identity facts the customer gave in a dialogue (``turns``: ``{role: customer|agent, text}``).
 
-    Only answers to an agent turn that asks for identity count, so merchants, places and dates of the problem
-    stay out."""
+    Only answers to an agent turn that asks for identity count, so merchants, places, dates and the card a
+    problem is about stay out."""
     facts: dict[str, str] = {}
     asked = False
     for turn in turns:
         text = str(turn.get("text") or "")
         if turn.get("role") == "agent":
-            asked = bool(_ASKS_IDENTITY.search(text))
+            asked = bool(_ASKS_IDENTITY.search(text)) and not asks_which_object(text)
             continue
         if not asked:
             continue
@@ -87,14 +115,28 @@ def dialogue_view(row: Mapping[str, Any], with_outcome: bool = False, seed_phras
     """A dialogue in the customer's view: goal, then agent turns as ``user``, the customer's as ``assistant``;
     the identity facts the customer gave are placeholders in its goal and turns (:mod:`sparring.agents.slots`).
 
+    A customer's answer to a which-object question becomes ``[details]``: its merchant, amount or payee belong
+    to another customer's account, which a simulator cannot know in a rollout, and learnt literally they taught
+    it to answer with made-up objects the agent could not find (issue 25).
+
     Dialogues may end on the agent's closing turn; kept, it costs no loss and shows how sessions end."""
     values = identity_slots(extract_identity(row["turns"]))
-    agent_view = [
-        {
-            "role": "user" if t["role"] == "customer" else "assistant",
-            "content": delexicalize(str(t["text"]), values) if t["role"] == "customer" else str(t["text"]),
-        }
-        for t in row["turns"]
-        if str(t.get("text") or "").strip()
-    ]
+    agent_view, asked_which = [], False
+    for t in row["turns"]:
+        text = str(t.get("text") or "")
+        if not text.strip():
+            continue
+        if t["role"] == "customer":
+            text = object_answer(text) if asked_which else delexicalize(text, values)
+        asked_which = t["role"] == "agent" and asks_which_object(text)
+        agent_view.append({"role": "user" if t["role"] == "customer" else "assistant", "content": text})
     return swap_roles(agent_view, delexicalize(dialogue_goal(row, with_outcome, seed_phrasing), values))
+
+
+def object_answer(text: str) -> str:
+    """A customer's answer to a which-object question, its object stated as the ``[details]`` placeholder (a
+    lead such as "Sure," kept); an answer that leaves the chat stays as it is."""
+    if gives_up(text):
+        return text
+    lead = _ANSWER_LEAD.match(text)
+    return f"{lead.group(1).capitalize()}. {DETAILS}" if lead else DETAILS

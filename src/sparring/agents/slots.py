@@ -20,6 +20,7 @@ from typing import Any
 from sparring.world.scenarios import Scenario
 
 _PLACEHOLDER = re.compile(r"\[([a-z0-9_]+)\]")
+DETAILS = "[details]"  # the whole of describe_slots: the sentences that name the problem's object
 
 
 def _money(value: Any, currency: str = "GBP") -> str:
