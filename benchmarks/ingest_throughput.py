@@ -15,9 +15,10 @@ from pathlib import Path
 
 import polars as pl
 
+from sparring.data.dialogues import generate_dialogues
 from sparring.data.ingest import deduplicate, stratified_split
 from sparring.data.sources import read_intent_csv
-from sparring.data.synthetic import generate_dialogues, generate_utterances
+from sparring.data.synthetic import generate_utterances
 
 
 def best_rate(fn, rows_of, repeats: int) -> tuple[float, int]:

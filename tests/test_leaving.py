@@ -10,7 +10,8 @@ import numpy as np
 from sparring.agents.leaving import CUSTOMER_LEFT, gives_up
 from sparring.agents.policies import TurnRequest
 from sparring.agents.scripted import CooperativeCustomer, ExpertAgent
-from sparring.data.synthetic import generate_dialogues, utterance_frame
+from sparring.data.dialogues import generate_dialogues
+from sparring.data.synthetic import utterance_frame
 from sparring.evaluate.crossplay import failure_kind
 from sparring.judge.rewards import Judge
 from sparring.rollout import run_episodes

@@ -26,7 +26,8 @@ from sparring.agents.scripted import (
 )
 from sparring.agents.slots import delexicalize, fact_values
 from sparring.agents.tokenizer import train_tokenizer
-from sparring.data.synthetic import OUTCOMES, generate_dialogues, utterance_frame
+from sparring.data.dialogues import generate_dialogues
+from sparring.data.synthetic import OUTCOMES, utterance_frame
 from sparring.evaluate.fidelity import customer_turn_nll, dtw_distance, heldout_perplexity, simulator_fidelity
 from sparring.judge.models import IntentOracle, OracleConfig, RealismDiscriminator
 from sparring.settings import SFTSettings

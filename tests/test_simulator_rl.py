@@ -12,8 +12,8 @@ import pytest
 from assets.coevolution import previous_state
 from sparring.agents.policies import TurnOutput, TurnRequest
 from sparring.agents.scripted import CooperativeCustomer, ExpertAgent
+from sparring.data.dialogues import generate_dialogues
 from sparring.data.sources import read_dialogues_jsonl
-from sparring.data.synthetic import generate_dialogues
 from sparring.evaluate.fidelity import false_negative_rate, simulated_outcome
 from sparring.judge.oracle import embed
 from sparring.rollout import run_episodes

@@ -1,4 +1,4 @@
-"""Tests for the synthetic utterance and dialogue generator (sparring.data.synthetic)."""
+"""Tests for the synthetic utterance and dialogue generators (sparring.data.synthetic, sparring.data.dialogues)."""
 
 from __future__ import annotations
 
@@ -8,16 +8,8 @@ import re
 import polars as pl
 import pytest
 
-from sparring.data.synthetic import (
-    OUTCOMES,
-    PERSONAS,
-    STYLES,
-    _dialogue,
-    _lexicon,
-    _Writer,
-    generate_dialogues,
-    generate_utterances,
-)
+from sparring.data.dialogues import _dialogue, generate_dialogues
+from sparring.data.synthetic import OUTCOMES, PERSONAS, STYLES, Writer, _lexicon, generate_utterances
 from sparring.world.taxonomy import load_taxonomy
 from sparring.world.vocab import INTENT_SPECS
 
@@ -47,7 +39,7 @@ def test_lexicon_covers_every_intent() -> None:
 def test_every_template_renders() -> None:
     # Catches unknown slot names and unbalanced [a|b] groups in the JSON before they surface at random.
     lex = _lexicon()
-    writer = _Writer(random.Random(0), typo_rate=0.0)
+    writer = Writer(random.Random(0), typo_rate=0.0)
     ctx = {k: "x" for k in ("first_name", "surname", "last4", "dob", "postcode", "email", "agent_name")}
     ctx |= {"summary": "x", "team": "x", "id_detail": "x", "complaint": "x"}
     ctx |= {k: "x" for k in ("card", "card_in", "payee", "counterparty", "to_from", "how", "beneficiary")}
@@ -252,7 +244,7 @@ def test_which_answers_name_the_object(many: pl.DataFrame) -> None:
 
 def test_which_answers_keep_their_facts_free_of_typos() -> None:
     # Every word of four letters or more gets a typo, except the facts the world must recognise.
-    writer = _Writer(random.Random(0), typo_rate=1.0)
+    writer = Writer(random.Random(0), typo_rate=1.0)
     answered = 0
     for i in range(300):
         intent = "compromised_card" if i % 2 else "top_up_failed"

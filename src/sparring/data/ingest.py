@@ -21,6 +21,7 @@ import polars as pl
 
 from sparring.atomic import check_replaceable, replace_dir
 from sparring.data import synthetic
+from sparring.data.dialogues import generate_dialogues
 from sparring.data.sources import (
     DIALOGUE_SCHEMA,
     IngestError,
@@ -156,7 +157,7 @@ def load_utterances(params: Params, root: Path) -> pl.DataFrame:
 def load_dialogues(params: Params, root: Path) -> pl.DataFrame:
     cfg = params.ingest.dialogues
     if cfg.source == "synthetic":
-        frame = synthetic.generate_dialogues(cfg.count, seed=params.seed, max_turns=cfg.max_turns)
+        frame = generate_dialogues(cfg.count, seed=params.seed, max_turns=cfg.max_turns)
     else:
         frame = read_dialogues_jsonl(root / cfg.path, params.ingest.max_text_chars)
     frame = frame.select(list(DIALOGUE_SCHEMA)).cast(DIALOGUE_SCHEMA)
