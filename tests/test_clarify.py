@@ -18,6 +18,7 @@ from sparring.agents.clarify import (
 from sparring.agents.policies import TurnOutput, TurnRequest
 from sparring.agents.scripted import CamouflagingCustomer, CooperativeCustomer, ExpertAgent, identity_text
 from sparring.agents.slots import describe_slots
+from sparring.evaluate.crossplay import failure_kind
 from sparring.rollout import run_episodes
 from sparring.train.simulator import scripted_episodes
 from sparring.world.scenarios import build_world
@@ -174,3 +175,15 @@ def test_ceiling_replay_refuses_a_folder_without_a_run(tmp_path):
         [sys.executable, str(script), "--run", str(tmp_path), "--simulator-only"], capture_output=True, text=True
     )
     assert alone.returncode != 0 and "simulator_sft" in alone.stderr and "Traceback" not in alone.stderr
+
+
+def test_a_case_stopped_at_the_payment_read_fails_as_undescribed(heldout):
+    """Disputes and transfer cases read the payment before acting: a customer who never says which payment stops
+    the expert at that read, and the failure is the undescribed object, not a misroute."""
+    chained = [s for s in _object_scenarios(heldout) if INTENT_SPECS[s.intent].quotes_queue][:6]
+    assert chained
+    episodes = run_episodes(chained, ExpertAgent(refs="described"), _NeverDescribes(), max_turns=8, seed=0)
+    for e in episodes:
+        reads = [c for c in e.log.tool_calls() if c.name == "payment_details"]
+        assert reads and not any(c.ok for c in reads) and not any(c.name == e.scenario.tool for c in e.log.tool_calls())
+        assert failure_kind(e) == "undescribed"

@@ -8,9 +8,9 @@
 - Failure kinds (METRICS.md ``failure_<kind>_<opponent>``), one per failed episode, first that applies: ``left``
   (the customer gave up before the request was carried out, :mod:`sparring.agents.leaving`), ``format``
   (the resolving tool never called and an agent message was malformed), ``misroute`` (never called),
-  ``undescribed`` (called and refused because the customer never described the object), ``refused`` (called and
-  refused otherwise), ``no_end`` (resolved but the conversation did not end cleanly), ``other`` (resolved and
-  ended, but no lookup first or the world's state differs).
+  ``undescribed`` (called, or the ``payment_details`` read it needs called, and refused because the customer never
+  described the object), ``refused`` (called and refused otherwise), ``no_end`` (resolved but the conversation
+  did not end cleanly), ``other`` (resolved and ended, but no lookup first or the world's state differs).
 """
 
 from __future__ import annotations
@@ -64,9 +64,14 @@ def failure_kind(episode: Episode) -> str | None:
         return None
     if episode.ended_by == CUSTOMER_LEFT:
         return "left"
+    calls = episode.log.tool_calls()
     if not routed_correctly(episode):
-        return "format" if any(not p.format_ok for p in episode.agent_turns) else "misroute"
-    resolving = [c for c in episode.log.tool_calls() if c.name == episode.scenario.tool]
+        if any(not p.format_ok for p in episode.agent_turns):
+            return "format"
+        # a dispute or transfer case must read the payment first: an undescribed payment stops it at the read
+        reads = [c for c in calls if c.name == "payment_details"]
+        return "undescribed" if any(UNDESCRIBED in (c.error or "") for c in reads) else "misroute"
+    resolving = [c for c in calls if c.name == episode.scenario.tool]
     if not any(c.ok for c in resolving):
         return "undescribed" if any(UNDESCRIBED in (c.error or "") for c in resolving) else "refused"
     if not episode.outcome.clean_end:
