@@ -117,7 +117,7 @@ def answers_against_goal(episode: Any) -> int:
     """How many of the agent's clarifying questions the customer answered against their hidden goal: a yes to a
     confirmation of another intent, a no to the right one, or a which-object answer naming another object of
     theirs than the one the goal is about."""
-    lies = 0
+    goal_object, lies = _goal_object(episode.scenario), 0
     for call, answer in _asked_about_goal(episode):
         if answer is None:
             continue
@@ -125,8 +125,8 @@ def answers_against_goal(episode: Any) -> int:
             said = answer_kind(answer)
             right = call.arguments.get("intent") == episode.scenario.intent
             lies += (said == "yes" and not right) or (said == "no" and right)
-        else:
-            kind, object_id = _goal_object(episode.scenario)  # type: ignore[misc]
+        elif goal_object is not None:  # a which-question about the goal's object (_asked_about_goal)
+            kind, object_id = goal_object
             named = _named_objects(episode, kind, answer)
             lies += bool(named) and not any(i.get(TARGETS[kind][0]) == object_id for i in named)
     return int(lies)
@@ -136,9 +136,9 @@ def which_answers(episode: Any) -> tuple[int, int]:
     """(which-questions about the goal's object the customer answered, answers that name that object): how well a
     customer answers the question the world needs answered before the agent can act."""
     goal_object = _goal_object(episode.scenario)
-    asked = [a for c, a in _asked_about_goal(episode) if c.name == "ask_customer" and a is not None]
     if goal_object is None:
         return 0, 0
     kind, object_id = goal_object
+    asked = [a for c, a in _asked_about_goal(episode) if c.name == "ask_customer" and a is not None]
     named = sum(any(i.get(TARGETS[kind][0]) == object_id for i in _named_objects(episode, kind, a)) for a in asked)
     return len(asked), named
