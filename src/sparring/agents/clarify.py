@@ -98,10 +98,9 @@ def _named_objects(episode: Any, kind: str, answer: str) -> list[dict[str, Any]]
     return [i for i in items if mentions(kind, i, answer)]
 
 
-def _asked_about_goal(episode: Any) -> list[tuple[Any, str | None]]:
-    """The episode's accepted clarifying calls (confirmations, and which-questions about the goal's object), each
-    with the customer's answer (None when none came)."""
-    goal_object = _goal_object(episode.scenario)
+def _asked_about_goal(episode: Any, goal_object: tuple[str, str] | None) -> list[tuple[Any, str | None]]:
+    """The episode's accepted clarifying calls (confirmations, and which-questions about ``goal_object``, the
+    scenario's :func:`_goal_object`), each with the customer's answer (None when none came)."""
     return [
         (call, _answer_after(episode.log, call.index))
         for call in episode.log.tool_calls()
@@ -118,7 +117,7 @@ def answers_against_goal(episode: Any) -> int:
     confirmation of another intent, a no to the right one, or a which-object answer naming another object of
     theirs than the one the goal is about."""
     goal_object, lies = _goal_object(episode.scenario), 0
-    for call, answer in _asked_about_goal(episode):
+    for call, answer in _asked_about_goal(episode, goal_object):
         if answer is None:
             continue
         if call.name == "confirm_request":
@@ -139,6 +138,6 @@ def which_answers(episode: Any) -> tuple[int, int]:
     if goal_object is None:
         return 0, 0
     kind, object_id = goal_object
-    asked = [a for c, a in _asked_about_goal(episode) if c.name == "ask_customer" and a is not None]
+    asked = [a for c, a in _asked_about_goal(episode, goal_object) if c.name == "ask_customer" and a is not None]
     named = sum(any(i.get(TARGETS[kind][0]) == object_id for i in _named_objects(episode, kind, a)) for a in asked)
     return len(asked), named
