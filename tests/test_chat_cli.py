@@ -7,11 +7,13 @@ checkpoint, which says nothing useful but must be talked to, to an end marker or
 from __future__ import annotations
 
 import io
+import re
 
 import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
+from sparring.agents.chat import agent_visible_text
 from sparring.agents.scripted import ExpertAgent, identity_text
 from sparring.agents.slots import describe_slots
 from sparring.cli import app
@@ -108,6 +110,23 @@ def test_leaving_before_the_goodbye_keeps_what_was_done_and_the_judges_parts(dis
     assert "agent_reward" in shown and "1.250" in shown and "world's alone" not in shown
 
 
+def agent_lines(shown: str) -> list[str]:
+    return [line for line in shown.split("Verdict")[0].splitlines() if line.startswith("agent>")]
+
+
+def test_agent_lines_show_what_the_customer_reads_and_tags_only_when_asked(disputed):
+    script = f"hello, a payment I don't know\n{answers(disputed)}\nthank you\nno thanks, that's all\n"
+    plain, shown = chat(script, disputed)
+    tagged, shown_tagged = chat(script, disputed, show_tags=True)
+    visible = [agent_visible_text(m) for m in plain.episode.messages if m["role"] == "assistant"]
+    said = [line.removeprefix("agent> ") for line in agent_lines(shown)]
+    assert said and said == [text for text in visible if text]  # exactly the customer's view of each message
+    assert not any(re.search(r"<[a-z_?]+>", line) for line in said)
+    assert f"<{INTENT}>" in shown_tagged and f"<{INTENT}>" not in shown.split("Verdict")[0]
+    # The judged episode is the same with or without the tags on screen.
+    assert plain.metrics == tagged.metrics and plain.episode.messages == tagged.episode.messages
+
+
 def test_state_changes_name_objects_by_id(disputed):
     start = build_world(disputed)
     after = start.copy()
@@ -136,6 +155,21 @@ def test_chat_piped_to_the_end_marker_with_the_generated_default_scenario(checkp
     assert result.output.count("agent>") >= 2  # at least one message per round, whatever it says
     assert "Verdict: you left the chat after 2 round(s)." in result.output
     assert "strict_pass no" in result.output and "the verdict is the world's alone" in result.output
+
+
+def test_chat_keeps_intent_tags_behind_show_tags(disputed, scenarios, tmp_path, monkeypatch):
+    import sparring.cli
+
+    monkeypatch.setattr(sparring.cli, "_load_agent", lambda checkpoint, max_new_tokens: ExpertAgent(verify="facts"))
+    path = tmp_path / "heldout.jsonl"
+    save_scenarios([disputed], path)
+    args = ("--checkpoint", str(tmp_path), "--scenarios", str(path), "--judge", str(tmp_path / "no_judge"))
+    plain = invoke(*args, script="hello\n/end\n")
+    tagged = invoke(*args, "--show-tags", script="hello\n/end\n")
+    assert plain.exit_code == 0 and tagged.exit_code == 0, plain.output + tagged.output
+    assert agent_lines(plain.output) and not any("<" in line for line in agent_lines(plain.output))
+    assert any(f"<{INTENT}>" in line for line in agent_lines(tagged.output))
+    assert plain.output.split("episode metrics")[1] == tagged.output.split("episode metrics")[1]
 
 
 def test_chat_plays_the_chosen_scenario_until_the_round_limit(checkpoint, scenarios, tmp_path):

@@ -126,9 +126,7 @@ def route(
         for i in range(0, len(texts), batch_size):
             rows += route_utterances(policy, texts[i : i + batch_size])
             progress.advance(task, min(batch_size, len(texts) - i))
-    routed = frame.with_columns(
-        **{c: pl.Series([r[c] for r in rows], dtype=pl.String) for c in ROUTED_COLUMNS}
-    )
+    routed = frame.with_columns(**{c: pl.Series([r[c] for r in rows], dtype=pl.String) for c in ROUTED_COLUMNS})
     try:
         write_csv(routed, target)
     except OutputRefused as exc:
@@ -169,6 +167,7 @@ def chat(
     max_new_tokens: int = typer.Option(96, min=8, help="longest agent message"),
     profile: str = typer.Option(None, help="the profile of the judge's settings in --params"),
     params_file: Path = typer.Option(Path("params.yaml"), "--params", help="the params file (the judge's settings)"),
+    show_tags: bool = typer.Option(False, help="also show each agent message's <intent> tag and format faults"),
 ) -> None:
     """Talk to a trained agent as the customer: its tool calls, the world's answers and changes as they happen,
     the verdict at the end. Reads stdin, so piped lines script it; /end or end of input leaves."""
@@ -192,6 +191,7 @@ def chat(
             max_calls_per_turn=max_calls_per_turn,
             judge=scorer,
             source=source,
+            show_tags=show_tags,
         )
 
 

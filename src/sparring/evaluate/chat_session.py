@@ -139,10 +139,13 @@ def _collection_changes(kind: str, key: str, old: list[dict], new: list[dict]) -
 
 
 class Narrator:
-    """Everything the person sees, printed with rich (markup in what the agent or the person wrote is escaped)."""
+    """Everything the person sees, printed with rich (markup in what the agent or the person wrote is escaped).
 
-    def __init__(self, console: Console) -> None:
-        self.console = console
+    An agent message shows what a customer reads of it (:func:`~sparring.agents.chat.agent_visible_text`); its
+    intent tag and format faults only with ``show_tags``, for a developer."""
+
+    def __init__(self, console: Console, show_tags: bool = False) -> None:
+        self.console, self.show_tags = console, show_tags
 
     def line(self, text: str, style: str = "") -> None:
         self.console.print(f"[{style}]{text}[/]" if style else text, highlight=False, soft_wrap=True)
@@ -179,8 +182,9 @@ class Narrator:
         )
 
     def agent(self, parsed: ParsedMessage) -> None:
-        intent = f"[magenta]<{escape(parsed.intent)}>[/] " if parsed.intent else ""
-        fault = f" [red](format: {escape(parsed.error or '')})[/]" if not parsed.format_ok else ""
+        tags = self.show_tags
+        intent = f"[magenta]<{escape(parsed.intent)}>[/] " if tags and parsed.intent else ""
+        fault = f" [red](format: {escape(parsed.error or '')})[/]" if tags and not parsed.format_ok else ""
         if parsed.text or intent or fault or parsed.call is None:
             self.line(f"[bold cyan]agent>[/] {intent}{escape(parsed.text)}{fault}")
 
@@ -331,10 +335,12 @@ def play_chat(
     max_calls_per_turn: int = 3,
     judge: Callable[[Episode], dict[str, float]] | None = None,
     source: str = "",
+    show_tags: bool = False,
 ) -> ChatResult:
     """Play ``scenario`` with the person at ``lines`` as its customer against ``agent``, printing the chat as it
-    happens on ``console`` and the verdict at the end. ``max_turns`` rounds at most (a message and its reply)."""
-    show = Narrator(console)
+    happens on ``console`` and the verdict at the end. ``max_turns`` rounds at most (a message and its reply);
+    ``show_tags`` shows each agent message's intent tag and format faults, which a customer never sees."""
+    show = Narrator(console, show_tags)
     show.goal(scenario, source)
     mirror = _Mirror(scenario)
     watched, human = WatchedAgent(agent, mirror, show), HumanCustomer(lines, show, scenario)
