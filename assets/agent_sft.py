@@ -24,7 +24,18 @@ STAGE = Stage(
     description="DA0: SFT on expert demonstrations (lookup first, the right tool, a clean end) against "
     "cooperative customers; measured on held-out scenarios against scripted cooperative and camouflaging customers.",
     params=("model", "agent_sft"),
-    deps=("src/sparring/train", "src/sparring/evaluate", "assets/agent_sft.py"),
+    # besides the trainer and its evaluation: the model it builds, the expert demos (agents, rollout, world) and
+    # the camouflaging customer's utterances (data/synthetic.py and its lexicon)
+    deps=(
+        "src/sparring/train",
+        "src/sparring/evaluate",
+        "src/sparring/agents",
+        "src/sparring/rollout.py",
+        "src/sparring/world",
+        "src/sparring/data/synthetic.py",
+        "src/sparring/data/synthetic_lexicon.json",
+        "assets/agent_sft.py",
+    ),
     outs=("models/agent_sft",),
     upstream=("ingest", "scenarios", "tokenizer"),
 )

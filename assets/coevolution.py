@@ -34,6 +34,7 @@ CODE = (
     "src/sparring/train/sides.py",
     "src/sparring/train/cycle_state.py",
     "src/sparring/train/grpo.py",
+    "src/sparring/train/iapo.py",  # grpo's credit assignment (`credit: iapo | mt_grpo`)
     "src/sparring/train/opponents.py",
     "src/sparring/train/cycles.py",
     "src/sparring/evaluate/play.py",

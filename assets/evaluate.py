@@ -43,6 +43,11 @@ STAGE = Stage(
         "src/sparring/evaluate/play.py",
         "src/sparring/evaluate/crossplay.py",
         "src/sparring/evaluate/strategies.py",
+        "src/sparring/train/cycle_state.py",  # each cycle's agent and adversaries, from its state
+        "src/sparring/train/cycles.py",  # load_metrics: the cycles' metrics in metrics.json
+        "src/sparring/seeds.py",  # every episode's seed
+        "src/sparring/data/synthetic.py",  # the camouflaging customer's utterances
+        "src/sparring/data/synthetic_lexicon.json",
         "src/sparring/judge",
         "src/sparring/rollout.py",
         "src/sparring/agents",
@@ -52,7 +57,13 @@ STAGE = Stage(
     outs=(),
     metrics=(METRICS_FILE,),
     upstream=(
-        f"cycle_{N_CYCLES}", "peer_rl", "agent_sft", "simulator_sft", "simulator_rl", "scenarios", "judge_models"
+        f"cycle_{N_CYCLES}",
+        "peer_rl",
+        "agent_sft",
+        "simulator_sft",
+        "simulator_rl",
+        "scenarios",
+        "judge_models",
     ),
 )
 PEER_DIR = "models/peer_rl"  # peer_rl's members, one checkpoint folder each, played as `peer_<member>`

@@ -12,7 +12,14 @@ STAGE = Stage(
     name="ingest",
     description="Customer utterances and dialogues → deduplicated, stratified train/validation/test parquet.",
     params=("ingest",),
-    deps=("src/sparring/data", "src/sparring/world/taxonomy.json", "assets/ingest.py"),
+    # taxonomy.py reads taxonomy.json (the intents and their tools); vocab.py shapes the generated dialogues
+    deps=(
+        "src/sparring/data",
+        "src/sparring/world/taxonomy.json",
+        "src/sparring/world/taxonomy.py",
+        "src/sparring/world/vocab.py",
+        "assets/ingest.py",
+    ),
     outs=("data/ingest",),
 )
 

@@ -28,6 +28,8 @@ STAGE = Stage(
         "src/sparring/train/demos.py",
         "src/sparring/train/sft.py",
         "src/sparring/agents",
+        "src/sparring/rollout.py",  # the expert demos (members with `demos: true`)
+        "src/sparring/world",
         "assets/peer_members.py",
     ),
     outs=(OUT,),

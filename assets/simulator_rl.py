@@ -26,6 +26,10 @@ STAGE = Stage(
     deps=(
         "src/sparring/train/simulator_rl.py",
         "src/sparring/train/grpo.py",
+        "src/sparring/train/iapo.py",  # group_normalized: the reward terms' normalization
+        "src/sparring/train/opponents.py",
+        "src/sparring/seeds.py",
+        "src/sparring/data/synthetic.py",  # OUTCOMES: the endings it is rewarded and measured on
         "src/sparring/evaluate/fidelity.py",
         "src/sparring/rollout.py",
         "src/sparring/agents",

@@ -23,7 +23,18 @@ STAGE = Stage(
     "utterances and scripted episodes, each turn conditioned on the hidden goal and persona; fidelity on held-out "
     "data.",
     params=("model", "simulator_sft"),
-    deps=("src/sparring/train", "src/sparring/evaluate/fidelity.py", "assets/simulator_sft.py"),
+    # besides the trainer: the model it builds, the scripted episodes it trains on, the judge models and outcome
+    # classes (data/synthetic.py's OUTCOMES) its fidelity is measured with
+    deps=(
+        "src/sparring/train",
+        "src/sparring/evaluate/fidelity.py",
+        "src/sparring/agents",
+        "src/sparring/rollout.py",
+        "src/sparring/world",
+        "src/sparring/judge",
+        "src/sparring/data/synthetic.py",
+        "assets/simulator_sft.py",
+    ),
     outs=("models/simulator_sft",),
     upstream=("ingest", "scenarios", "tokenizer", "judge_models"),
     priority=1,  # the longest chain to the cycles: start it before anything else that is ready

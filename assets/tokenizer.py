@@ -20,7 +20,15 @@ STAGE = Stage(
     description="Byte-level BPE (special, intent and tool tokens; chat template) over utterances, dialogues "
     "and rendered expert episodes.",
     params=("tokenizer", "model"),
-    deps=("src/sparring/agents/tokenizer.py", "src/sparring/agents/chat.py", "assets/tokenizer.py"),
+    # the corpus holds expert episodes: the scripted agents, the rollout, the world's tool results, their rendering
+    deps=(
+        "src/sparring/agents",
+        "src/sparring/rollout.py",
+        "src/sparring/world",
+        "src/sparring/train/demos.py",
+        "src/sparring/train/sft.py",
+        "assets/tokenizer.py",
+    ),
     outs=("models/tokenizer",),
     upstream=("ingest", "scenarios"),
 )

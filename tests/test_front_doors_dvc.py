@@ -1,9 +1,13 @@
 """DVC on a profile: dvc.lock records the profile that ran, a profile DVC would not record is refused under
-`dvc repro` (the lock keeps telling the truth), and switching params.yaml's `profile:` makes the stage stale."""
+`dvc repro` (the lock keeps telling the truth), and switching params.yaml's `profile:` makes the stage stale.
+After a finished run, files tools write beside the code (bytecode, caches, swap files) leave every stage up to
+date (.dvcignore), while a real code change still makes its stages stale."""
 
 from __future__ import annotations
 
 import hashlib
+import importlib.util
+import json
 import os
 import subprocess
 import sys
@@ -15,6 +19,9 @@ from pipelines.project import copy_project
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
+_spec = importlib.util.spec_from_file_location("acceptance", ROOT / "benchmarks" / "coevolution_acceptance.py")
+acceptance = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(acceptance)  # its copy_command: `sparring` and the environment for a project copy
 
 
 def dvc(root: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
@@ -25,6 +32,13 @@ def dvc(root: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
 
 def locked_profile(root: Path, stage: str) -> str:
     return yaml.safe_load((root / "dvc.lock").read_text())["stages"][stage]["params"]["params.yaml"]["profile"]
+
+
+def stale(root: Path) -> dict[str, list]:
+    """`dvc status`: the stages DVC would rerun, each with what changed ({} when every stage is up to date)."""
+    status = dvc(root, "status", "--json")
+    assert status.returncode == 0, status.stdout + status.stderr
+    return json.loads(status.stdout or "{}")
 
 
 def digest(folder: Path) -> dict[str, str]:
@@ -58,3 +72,47 @@ def test_dvc_lock_records_the_profile_that_ran_and_never_another(tmp_path):
     (root / "params.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
     status = dvc(root, "status", "ingest")
     assert status.returncode == 0 and "modified:" in status.stdout and "profile" in status.stdout, status.stdout
+
+
+def test_bytecode_and_tool_caches_leave_a_finished_run_up_to_date_and_a_code_change_does_not(tmp_path):
+    """Issue 48: stages depend on whole folders (src/sparring/world, ...) and run without writing bytecode, so the
+    first ordinary import after `sparring run` wrote __pycache__/ there and `dvc status` called nearly every stage
+    stale, with no code changed."""
+    root = copy_project(ROOT, tmp_path / "project", lambda raw: raw.update(profile="quick"))
+    subprocess.run(["git", "init", "-q"], cwd=root, check=True)  # a DVC project: the run records what it made
+    cli, env = acceptance.copy_command(root)
+    run = subprocess.run([*cli, "run"], cwd=root, env=env, capture_output=True, text=True, timeout=900)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-4000:]
+
+    # An ordinary import (no -B) of the copy's own code writes bytecode inside the folders the stages depend on.
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(root / "src"), env.get("PYTHONPATH")) if p)
+    code = "import sparring.world.scenarios, sparring.train.coevolution; print(sparring.world.scenarios.__file__)"
+    imported = subprocess.run([sys.executable, "-c", code], cwd=root, env=env, capture_output=True, text=True)
+    assert imported.returncode == 0, imported.stderr
+    world = root / "src" / "sparring" / "world"
+    assert Path(imported.stdout.strip()) == world / "scenarios.py"  # the copy's code, not the checkout's
+    assert list((world / "__pycache__").glob("scenarios.*.pyc"))  # the bytecode the issue saw
+    # ... and what other tools leave there: a test run's and a linter's caches, an editor's swap and backup files
+    (root / "src" / "sparring" / "agents" / ".pytest_cache").mkdir()
+    (root / "src" / "sparring" / "agents" / ".pytest_cache" / "README.md").write_text("pytest cache\n")
+    (root / "src" / "sparring" / "judge" / ".ruff_cache").mkdir()
+    (root / "src" / "sparring" / "judge" / ".ruff_cache" / "CACHEDIR.TAG").write_text("ruff\n")
+    (world / ".scenarios.py.swp").write_bytes(b"vim swap")
+    (world / "scenarios.py~").write_text("backup\n")
+    assert stale(root) == {}, "no code changed, yet DVC would rerun these stages"
+
+    # A real change to a file under src/sparring/world makes exactly the stages that depend on it stale.
+    stages = yaml.safe_load((root / "dvc.yaml").read_text())["stages"]
+    changed_file = "src/sparring/world/scenarios.py"
+    depend = {
+        n for n, s in stages.items() if any(changed_file == d or changed_file.startswith(f"{d}/") for d in s["deps"])
+    }
+    assert {"scenarios", "cycle_1", "evaluate"} <= depend and "ingest" not in depend  # the test tests something
+    path = root / changed_file
+    path.write_text(path.read_text() + "\nCHANGED_BY_THE_TEST = True\n")
+    changed = stale(root)
+    assert set(changed) == depend, changed
+    for name, entries in changed.items():
+        deps = {k: v for e in entries for k, v in e.get("changed deps", {}).items()}
+        assert deps and all(v == "modified" and f"{changed_file}/".startswith(f"{k}/") for k, v in deps.items()), name
