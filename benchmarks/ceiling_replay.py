@@ -1,7 +1,10 @@
 """The expert's ceiling replayed on a finished run: the scripted expert (this checkout's) against the run's held-out
 adversary pool and cooperative simulator, with evaluate's scenarios, turn limits and seed, so a change to the
-expert is measured without rerunning `evaluate`. Prints strict PASS, failure kinds, and how often the customer's
-answer to "which one?" named the goal's object, per opponent; last line JSON.
+expert is measured without rerunning `evaluate`. Prints strict PASS, failure kinds, how often the customer's
+answer to "which one?" named the goal's object, and how each customer answers a restated request: a no to its own
+(``own_denial_rate``, over the expert's confirmations of the right intent) and a yes to another
+(``wrong_yes_rate``, from a second pass by an expert whose first confirmation states a wrong intent of the same
+tool), per opponent and per adversary generation; last line JSON.
 
 Usage: ``python benchmarks/ceiling_replay.py --run DIR [--n 240]`` (DIR: a project folder where `sparring run`
 finished). With ``--simulator-only`` DIR needs only `simulator_sft`'s checkpoint: the pool is then the SFT simulator
@@ -19,7 +22,7 @@ from pathlib import Path
 
 import torch
 
-from sparring.agents.clarify import which_answers
+from sparring.agents.clarify import confirmation_answers, which_answers
 from sparring.agents.scripted import ExpertAgent
 from sparring.evaluate.crossplay import failure_kind
 from sparring.evaluate.heldout import heldout_seed
@@ -27,6 +30,32 @@ from sparring.evaluate.play import GameModels, against_pool, cooperative_custome
 from sparring.params import load_params
 from sparring.rollout import run_episodes
 from sparring.world.scenarios import load_scenarios
+
+
+def opponent_row(episodes: list, probe: list) -> dict:
+    """One opponent's figures: the expert's strict PASS and failure kinds, its which-answers, and the customer's
+    answers to restated requests (``episodes``: the plain expert's; ``probe``: the misconfirming expert's)."""
+    kinds = collections.Counter(failure_kind(e) for e in episodes if not e.outcome.strict_pass)
+    asked, named = (sum(x) for x in zip(*(which_answers(e) for e in episodes), strict=True))
+    own = collections.Counter()
+    for e in episodes:
+        own.update(confirmation_answers(e))
+    wrong = collections.Counter()
+    for e in probe:
+        wrong.update(confirmation_answers(e))
+    return {
+        "expert_strict_pass": sum(e.outcome.strict_pass for e in episodes) / len(episodes),
+        "n": len(episodes),
+        "failures": dict(kinds),
+        "which_asked": asked,
+        "which_named": named,
+        "own_confirmations": own["own"],
+        "own_denied": own["own_denied"],
+        "own_denial_rate": own["own_denied"] / max(1, own["own"]),
+        "wrong_confirmations": wrong["other"],
+        "wrong_yes": wrong["other_yes"],
+        "wrong_yes_rate": wrong["other_yes"] / max(1, wrong["other"]),
+    }
 
 
 def main() -> None:
@@ -60,14 +89,26 @@ def main() -> None:
         "advpool": against_pool(held, expert, pool, tokenizer=games.tokenizer, **play),
         "coop": run_episodes(held, expert, coop, tokenizer=games.tokenizer, **play),
     }
-    out = {}
-    for name, episodes in played.items():
-        kinds = collections.Counter(failure_kind(e) for e in episodes if not e.outcome.strict_pass)
-        asked, named = (sum(x) for x in zip(*(which_answers(e) for e in episodes), strict=True))
-        out[name] = {"strict_pass": sum(e.outcome.strict_pass for e in episodes) / len(episodes), "n": len(episodes),
-                     "failures": dict(kinds), "which_asked": asked, "which_named": named}  # fmt: skip
-        print(f"expert vs {name}: strict PASS {out[name]['strict_pass']:.3f} (n={len(episodes)}), failures {kinds}, "
-              f"which-questions answered {asked}, naming the object {named}")
+    misconfirming = ExpertAgent(refs=p.agent_sft.object_refs, misconfirm=1.0)  # the wrong-request probe
+    probed = {
+        "advpool": against_pool(held, misconfirming, pool, tokenizer=games.tokenizer, **play),
+        "coop": run_episodes(held, misconfirming, coop, tokenizer=games.tokenizer, **play),
+    }
+    if len(pool) > 1:  # against_pool deals scenario i to generation i % n, episodes grouped by generation
+        sizes = [len(held[g :: len(pool)]) for g in range(len(pool))]
+        for source in (played, probed):
+            for g, size in enumerate(sizes):
+                start = sum(sizes[:g])
+                source[f"advpool_gen{g}"] = source["advpool"][start : start + size]
+    out = {name: opponent_row(episodes, probed[name]) for name, episodes in played.items()}
+    for name, row in out.items():
+        print(
+            f"expert vs {name}: strict PASS {row['expert_strict_pass']:.3f} (n={row['n']}), "
+            f"failures {row['failures']}, which-questions answered {row['which_asked']}, naming the object "
+            f"{row['which_named']}; own request denied {row['own_denied']}/{row['own_confirmations']} "
+            f"({row['own_denial_rate']:.3f}), wrong request affirmed {row['wrong_yes']}/"
+            f"{row['wrong_confirmations']} ({row['wrong_yes_rate']:.3f})"
+        )
     print(json.dumps(out))
 
 

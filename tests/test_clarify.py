@@ -8,20 +8,27 @@ from collections import Counter
 import pytest
 
 from sparring.agents.clarify import (
+    OTHER_REQUEST,
+    OWN_REQUEST,
     answer_kind,
     answers_against_goal,
     confirm_question,
+    confirmation_answers,
     confirmed_intent,
+    mark_restatement,
     which_answers,
     which_question,
 )
+from sparring.agents.leaving import gives_up
 from sparring.agents.policies import TurnOutput, TurnRequest
 from sparring.agents.scripted import CamouflagingCustomer, CooperativeCustomer, ExpertAgent, identity_text
 from sparring.agents.slots import describe_slots
+from sparring.data.dialogues import generate_dialogues
+from sparring.data.synthetic import utterance_frame
 from sparring.evaluate.crossplay import failure_kind
 from sparring.rollout import run_episodes
-from sparring.train.simulator import scripted_episodes
-from sparring.world.scenarios import build_world
+from sparring.train.simulator import scripted_episodes, simulator_conversations
+from sparring.world.scenarios import build_world, sample_scenarios
 from sparring.world.session import Session
 from sparring.world.tools import ToolCall, execute
 from sparring.world.vocab import CUSTOMER_MOVES, INTENT_SPECS
@@ -187,3 +194,58 @@ def test_a_case_stopped_at_the_payment_read_fails_as_undescribed(heldout):
         reads = [c for c in e.log.tool_calls() if c.name == "payment_details"]
         assert reads and not any(c.ok for c in reads) and not any(c.name == e.scenario.tool for c in e.log.tool_calls())
         assert failure_kind(e) == "undescribed"
+
+
+def test_a_restated_request_is_marked_for_the_customer_only(heldout):
+    """The customer's view of a confirmation says whether it states the customer's own request (issue 46); the
+    agent's view, the world's log and the judge's episode keep the agent's words."""
+    scenario = next(s for s in _object_scenarios(heldout) if s.persona == "cooperative")
+    another = next(i for i in INTENT_SPECS if i != scenario.intent)
+    own, other = confirm_question(scenario.intent), confirm_question(another)
+    assert mark_restatement(own, scenario.intent) == f"{own} {OWN_REQUEST}"
+    assert mark_restatement(other, scenario.intent) == f"{other} {OTHER_REQUEST}"
+    assert mark_restatement("Which card do you mean?", scenario.intent) == "Which card do you mean?"
+    assert mark_restatement(mark_restatement(own, scenario.intent), scenario.intent).count(OWN_REQUEST) == 1
+    episode = run_episodes([scenario], ExpertAgent(misconfirm=1.0), CooperativeCustomer(), max_turns=6, seed=0)[0]
+    heard = [m["content"] for m in episode.customer_messages if m["role"] == "user"]
+    assert any(t.endswith(OTHER_REQUEST) for t in heard) and any(t.endswith(OWN_REQUEST) for t in heard)
+    said = [str(m.get("content") or "") for m in episode.messages]
+    said += [getattr(e, "text", "") or "" for e in episode.log.events]
+    assert not any(OWN_REQUEST in t or OTHER_REQUEST in t for t in said)
+
+
+def test_simulator_data_says_yes_to_its_own_request_and_no_to_another():
+    """The rows the simulator's trainer receives: every restatement of the customer's own request is answered yes,
+    every other one no (or the customer leaves the chat instead), and the yes-answers outnumber the denials."""
+    dialogues = generate_dialogues(300, 0)
+    utterances = utterance_frame(1, 0)
+    episodes = scripted_episodes(sample_scenarios(utterances, 60, seed=0), seed=0)
+    conversations = simulator_conversations(dialogues, utterances, episodes, seed=0, max_utterances=10)
+    answers: dict[str, list[str | None]] = {OWN_REQUEST: [], OTHER_REQUEST: []}
+    for conversation in conversations:
+        for heard, said in zip(conversation, conversation[1:], strict=False):
+            for mark, found in answers.items():
+                if heard["role"] == "user" and heard["content"].endswith(mark) and said["role"] == "assistant":
+                    found.append(answer_kind(said["content"]) or ("left" if gives_up(said["content"]) else None))
+    own, other = answers[OWN_REQUEST], answers[OTHER_REQUEST]
+    assert other and own.count("yes") > len(other)
+    assert set(own) <= {"yes", "left"} and set(other) <= {"no", "left"}
+
+
+def test_a_customer_who_denies_its_own_request_fails_as_denied_own(heldout):
+    """The expert confirms the right request, the customer says no twice, the expert hands over: the customer's
+    failure (denied_own), not the agent's misroute; the confirmation counts say the same."""
+
+    class DeniesAll(CooperativeCustomer):
+        def answer_confirmation(self, request: TurnRequest, heard: str) -> str:
+            return "No, that's not it."
+
+    episodes = run_episodes(heldout[:40], ExpertAgent(refs="described"), DeniesAll(), max_turns=10, seed=0)
+    denied = [e for e in episodes if confirmation_answers(e)["own_denied"]]
+    assert denied
+    for e in denied:
+        assert not any(c.name == e.scenario.tool and c.ok for c in e.log.tool_calls())
+        assert failure_kind(e) == "denied_own"
+        assert confirmation_answers(e)["own"] == confirmation_answers(e)["own_denied"] >= 1
+    untouched = [e for e in episodes if not confirmation_answers(e)["own"]]
+    assert untouched and all(failure_kind(e) != "denied_own" for e in untouched)

@@ -34,6 +34,7 @@ from sparring.agents.chat import (
     parse_agent_message,
     render_agent_message,
 )
+from sparring.agents.clarify import mark_restatement
 from sparring.agents.leaving import CUSTOMER_LEFT, gives_up
 from sparring.agents.policies import Policy, TurnOutput, TurnRequest
 from sparring.agents.scripted import customer_goal
@@ -364,9 +365,10 @@ def run_episodes(
 
 
 def _flush_heard(e: _Live) -> None:
-    """Give the customer the agent's replies since its last message, merged into one turn as ``swap_roles`` does."""
+    """Give the customer the agent's replies since its last message, merged into one turn as ``swap_roles`` does,
+    a restated request marked as the customer's own or not (:func:`~sparring.agents.clarify.mark_restatement`)."""
     if e.heard:
-        ids, text = e.c.encode("\n".join(e.heard), memo=True)
+        ids, text = e.c.encode(mark_restatement("\n".join(e.heard), e.scenario.intent), memo=True)
         e.c.add("user", ids)
         e.cmessages.append({"role": "user", "content": text})
         e.heard = []

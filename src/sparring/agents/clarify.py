@@ -8,6 +8,12 @@ what they mean. The customer reads only the message's text: the scripted expert 
 :func:`which_question` and :func:`confirm_question`, the scripted customers recognise it with :data:`ASKS_WHICH`
 and :data:`ASKS_CONFIRM`, and the judge reads a customer's yes or no with :func:`answer_kind` to find answers
 given against the hidden goal (:func:`answers_against_goal`): camouflage lives in what a customer adds, not in lies.
+
+A customer reads a restated request through :func:`mark_restatement`: in its own view (never the agent's) the
+restatement ends with :data:`OWN_REQUEST` or :data:`OTHER_REQUEST`, whether it states the customer's own goal. A
+tiny simulator did not tie its yes or no to the request ~200 tokens back in its goal (issue 46): it denied its own
+request as often as its training data denied wrong ones. A customer knows what it wants; the mark is that knowledge
+where the answer is written, as ``[details]`` is for which-questions, and the customer still writes its own words.
 """
 
 from __future__ import annotations
@@ -39,6 +45,10 @@ _AFFIRM = re.compile(r"^\W*(?:yes|yep|yeah|yup|correct|exactly|that's (?:right|i
 _DENY = re.compile(r"^\W*(?:no|nope|not quite|not really|not exactly|that's not|wrong)\b", re.I)
 
 
+OWN_REQUEST = "[your request]"
+OTHER_REQUEST = "[not your request]"
+
+
 @cache
 def _summaries() -> dict[str, str]:
     raw = resources.files("sparring.data").joinpath("synthetic_lexicon.json").read_text("utf-8")
@@ -65,6 +75,17 @@ def confirmed_intent(text: str) -> str | None:
     low = text.lower()
     found = [intent for intent, s in _summaries().items() if s.lower() in low]
     return max(found, key=lambda i: len(summary(i))) if found else None
+
+
+def mark_restatement(text: str, intent: str) -> str:
+    """The customer's view of an agent message: a question that restates a request (:func:`confirmed_intent`)
+    gets :data:`OWN_REQUEST` appended when it is ``intent``'s, the customer's own, else :data:`OTHER_REQUEST`."""
+    if "?" not in text or OWN_REQUEST in text or OTHER_REQUEST in text:
+        return text
+    stated = confirmed_intent(text)
+    if stated is None:
+        return text
+    return f"{text} {OWN_REQUEST if stated == intent else OTHER_REQUEST}"
 
 
 def answer_kind(text: str) -> str | None:
@@ -141,3 +162,18 @@ def which_answers(episode: Any) -> tuple[int, int]:
     asked = [a for c, a in _asked_about_goal(episode, goal_object) if c.name == "ask_customer" and a is not None]
     named = sum(any(i.get(TARGETS[kind][0]) == object_id for i in _named_objects(episode, kind, a)) for a in asked)
     return len(asked), named
+
+
+def confirmation_answers(episode: Any) -> dict[str, int]:
+    """The customer's answers to the agent's confirmations (``confirm_request``): ``own`` answered confirmations of
+    the scenario's own intent and ``own_denied`` the no's among them (the customer's fault: the agent was right),
+    ``other`` answered confirmations of another intent and ``other_yes`` the yes's among them."""
+    counts = {"own": 0, "own_denied": 0, "other": 0, "other_yes": 0}
+    for call, answer in _asked_about_goal(episode, None):
+        if call.name != "confirm_request" or answer is None:
+            continue
+        said, own = answer_kind(answer), call.arguments.get("intent") == episode.scenario.intent
+        counts["own" if own else "other"] += 1
+        counts["own_denied"] += own and said == "no"
+        counts["other_yes"] += not own and said == "yes"
+    return counts

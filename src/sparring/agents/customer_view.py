@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from sparring.agents.chat import swap_roles
-from sparring.agents.clarify import ASKS_CONFIRM, ASKS_WHICH
+from sparring.agents.clarify import ASKS_CONFIRM, ASKS_WHICH, mark_restatement
 from sparring.agents.leaving import gives_up
 from sparring.agents.scripted import PERSONA_BEHAVIOUR, goal_text
 from sparring.agents.slots import DETAILS, delexicalize, identity_slots
@@ -117,7 +117,8 @@ def dialogue_view(row: Mapping[str, Any], with_outcome: bool = False, seed_phras
 
     A customer's answer to a which-object question becomes ``[details]``: its merchant, amount or payee belong
     to another customer's account, which a simulator cannot know in a rollout, and learnt literally they taught
-    it to answer with made-up objects the agent could not find (issue 25).
+    it to answer with made-up objects the agent could not find (issue 25). An agent turn that restates a request
+    is marked as the rollout marks it (:func:`~sparring.agents.clarify.mark_restatement`).
 
     Dialogues may end on the agent's closing turn; kept, it costs no loss and shows how sessions end."""
     values = identity_slots(extract_identity(row["turns"]))
@@ -129,6 +130,8 @@ def dialogue_view(row: Mapping[str, Any], with_outcome: bool = False, seed_phras
         if t["role"] == "customer":
             text = object_answer(text) if asked_which else delexicalize(text, values)
         asked_which = t["role"] == "agent" and asks_which_object(text)
+        if t["role"] == "agent":
+            text = mark_restatement(text, row["intent"])
         agent_view.append({"role": "user" if t["role"] == "customer" else "assistant", "content": text})
     return swap_roles(agent_view, delexicalize(dialogue_goal(row, with_outcome, seed_phrasing), values))
 

@@ -6,7 +6,9 @@
 - pass^k (τ-bench, Yao et al. 2024): over n sampled runs per task with c successes, pass^k = mean over tasks of
   C(c, k) / C(n, k): the chance that k runs drawn without replacement all succeed. pass^1 is the mean success.
 - Failure kinds (METRICS.md ``failure_<kind>_<opponent>``), one per failed episode, first that applies: ``left``
-  (the customer gave up before the request was carried out, :mod:`sparring.agents.leaving`), ``format``
+  (the customer gave up before the request was carried out, :mod:`sparring.agents.leaving`), ``denied_own``
+  (the resolving tool never called after the customer said no to a restatement of its own request: the customer's
+  failure, not the agent's, :func:`~sparring.agents.clarify.confirmation_answers`), ``format``
   (the resolving tool never called and an agent message was malformed), ``misroute`` (never called),
   ``undescribed`` (called, or the ``payment_details`` read it needs called, and refused because the customer never
   described the object), ``refused`` (called and refused otherwise), ``no_end`` (resolved but the conversation
@@ -18,11 +20,12 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from sparring.agents.clarify import confirmation_answers
 from sparring.agents.leaving import CUSTOMER_LEFT
 from sparring.rollout import Episode, routed_correctly
 
 Z95 = 1.959963984540054  # the normal quantile of a two-sided 95% interval
-FAILURE_KINDS = ("left", "format", "misroute", "undescribed", "refused", "no_end", "other")
+FAILURE_KINDS = ("left", "denied_own", "format", "misroute", "undescribed", "refused", "no_end", "other")
 UNDESCRIBED = "has not described"  # the world's refusal when the customer's words identify no object
 
 
@@ -66,6 +69,8 @@ def failure_kind(episode: Episode) -> str | None:
         return "left"
     calls = episode.log.tool_calls()
     if not routed_correctly(episode):
+        if confirmation_answers(episode)["own_denied"]:
+            return "denied_own"
         if any(not p.format_ok for p in episode.agent_turns):
             return "format"
         # a dispute or transfer case must read the payment first: an undescribed payment stops it at the read
