@@ -28,7 +28,7 @@ from sparring.judge.rewards import Judge
 from sparring.seeds import derive_seed
 from sparring.settings import GRPOSettings
 from sparring.train.distributed_check import ConstantStyle  # fixed faithfulness/realism: the plumbing is under test
-from sparring.train.grpo import make_rollout_func, side_sample, train_side
+from sparring.train.grpo import make_rollout_func, mean_abs_advantage, side_sample, train_side, zero_spread_groups
 from sparring.world.scenarios import sample_scenarios
 from sparring.world.taxonomy import load_taxonomy
 
@@ -278,3 +278,44 @@ def test_an_agents_group_shares_the_customers_replies_until_the_agents_samples_d
             later = [customer_turns(out["completion_ids"][k]) for k in grp]
             assert all(later)  # the customer spoke again in every episode ...
             assert (len(set(later)) > 1) == branches  # ... in its own words only once the agent's words differed
+
+
+def test_mean_abs_advantage_is_trls_group_normalised_advantage():
+    """Two groups of 2: one with spread (Â = ±0.5 / 0.707, TRL's unbiased std), one without (Â = 0)."""
+    rewards = [1.0, 0.0, 0.5, 0.5]
+    group = mean_abs_advantage(rewards, 2, "group")
+    assert group == pytest.approx((2 * 0.5 / (np.std([1.0, 0.0], ddof=1) + 1e-4)) / 4)
+    assert mean_abs_advantage(rewards, 2, "none") == pytest.approx(0.25)
+    assert mean_abs_advantage([0.3] * 4, 2, "group") == 0.0
+
+
+def test_dynamic_sampling_replaces_exactly_the_groups_without_spread(tok, scenarios):
+    """Scenarios 0 and 1 always score 0.5 (no spread, Â = 0); the rest score the agent's even tokens (spread). With
+    dynamic sampling the two dead groups are replaced by fresh groups that spread, and the live ones are untouched."""
+    dead_ids = {scenarios[0].scenario_id, scenarios[1].scenario_id}
+
+    class HalfConstant(EvenTokens):
+        def score(self, episodes):
+            even = super().score(episodes)
+            dead = [ep.scenario.scenario_id in dead_ids for ep in episodes]
+            return [{"agent_reward": 0.5} if d else r for d, r in zip(dead, even, strict=True)]
+
+    model = build_model(SPEC, tok)
+    prompts = [f"{i}|" for i in (0, 1, 2, 3) for _ in range(G)]
+    outs, records = {}, {}
+    for rounds in (0, 3):
+        records[rounds] = []
+        rollout = make_rollout_func(
+            "agent", tok, CooperativeCustomer(), scenarios, HalfConstant(), settings(dynamic_sampling=rounds),
+            record=records[rounds],
+        )  # fmt: skip
+        outs[rounds] = rollout(prompts, SimpleNamespace(model=model))
+    plain, refilled = outs[0], outs[3]
+    live = slice(2 * G, 4 * G)
+    assert plain["completion_ids"][live] == refilled["completion_ids"][live]
+    assert plain["side_reward"][live] == refilled["side_reward"][live]
+    assert zero_spread_groups(plain["side_reward"], G) == [0, 1]
+    assert zero_spread_groups(refilled["side_reward"], G) == []
+    assert plain["prompt_ids"][0] != refilled["prompt_ids"][0] and plain["prompt_ids"][G] != refilled["prompt_ids"][G]
+    assert records[0][0]["frac_zero_std_groups"] == 0.5 and records[3][0]["frac_zero_std_groups"] == 0.0
+    assert records[3][0]["frac_zero_std_groups_sampled"] == 0.5 and records[3][0]["episodes_played"] > 4 * G

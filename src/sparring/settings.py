@@ -121,6 +121,13 @@ class GRPOSettings(Settings):
     num_generations: int = Field(8, ge=2, description="group size G: episodes of one scenario per group")
     scenarios_per_step: int = Field(4, ge=1, description="groups per optimizer step")
     epsilon: float = Field(0.2, gt=0, lt=1, description="PPO-style clip of the ratio")
+    epsilon_high: float | None = Field(
+        None, gt=0, lt=1, description="upper clip of the ratio, 1 + epsilon_high (DAPO's clip-higher; None: epsilon)"
+    )
+    num_iterations: int = Field(1, ge=1, description="updates per batch of episodes (GRPO's μ; >1 reaches the clip)")
+    dynamic_sampling: int = Field(
+        0, ge=0, description="DAPO's dynamic sampling: rounds of fresh groups played in place of zero-spread ones"
+    )
     beta: float = Field(0.0, ge=0, description="KL to the starting weights (0: no reference model)")
     loss_type: Literal["grpo", "dapo", "dr_grpo", "bnpo", "cispo", "sapo", "luspo", "vespo"] = Field(
         "dapo", description="TRL's loss normalisation"

@@ -29,6 +29,9 @@ with ρ = π_θ/π_old per token; the loss, clipping, KL and normalisation are T
 ``credit`` other than ``grpo`` replaces the one Â per completion by per-token advantages (:mod:`sparring.train.iapo`:
 IAPO's influence-graph weights Â·wᵢ, or MT-GRPO's turn + outcome advantages), through TRL's documented (B, T)
 advantages hook; the loss stays TRL's.
+``dynamic_sampling`` > 0 is DAPO's dynamic sampling (Yu et al. 2025, arXiv 2503.14476): a group whose episodes all
+scored alike has Â = 0 on every token and only dilutes the step (``dapo`` normalises by all tokens of the batch),
+so up to that many rounds of fresh groups are played and each replaces one such group if its own rewards spread.
 CPU settings as DESIGN.md measured: ``use_cpu=True, bf16=False, activation_checkpointing=False, report_to=[]``.
 """
 
@@ -148,17 +151,8 @@ def make_rollout_func(
     g = settings.num_generations
     calls = [0]
 
-    def rollout(prompts: list[Any], trainer: Any) -> dict[str, list]:
-        t0 = time.perf_counter()
-        picked = [scenarios[int(str(p).split("|", 1)[0])] for p in prompts]
-        if len(picked) % g:
-            raise ValueError(f"{len(picked)} prompts do not form groups of {g}")
-        draw = derive_seed(seed, side, calls[0])
-        calls[0] += 1
-        model = trainer.accelerator.unwrap_model(trainer.model) if hasattr(trainer, "accelerator") else trainer.model
-        trained = LMPolicy(
-            model, tokenizer, side, max_new_tokens=settings.max_new_tokens, temperature=settings.temperature
-        )
+    def play(picked: list[Scenario], draw: int, trained: LMPolicy, model: Any) -> tuple[list[Episode], list[dict]]:
+        """``picked``'s groups played and scored, each group against one opponent drawn from ``draw``."""
         policy: Policy = wrap(trained) if wrap is not None else trained
         if hasattr(opponent, "act"):
             other: Policy = opponent  # type: ignore[assignment]
@@ -186,6 +180,35 @@ def make_rollout_func(
         scores = judge.score(episodes)
         for ep, s in zip(episodes, scores, strict=True):
             ep.rewards = s
+        return episodes, scores
+
+    def rollout(prompts: list[Any], trainer: Any) -> dict[str, list]:
+        t0 = time.perf_counter()
+        picked = [scenarios[int(str(p).split("|", 1)[0])] for p in prompts]
+        if len(picked) % g:
+            raise ValueError(f"{len(picked)} prompts do not form groups of {g}")
+        draw = derive_seed(seed, side, calls[0])
+        calls[0] += 1
+        model = trainer.accelerator.unwrap_model(trainer.model) if hasattr(trainer, "accelerator") else trainer.model
+        trained = LMPolicy(
+            model, tokenizer, side, max_new_tokens=settings.max_new_tokens, temperature=settings.temperature
+        )
+        episodes, scores = play(picked, draw, trained, model)
+        sampled_zero = len(zero_spread_groups([float(s[key]) for s in scores], g))
+        played = len(episodes)
+        for round_no in range(settings.dynamic_sampling):  # DAPO: fresh groups in place of those without spread
+            dead = zero_spread_groups([float(s[key]) for s in scores], g)
+            if not dead:
+                break
+            refill = derive_seed(draw, "refill", round_no)
+            rng = random.Random(refill)
+            fresh = [rng.choice(scenarios) for _ in dead]
+            more, more_scores = play([sc for sc in fresh for _ in range(g)], refill, trained, model)
+            played += len(more)
+            alive = set(range(len(dead))) - set(zero_spread_groups([float(s[key]) for s in more_scores], g))
+            for j in sorted(alive):
+                at, new = slice(dead[j] * g, (dead[j] + 1) * g), slice(j * g, (j + 1) * g)
+                episodes[at], scores[at] = more[new], more_scores[new]
         samples = [side_sample(ep, side) for ep in episodes]
         rewards = [float(s[key]) for s in scores]
         if settings.credit != "grpo":  # per-token weights, read back by iapo.CreditGRPOTrainer
@@ -193,7 +216,9 @@ def make_rollout_func(
             own = [s["env_mask"] for s in samples]
             trainer.credit_batch = credit_batch(episodes, own, side, settings, turn, g)
         if record is not None:
-            record.append(_stats(episodes, scores, rewards, samples, g, time.perf_counter() - t0))
+            stats = _stats(episodes, scores, rewards, samples, g, time.perf_counter() - t0)
+            extra = {"episodes_played": played, "frac_zero_std_groups_sampled": sampled_zero / (len(episodes) // g)}
+            record.append({**stats, **extra, "adv_abs_mean": mean_abs_advantage(rewards, g, settings.scale_rewards)})
         return {
             "prompt_ids": [s["prompt_ids"] for s in samples],
             "completion_ids": [s["completion_ids"] for s in samples],
@@ -203,6 +228,29 @@ def make_rollout_func(
         }
 
     return rollout
+
+
+def zero_spread_groups(rewards: Sequence[float], g: int) -> list[int]:
+    """The indices of the consecutive groups of ``g`` rewards that all scored alike: GRPO's advantage is 0 there."""
+    return [
+        i
+        for i in range(len(rewards) // g)
+        if max(rewards[i * g : (i + 1) * g]) - min(rewards[i * g : (i + 1) * g]) < 1e-9
+    ]
+
+
+def mean_abs_advantage(rewards: Sequence[float], g: int, scale: str) -> float:
+    """Mean |Â| over a step's episodes as TRL computes Â: R − mean(R_group), divided by the group's std
+    (``scale="group"``), the batch's (``"batch"``) or nothing (``"none"``), with TRL's ε = 1e-4."""
+    import numpy as np
+
+    r = np.asarray(rewards, dtype=float).reshape(-1, g)
+    centred = r - r.mean(axis=1, keepdims=True)
+    if scale == "group":
+        centred /= r.std(axis=1, ddof=1, keepdims=True) + 1e-4
+    elif scale == "batch":
+        centred /= r.std(ddof=1) + 1e-4
+    return float(np.abs(centred).mean())
 
 
 def _stats(
@@ -251,6 +299,8 @@ def grpo_config(settings: GRPOSettings, output_dir: Path, report_to: Sequence[st
         adam_beta2=settings.adam_beta2,
         beta=settings.beta,
         epsilon=settings.epsilon,
+        epsilon_high=settings.epsilon_high,
+        num_iterations=settings.num_iterations,
         loss_type=settings.loss_type,
         scale_rewards=settings.scale_rewards,
         temperature=settings.temperature,
