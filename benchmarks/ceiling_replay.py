@@ -7,8 +7,11 @@ answer to "which one?" named the goal's object, and how each customer answers a 
 tool), per opponent and per adversary generation; last line JSON.
 
 Usage: ``python benchmarks/ceiling_replay.py --run DIR [--n 240]`` (DIR: a project folder where `sparring run`
-finished). With ``--simulator-only`` DIR needs only `simulator_sft`'s checkpoint: the pool is then the SFT simulator
-playing each scenario's own persona (what every adversary starts from), and the cooperative customer the same model.
+finished). ``coop`` is `_coop` as `evaluate` plays it: the simulator at ``coevolution.coop_temperature`` (greedy)
+after the held-out utterance, every persona cooperative. With ``--simulator-only`` DIR needs only `simulator_sft`'s
+checkpoint: the pool is then the SFT simulator sampled, playing each scenario's own persona (what every adversary
+starts from). Before 2026-12-03 ``coop`` here sampled the simulator at the adversaries' temperature with each
+scenario's own persona, unlike `_coop`.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from sparring.evaluate.heldout import heldout_seed
 from sparring.evaluate.play import GameModels, against_pool, cooperative_customer
 from sparring.params import load_params
 from sparring.rollout import run_episodes
-from sparring.world.scenarios import load_scenarios
+from sparring.world.scenarios import as_cooperative, load_scenarios
 
 
 def opponent_row(episodes: list, probe: list) -> dict:
@@ -84,15 +87,18 @@ def main() -> None:
     play = {"max_turns": a.max_turns, "max_calls_per_turn": a.max_calls_per_turn, "seed": heldout_seed(p.seed)}
     expert = ExpertAgent(refs=p.agent_sft.object_refs)
     pool = [games.adversary(d) for d in state["adversary_dirs"]] or [games.adversary(state["simulator_dir"])]
-    coop = cooperative_customer(games.customer(state["simulator_dir"]), p.coevolution.coop_opening)
+    # `_coop` as evaluate plays it: the simulator at coop_temperature (greedy), every persona cooperative
+    co = p.coevolution
+    coop = cooperative_customer(games.customer(state["simulator_dir"], co.coop_temperature), co.coop_opening)
+    cooperative = as_cooperative(held)
     played = {
         "advpool": against_pool(held, expert, pool, tokenizer=games.tokenizer, **play),
-        "coop": run_episodes(held, expert, coop, tokenizer=games.tokenizer, **play),
+        "coop": run_episodes(cooperative, expert, coop, tokenizer=games.tokenizer, **play),
     }
     misconfirming = ExpertAgent(refs=p.agent_sft.object_refs, misconfirm=1.0)  # the wrong-request probe
     probed = {
         "advpool": against_pool(held, misconfirming, pool, tokenizer=games.tokenizer, **play),
-        "coop": run_episodes(held, misconfirming, coop, tokenizer=games.tokenizer, **play),
+        "coop": run_episodes(cooperative, misconfirming, coop, tokenizer=games.tokenizer, **play),
     }
     if len(pool) > 1:  # against_pool deals scenario i to generation i % n, episodes grouped by generation
         sizes = [len(held[g :: len(pool)]) for g in range(len(pool))]

@@ -245,6 +245,41 @@ def test_the_acceptance_benchmark_reads_a_finished_quick_run(uninterrupted):
                                     "first_gym"}  # fmt: skip
 
 
+def test_the_learning_curve_benchmark_runs_its_arms_on_a_quick_run(uninterrupted, tmp_path):
+    """benchmarks/agent_learning_curve.py from the quick run's warm start: a GRPO arm with two updates per batch and
+    the RFT arm, each kept every step and played on the same held-out scenarios as the start; per-step signals, the
+    paired interval and the plot (the quick models pass nothing: the figures' shape is under test)."""
+    root, _ = uninterrupted
+    script = ROOT / "benchmarks" / "agent_learning_curve.py"
+    png = tmp_path / "curves.png"
+    args = ["--profile", "quick", "--steps", "2", "--every", "1", "--eval-scenarios", "3", "--plot", str(png)]
+    done = subprocess.run(
+        [sys.executable, str(script), str(root), *args, "--arm", "mu2:num_iterations=2,epsilon_high=0.3", "--rft"],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    doc = json.loads(done.stdout.strip().splitlines()[-1])
+    assert set(doc["arms"]) == {"mu2", "rft"} and doc["eval_scenarios"] == 3
+    for name, arm in doc["arms"].items():
+        assert arm["steps"] == [0, 1, 2], name
+        assert len(arm["strict_pass_advpool"]) == len(arm["strict_pass_coop"]) == 3
+        assert arm["strict_pass_advpool"][0] == doc["start"]["strict_pass_advpool"]
+        low, high = arm["gain_ci"]
+        assert low <= arm["strict_pass_advpool"][-1] - arm["strict_pass_advpool"][0] <= high
+        assert [row["step"] for row in arm["train"]] == [1, 2]
+    signals = doc["arms"]["mu2"]["train"][0]
+    assert {"reward_mean", "reward_std", "frac_zero_std_groups", "adv_abs_mean", "entropy"} <= set(signals)
+    assert doc["arms"]["mu2"]["update_tokens_per_s"] > 0 and png.stat().st_size > 0
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    bad = subprocess.run([sys.executable, str(script), str(empty)], capture_output=True, text=True)
+    assert bad.returncode != 0 and "params.yaml" in bad.stderr and "Traceback" not in bad.stderr
+    shutil.copy(root / "params.yaml", empty / "params.yaml")
+    bad = subprocess.run([sys.executable, str(script), str(empty), *args[:2]], capture_output=True, text=True)
+    assert bad.returncode != 0 and "agent_sft" in bad.stderr and "Traceback" not in bad.stderr
+
+
 def test_quick_run_trains_the_simulator_with_tracer_rewards_and_measures_both(uninterrupted):
     """TRACER stage 2 end to end on quick: GRPO moved the simulator's weights, each step's reward parts are logged,
     both simulators were measured on the same held-out sessions, and the fidelity benchmark reads the run."""

@@ -1,0 +1,310 @@
+"""Does the agent learn from its own play? Learning curves of the agent's gym, arm by arm, side by side (issue 41).
+
+From a run's warm start (``--cycle 0``, the default: DA0 in ``models/agent_sft`` and the simulator in
+``models/simulator_sft``, which then plays the adversary, the pool and the cooperative customer of the gym's mix,
+as before any adversary trained) or a finished cycle's state (``--cycle N``), every arm trains the same starting
+agent against the gym's opponent mix (``coevolution.agent_mix``) on the same gym scenarios with the same seed, and
+keeps the agent every ``--every`` steps. Every kept agent, and the start, then plays the same held-out scenarios
+with the same seed, greedy, against ``_advpool`` and ``_coop`` as ``evaluate`` plays them (strict PASS, routing,
+failure kinds). Beside each curve, per step: the training reward's mean and spread, the share of groups with no
+spread, the mean |advantage|, and TRL's KL, token entropy and clip ratio; and the rollouts' and updates' tokens/s.
+
+Arms: ``--arm NAME:key=value,...`` overrides ``coevolution.agent_grpo`` (repeatable; default: learning rates 1e-4,
+3e-4 and 1e-3, the params' other settings), for example ``--arm iapo:credit=iapo`` or
+``--arm lr1e-3_clip:learning_rate=1e-3,epsilon_high=0.28``. ``--rft`` adds rejection-sampling fine-tuning at equal
+episode budgets: every ``--every`` steps' worth of episodes (steps x scenarios_per_step x num_generations), the
+current agent samples them at the gym's temperature against the same mix, and is SFT'd (agent_sft's phase-2
+settings, ``--rft-set`` overrides) on its own strict passes. ``gain_ci`` is the paired bootstrap 95% interval of
+the last checkpoint's pool strict PASS minus the start's, over the held-out scenarios.
+
+A shared warm start leaves out the variance of SFT (DA0's and the simulator's seeds): ``--seed`` varies only the RL
+seed (the gym's scenario draw and sampling). Prints a row per checkpoint, writes ``--plot`` (a PNG of the curves),
+and a JSON last line ``{"start": {...}, "arms": {"<arm>": {"steps": [0, K, ...], "strict_pass_advpool": [...],
+"strict_pass_coop": [...], "gain_ci": [low, high], "seed": ..., "train": [per-step signals]}}}``.
+
+Usage: ``python benchmarks/agent_learning_curve.py ROOT [--cycle 0] [--steps 40] [--every 10]
+[--eval-scenarios 240] [--arm NAME:k=v,...] [--rft] [--seed 0] [--plot curves.png]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from transformers import TrainerCallback
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from agent_gym import overrides  # noqa: E402
+from coevolution_acceptance import paired_bootstrap  # noqa: E402
+
+from sparring.agents.checkpoints import load_checkpoint, save_checkpoint  # noqa: E402
+from sparring.agents.policies import LMPolicy  # noqa: E402
+from sparring.evaluate.crossplay import failure_rates  # noqa: E402
+from sparring.evaluate.heldout import heldout_seed  # noqa: E402
+from sparring.evaluate.play import GameModels, against_pool, cooperative_customer  # noqa: E402
+from sparring.judge.loading import load_judge  # noqa: E402
+from sparring.params import ParamsError, load_params  # noqa: E402
+from sparring.rollout import episode_metrics, run_episodes  # noqa: E402
+from sparring.runtime import apply_torch_threads  # noqa: E402
+from sparring.seeds import derive_seed  # noqa: E402
+from sparring.train.coevolution import CycleModels, agent_opponents, gym_scenarios  # noqa: E402
+from sparring.train.cycle_state import CycleState  # noqa: E402
+from sparring.train.cycles import absolute  # noqa: E402
+from sparring.train.grpo import train_side  # noqa: E402
+from sparring.train.opponents import PerEpisodeOpponent  # noqa: E402
+from sparring.train.sft import train_sft  # noqa: E402
+from sparring.world.scenarios import as_cooperative, load_scenarios  # noqa: E402
+
+DEFAULT_ARMS = ("lr1e-4:learning_rate=1e-4", "lr3e-4:learning_rate=3e-4", "lr1e-3:learning_rate=1e-3")
+SHOWN = ("strict_pass_advpool", "routing_acc_advpool", "strict_pass_coop", "routing_acc_coop")
+RFT_SFT = "epochs=1,warmup_steps=0,learning_rate=3e-4"  # one pass over a round's passes; a round is ~25 steps
+TRL_SIGNALS = ("kl", "entropy", "clip_ratio/region_mean", "loss", "grad_norm")  # TRL 1.16's log keys
+
+
+class KeepEvery(TrainerCallback):
+    """Saves the trained model every ``every`` optimizer steps into ``folder/step_<n>`` (a transformers callback:
+    the trainer's own hook, no change to its loop)."""
+
+    def __init__(self, every: int, tokenizer: Any, folder: Path) -> None:
+        self.every, self.tokenizer, self.folder, self.kept = every, tokenizer, folder, {}
+
+    def on_step_end(self, args: Any, state: Any, control: Any, model: Any = None, **kwargs: Any) -> None:
+        if state.global_step % self.every == 0:
+            path = self.folder / f"step_{state.global_step}"
+            save_checkpoint(getattr(model, "module", model), self.tokenizer, path)
+            self.kept[state.global_step] = path
+
+
+def start_state(root: Path, cycle: int) -> CycleState:
+    """``models/cycles/cycle_<cycle>``'s state, or for cycle 0 the warm start: DA0 and the simulator alone."""
+    if cycle == 0:
+        missing = [d for d in ("agent_sft", "simulator_sft") if not any((root / "models" / d).glob("*.safetensors"))]
+        if missing:
+            raise SystemExit(f"error: {root / 'models'}: no {' or '.join(missing)} checkpoint (run those stages)")
+        return absolute(CycleState(agent_dir="models/agent_sft", simulator_dir="models/simulator_sft"), root)
+    folder = root / "models" / "cycles" / f"cycle_{cycle}"
+    if not (folder / "state.json").is_file():
+        raise SystemExit(f"error: {folder}: no finished cycle state (state.json)")
+    return absolute(CycleState.load(folder), root)
+
+
+class HeldoutCurve:
+    """Held-out play of checkpoints against ``_advpool`` and ``_coop``, as ``evaluate`` plays them: the same
+    scenarios and seed for every checkpoint, customers loaded once."""
+
+    def __init__(self, state: CycleState, co: Any, held: list[Any], seed: int) -> None:
+        self.models, self.held = GameModels(co), held
+        a = co.agent_grpo
+        self.turns = {"max_turns": a.max_turns, "max_calls_per_turn": a.max_calls_per_turn, "seed": heldout_seed(seed)}
+        simulator = self.models.customer(state.simulator_dir, co.coop_temperature)
+        self.coop = cooperative_customer(simulator, co.coop_opening)
+        self.pool = [self.models.adversary(d) for d in state.adversary_dirs or [state.simulator_dir]]
+
+    def point(self, folder: Path | str) -> dict[str, Any]:
+        agent = self.models.agent_policy_of(folder, greedy=True)
+        played = {
+            "_coop": run_episodes(as_cooperative(self.held), agent, self.coop, **self.turns),
+            "_advpool": against_pool(self.held, agent, self.pool, **self.turns),
+        }
+        row: dict[str, Any] = {}
+        for suffix, episodes in played.items():
+            row.update(episode_metrics(episodes, suffix))
+            row.update({k: v for k, v in failure_rates(episodes, suffix).items() if v})
+            by_id = {ep.scenario.scenario_id: int(bool(ep.outcome.strict_pass)) for ep in episodes}
+            row[f"passes{suffix}"] = [by_id[s.scenario_id] for s in self.held]
+        return row
+
+
+def step_signals(result: Any, updates_per_batch: int) -> list[dict[str, float]]:
+    """Per optimizer step: TRL's logged figures beside the figures of the rollout it trained on (sparring's record;
+    with ``num_iterations`` = μ > 1, one rollout feeds μ steps)."""
+    rows = []
+    for log in result.curves:
+        if "step" not in log or "loss" not in log:
+            continue
+        step = int(log["step"])
+        batch = result.steps[min((step - 1) // updates_per_batch, len(result.steps) - 1)]
+        rollout = {k: round(float(v), 4) for k, v in batch.items() if k != "step"}
+        rows.append({"step": step, **rollout, **{k: log[k] for k in TRL_SIGNALS if k in log}})
+    return rows
+
+
+def grpo_arm(state: CycleState, settings: Any, ctx: dict[str, Any], every: int, out: Path) -> dict[str, Any]:
+    """One GRPO arm from the starting agent: the checkpoints kept every ``every`` steps and the per-step signals."""
+    model, _ = load_checkpoint(Path(state.agent_dir))
+    keep = KeepEvery(every, ctx["tok"], out)
+    result = train_side(
+        model,
+        ctx["tok"],
+        "agent",
+        ctx["opponent"],
+        ctx["gym"],
+        ctx["judge"],
+        settings,
+        seed=ctx["seed"],
+        callbacks=[keep],
+    )
+    signals = step_signals(result, settings.num_iterations)
+    rollout_tokens = sum(s["update_tokens"] for s in result.steps)
+    return {
+        "kept": keep.kept,
+        "train": signals,
+        "gym_seconds": result.seconds,
+        "rollout_tokens_per_s": rollout_tokens / max(result.rollout_seconds, 1e-9),
+        "update_tokens_per_s": result.update_tokens_per_s,
+    }
+
+
+def rft_arm(state: CycleState, grpo: Any, sft: Any, ctx: dict[str, Any], steps: int, every: int, out: Path) -> dict:
+    """Rejection-sampling fine-tuning at GRPO's episode budget: per ``every`` steps' worth of episodes, the current
+    agent samples them against the gym's mix and is SFT'd on its own strict passes."""
+    model, _ = load_checkpoint(Path(state.agent_dir))
+    per_round = every * grpo.scenarios_per_step * grpo.num_generations
+    rng, kept, rows = random.Random(ctx["seed"]), {}, []
+    for done in range(every, steps + 1, every):
+        picked = [rng.choice(ctx["gym"]) for _ in range(per_round // grpo.num_generations)]
+        picked = [s for s in picked for _ in range(grpo.num_generations)]  # G samples of each, as a GRPO group
+        draw = derive_seed(ctx["seed"], "rft", done)
+        chosen = [ctx["opponent"](s, derive_seed(draw, i // grpo.num_generations)) for i, s in enumerate(picked)]
+        agent = LMPolicy(
+            model.eval(), ctx["tok"], "agent", max_new_tokens=grpo.max_new_tokens, temperature=grpo.temperature
+        )
+        t0 = time.perf_counter()
+        episodes = run_episodes(
+            picked,
+            agent,
+            PerEpisodeOpponent(chosen, ctx["tok"]),
+            max_turns=grpo.max_turns,
+            max_calls_per_turn=grpo.max_calls_per_turn,
+            seed=draw,
+            tokenizer=ctx["tok"],
+        )
+        passes = [ep.messages for ep in episodes if ep.outcome.strict_pass]
+        row = {"step": done, "episodes": len(episodes), "passes": len(passes), "rollout_s": time.perf_counter() - t0}
+        if passes:
+            result = train_sft(model, ctx["tok"], passes, sft, out / "sft", seed=ctx["seed"])
+            model = result.model
+            row.update({"sft_loss": result.final_loss, "sft_s": result.seconds})
+        rows.append(row)
+        save_checkpoint(model, ctx["tok"], out / f"step_{done}")
+        kept[done] = out / f"step_{done}"
+        print(f"  rft step {done}: {len(passes)}/{len(episodes)} strict passes kept", flush=True)
+    return {"kept": kept, "train": rows}
+
+
+def plot(curves: dict[str, Any], start: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
+    for ax, key, title in zip(
+        axes, ("strict_pass_advpool", "strict_pass_coop"), ("vs _advpool", "vs _coop"), strict=True
+    ):
+        for name, arm in curves.items():
+            ax.plot(arm["steps"], arm[key], marker="o", label=name)
+        ax.axhline(start[key], color="grey", linestyle=":", label="start")
+        ax.set_title(f"held-out strict PASS {title}")
+        ax.set_xlabel("optimizer steps (RFT: equal episodes)")
+    axes[0].set_ylabel("strict PASS")
+    axes[1].legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+# Over 60 lines: the benchmark's steps in the order the printout reads them.
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("root", type=Path, help="a project folder whose warm-start stages (or cycles) ran")
+    parser.add_argument("--cycle", type=int, default=0, help="0: DA0 and the simulator; N: cycle_N's state")
+    parser.add_argument("--steps", type=int, default=40, help="optimizer steps per arm")
+    parser.add_argument("--every", type=int, default=10, help="evaluate every K steps")
+    parser.add_argument("--eval-scenarios", type=int, default=240)
+    parser.add_argument("--arm", action="append", default=[], help="NAME:key=value,... (agent_grpo overrides)")
+    parser.add_argument("--rft", action="store_true", help="add the rejection-sampling fine-tuning arm")
+    parser.add_argument("--rft-set", default=RFT_SFT, help="agent_sft.sft overrides for the RFT arm")
+    parser.add_argument("--seed", type=int, default=0, help="the RL seed (the warm start is shared)")
+    parser.add_argument("--profile", default="default")
+    parser.add_argument("--plot", type=Path, default=None, help="write the curves as a PNG here")
+    args = parser.parse_args(argv)
+    if args.every < 1 or args.steps < args.every:
+        raise SystemExit("error: --every must be >= 1 and --steps >= --every")
+    root = args.root.resolve()
+    try:
+        p = load_params(root / "params.yaml", args.profile)
+    except ParamsError as exc:
+        raise SystemExit(f"error: {exc}") from None
+    apply_torch_threads(p.runtime.torch_threads)
+    co = p.coevolution
+    state = start_state(root, args.cycle)
+    base = co.agent_grpo.replace(max_steps=args.steps)
+    arms = {}
+    for text in args.arm or DEFAULT_ARMS:
+        name, _, changes = text.partition(":")
+        arms[name.strip() or changes] = overrides(changes, base)
+    seed = derive_seed(p.seed, args.cycle + 1, "grpo", args.seed)
+    models = CycleModels(state, co)
+    train = load_scenarios(root / "data" / "scenarios" / "train.jsonl")
+    gym = gym_scenarios(
+        train,
+        state.transcripts,
+        "agent",
+        co.gym_scenarios,
+        co.replay_share,
+        co.replay_failure_share,
+        random.Random(derive_seed(p.seed, args.cycle + 1, "gym", args.seed)),
+    )
+    ctx = {
+        "tok": models.tokenizer,
+        "opponent": agent_opponents(state, dict(co.agent_mix), models.customer, co.coop_opening, co.adversary_opening),
+        "gym": gym,
+        "judge": load_judge(root / "models" / "judge", p.judge, base.max_turns),
+        "seed": seed,
+    }
+    held = load_scenarios(root / "data" / "scenarios" / "heldout.jsonl")[: args.eval_scenarios]
+    curve = HeldoutCurve(state, co, held, p.seed)
+    start = curve.point(state.agent_dir)
+    print("start: " + ", ".join(f"{k} {start[k]:.3f}" for k in SHOWN), flush=True)
+    out: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="sparring-curve-") as scratch:
+        runs = {name: ("grpo", s) for name, s in arms.items()}
+        if args.rft:
+            runs["rft"] = ("rft", overrides(args.rft_set, p.agent_sft.sft))
+        for name, (kind, settings) in runs.items():
+            folder = Path(scratch) / name
+            print(f"{name}: training {args.steps} steps, keeping every {args.every}", flush=True)
+            if kind == "grpo":
+                arm = grpo_arm(state, settings, ctx, args.every, folder)
+            else:
+                arm = rft_arm(state, base, settings, ctx, args.steps, args.every, folder)
+            points = [start] + [curve.point(arm["kept"][k]) for k in sorted(arm["kept"])]
+            steps = [0, *sorted(arm["kept"])]
+            for step, row in zip(steps, points, strict=True):
+                print(f"  {name} step {step:3d}: " + ", ".join(f"{k} {row[k]:.3f}" for k in SHOWN), flush=True)
+            low, high = paired_bootstrap(start["passes_advpool"], points[-1]["passes_advpool"], seed=args.seed)
+            out[name] = {
+                "steps": steps,
+                **{k: [row[k] for row in points] for k in SHOWN},
+                "failures": [{k: v for k, v in row.items() if k.startswith("failure_")} for row in points],
+                "gain_ci": [low, high],
+                "seed": args.seed,
+                **{k: v for k, v in arm.items() if k != "kept"},
+            }
+            gain = points[-1]["strict_pass_advpool"] - start["strict_pass_advpool"]
+            print(f"  {name}: pool strict PASS gain {gain:+.3f} [{low:+.3f}, {high:+.3f}]", flush=True)
+    if args.plot:
+        plot(out, start, args.plot)
+    head = {k: v for k, v in start.items() if not k.startswith("passes_")}
+    print(json.dumps({"root": str(root), "cycle": args.cycle, "eval_scenarios": len(held), "start": head, "arms": out}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
