@@ -187,8 +187,8 @@ def _agents_summary(root: Path) -> None:
 def _tell_dvc(root: Path, ran: str) -> None:
     """After a successful run, record what it made in dvc.lock (`dvc commit`), so `dvc repro` has nothing to do;
     only when the run's profile is params.yaml's, the profile DVC records."""
+    from pipelines.progress import say
     from pipelines.project import dvc_commit, file_profile, is_dvc_repo
-    from pipelines.stages import say
 
     if not is_dvc_repo(root):
         return
@@ -205,13 +205,17 @@ def run(
     verbose: bool = VERBOSE_OPTION,
 ) -> None:
     """Run the whole pipeline (the Dagster job `main`) and print a summary."""
-    from pipelines.stages import say
+    from pipelines.progress import run_estimate, say
 
     root = _prepare(profile, verbose)
     began, params = time.perf_counter(), load_params(root / "params.yaml")
-    stages = _stages()
-    say(f"sparring run: {len(stages)} stages, profile {params.profile}, {params.runtime.parallel_stages} at a time")
-    _execute(None, params.runtime.parallel_stages, root, verbose)
+    stages, parallel = _stages(), params.runtime.parallel_stages
+    say(f"sparring run: {len(stages)} stages, profile {params.profile}, {parallel} at a time")
+    say(f"sparring run: stages {', '.join(s.name for s in stages)}")
+    estimate = run_estimate(root, stages, params.profile, parallel)
+    if estimate:
+        say(f"sparring run: {estimate}")
+    _execute(None, parallel, root, verbose)
     say(f"sparring run: finished in {time.perf_counter() - began:.1f} s")
     _tell_dvc(root, params.profile)
     _summary(root, [s.name for s in stages], headline_only=True)

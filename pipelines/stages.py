@@ -38,6 +38,7 @@ from dagster import (
     define_asset_job,
 )
 
+from pipelines.progress import previous_seconds, say, stage_progress
 from pipelines.resources import VERBOSE_ENV, MlflowTracking, ProjectResource
 from sparring.atomic import adopt_dir, write_json
 from sparring.params import Params
@@ -137,11 +138,6 @@ def verbose() -> bool:
     return os.environ.get(VERBOSE_ENV) == "1"
 
 
-def say(message: str) -> None:
-    """One progress line on the terminal (stderr), whatever a stage's own output is redirected to."""
-    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
-
-
 @contextmanager
 def trainer_output(root: Path, name: str) -> Iterator[Path | None]:
     """Unless verbose, send what the stage's code prints (TRL's log dicts, tqdm bars, warnings) to
@@ -215,7 +211,8 @@ def _write_reports(stage: Stage, root: Path, params: Params, output: StageOutput
 def stage_asset(stage: Stage) -> Callable[[Callable[[StageContext], StageOutput]], Any]:
     """Wrap a plain `fn(StageContext) -> StageOutput` as the stage's Dagster asset: it loads params, opens
     the stage's MLflow run, times the work, writes reports/<stage>.json (and its headline and plot files)
-    atomically and returns metadata. It prints one line when the stage starts and one when it ends."""
+    atomically and returns metadata. It prints one line when the stage starts and one when it ends, and between
+    them the progress its code logs (pipelines/progress.py)."""
 
     def wrap(fn: Callable[[StageContext], StageOutput]) -> Any:
         @asset(
@@ -236,10 +233,14 @@ def stage_asset(stage: Stage) -> Callable[[Callable[[StageContext], StageOutput]
             root, params = project.path(), project.params()
             for out in stage.outs:  # the pipeline's own paths: an output from before manifests is still its own
                 adopt_dir(root / out)
+            last_time = previous_seconds(root, stage.name, params.profile)  # read before this run rewrites it
             try:
                 with mlflow.stage_run(context.run.run_id, stage.name, params, [*COMMON_PARAMS, *stage.params]) as log:
                     start = time.perf_counter()
-                    with trainer_output(root, stage.name) as chatter:
+                    with (
+                        stage_progress(stage.name, context.log, not verbose(), last_time),
+                        trainer_output(root, stage.name) as chatter,
+                    ):
                         output = fn(StageContext(root=root, params=params, log=log, dagster=context))
                     seconds = round(time.perf_counter() - start, 3)
                     _write_reports(stage, root, params, output, log, seconds)

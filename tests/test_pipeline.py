@@ -3,6 +3,7 @@ tracked in MLflow and in the project's Dagster instance."""
 
 import hashlib
 import os
+import re
 import sqlite3
 import subprocess
 import sys
@@ -17,6 +18,7 @@ from pipelines.cli import app
 from pipelines.definitions import STAGES, defs
 from pipelines.project import copy_project
 from pipelines.stages import render_dvc_yaml
+from sparring.progress import INTERVAL_ENV
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent  # the venv's bin: sparring and dvc live there
@@ -68,6 +70,7 @@ def dagster_run(tmp_path_factory):
     subprocess.run(["git", "init", "-q"], cwd=root, check=True)  # a DVC project: the run tells DVC what it made
     env = {**os.environ, "SPARRING_ROOT": str(root), "DAGSTER_HOME": str(root / ".dagster")}
     env["PATH"] = f"{BIN}{os.pathsep}{os.environ['PATH']}"
+    env[INTERVAL_ENV] = "0"  # every progress update shown: quick's stages are shorter than the default interval
     env.pop("SPARRING_PROFILE", None)
     result = subprocess.run(
         [str(BIN / "sparring"), "run"], cwd=root, env=env, capture_output=True, text=True, timeout=900
@@ -146,6 +149,25 @@ def test_run_prints_a_line_per_stage_and_no_trainer_chatter(dagster_run):
     assert "{'loss'" not in output and "it/s]" not in output and "Traceback" not in output  # in scratch/logs/
     assert "{'loss'" in (root / "scratch" / "logs" / "agent_sft.log").read_text()
     assert "zeros are expected" in " ".join(output.split())  # quick's all-zero tables say why
+
+
+@pytest.mark.parametrize(
+    "stage, label, unit",
+    [
+        ("simulator_sft", "SFT simulator_sft", "steps"),
+        ("agent_sft", "SFT demos", "steps"),
+        ("simulator_rl", "GRPO sim_reward", "steps"),
+        ("evaluate", "held-out play", "episodes"),
+    ],
+)
+def test_run_shows_each_long_stages_progress_with_rising_counts(dagster_run, stage, label, unit):
+    output = dagster_run[1]
+    assert f"sparring run: stages {', '.join(s.name for s in STAGES)}" in output  # what it will run, first
+    pattern = rf"\] stage {stage}: {re.escape(label)}: (\d+)/(\d+) {unit} \(\d+%\)"
+    seen = [(int(m[1]), int(m[2])) for m in re.finditer(pattern, output)]
+    assert len({done for done, _ in seen}) >= 2, output  # at least two updates on the terminal
+    assert [done for done, _ in seen] == sorted(done for done, _ in seen) and seen[-1][0] == seen[-1][1]
+    assert f"{label}: " in (dagster_run[0] / "scratch" / "logs" / f"{stage}.log").read_text()  # and in its log
 
 
 def test_dvc_repro_after_sparring_run_has_nothing_to_do(dagster_run):

@@ -40,6 +40,7 @@ from sparring.evaluate.crossplay import (
 )
 from sparring.evaluate.play import GameModels, adversary_parts, against_pool, cooperative_customer
 from sparring.judge import Scorer
+from sparring.progress import ProgressMeter
 from sparring.rollout import Episode, episode_metrics, routed_correctly, run_episodes
 from sparring.seeds import derive_seed
 from sparring.settings import CoevolutionSettings
@@ -47,6 +48,8 @@ from sparring.timing import Phases
 from sparring.world.scenarios import Scenario, as_cooperative
 
 EXPERT = "expert"  # the ceiling's row in cross-play
+MAIN_OPPONENTS = 4  # coop, coopsim, camo and the pool: every player meets them on every scenario
+Tally = Callable[[str, int], None]  # (opponent, episodes just played): feeds the progress meter
 
 
 def episode_record(episodes: Sequence[Episode]) -> dict[str, list]:
@@ -102,6 +105,7 @@ def evaluate_heldout(
     pass_k: int = 0,
     pass_k_scenarios: int = 0,
     main_only: Collection[str] = (),
+    progress_label: str = "held-out play",
 ) -> HeldoutReport:
     """``agents`` (name -> checkpoint) against coop (``coop_opening``), coopsim (the simulator's own opening), camo
     and the adversary pool, every episode shaped as co-evolution's (``settings``: the agent gym's turn limits and
@@ -111,7 +115,8 @@ def evaluate_heldout(
     share of it, cross-play on the first ``cross_play_scenarios`` scenarios, and pass^1..pass^k over ``pass_k``
     runs sampled at the agent gym's temperature on the first ``pass_k_scenarios``, against coop and the pool.
     Agents named in ``main_only`` play the four opponents alone (no cross-play, no pass^k): a checkpoint that
-    another agent name also points to plays everything."""
+    another agent name also points to plays everything. Progress (episodes played of those planned, per agent
+    and opponent) goes to :mod:`sparring.progress` as ``progress_label``."""
     if not scenarios:
         raise ValueError("no held-out scenarios to evaluate on")
     models, a, phases = GameModels(settings), settings.agent_grpo, Phases()
@@ -131,21 +136,29 @@ def evaluate_heldout(
     records: dict[str, dict[str, dict[str, list]]] = {}
     cells: dict[str, dict[str, dict[str, float]]] = {}
     report = HeldoutReport(agents={})
+    n_pass_k = _pass_k_episodes(pass_k, min(pass_k_scenarios, len(scenarios)))
+    per_extra = _fresh_cross_play(k_cross, opponents.generations) + n_pass_k
+    planned = len(players) * MAIN_OPPONENTS * len(scenarios) + per_extra * len(extras & set(players))
+    meter = ProgressMeter(progress_label, planned, "episodes")
     for key, player in players.items():
+        tally = _tally(meter, next((name for name, k in names.items() if k == key), key))
         with phases.time("episodes") as counts:  # coop, coopsim, camo, the pool; the agent's load the first time
-            metrics, played = _play(player(True), opponents, scenarios, judge, turns)
+            metrics, played = _play(player(True), opponents, scenarios, judge, turns, tally)
             counts["episodes"] = sum(len(eps) for eps in played.values())
         records[key] = {suffix.lstrip("_"): episode_record(eps) for suffix, eps in played.items()}
         if k_cross and key in extras:
             with phases.time("cross_play") as counts:
                 agent, prefix = player(True), scenarios[:k_cross]
                 cells[key] = _cross_play(agent, opponents, prefix, played, turns, report, key, counts)
+                tally("each adversary generation alone", counts.get("episodes", 0))
         if pass_k >= 2 and pass_k_scenarios and key in extras:
             with phases.time("pass_k") as counts:
                 picked = scenarios[:pass_k_scenarios]
                 metrics.update(_pass_hat(player(False), opponents, picked, pass_k, turns, seed))
                 counts["episodes"] = 2 * pass_k * len(picked)  # each run: coop and the pool, every scenario
+                tally(f"coop and the pool, pass^{pass_k}", counts["episodes"])
         done[key] = metrics
+    meter.finish()
     report.phases = phases.as_dict()
     report.ceiling = done.get(EXPERT, {})
     for name, key in names.items():
@@ -178,15 +191,41 @@ def _players(
     return players, names
 
 
+def _tally(meter: ProgressMeter, player: str) -> Tally:
+    return lambda opponent, n: meter.advance(n, f"{player} vs {opponent} ({n})") if n else None
+
+
+def _pass_k_episodes(pass_k: int, pass_k_scenarios: int) -> int:
+    """Episodes one player's pass^k plays: each run against coop and the pool on every picked scenario."""
+    return 2 * pass_k * pass_k_scenarios if pass_k >= 2 else 0
+
+
+def _fresh_cross_play(k_cross: int, generations: int) -> int:
+    """Episodes one player's cross-play plays afresh: each generation's prefix scenarios outside its pool share
+    (the pool deals scenario i to generation i mod n)."""
+    if not generations:
+        return 0
+    return sum(1 for g in range(generations) for i in range(k_cross) if i % generations != g)
+
+
 def _play(
-    agent: Policy, opponents: _Opponents, scenarios: Sequence[Scenario], judge: Scorer, turns: dict[str, int]
+    agent: Policy,
+    opponents: _Opponents,
+    scenarios: Sequence[Scenario],
+    judge: Scorer,
+    turns: dict[str, int],
+    tally: Tally | None = None,
 ) -> tuple[dict[str, float], dict[str, list[Episode]]]:
     metrics: dict[str, float] = {}
     played: dict[str, list[Episode]] = {}
+    tally = tally or (lambda opponent, n: None)
     for suffix, coop in opponents.coops.items():
         played[suffix] = run_episodes(as_cooperative(scenarios), agent, coop, **turns)
+        tally(suffix.lstrip("_"), len(played[suffix]))
     played["_camo"] = run_episodes(scenarios, agent, opponents.camo, **turns)
+    tally("camo", len(played["_camo"]))
     played["_advpool"] = against_pool(list(scenarios), agent, opponents.pool, **turns)
+    tally("advpool", len(played["_advpool"]))
     for suffix, episodes in played.items():
         metrics.update(episode_metrics(episodes, suffix))
         metrics.update(failure_rates(episodes, suffix))

@@ -5,7 +5,8 @@ are independent players (each seeds its own episodes with the run's held-out see
 ``workers`` spawned processes, each loading the opponents and the judge itself and playing its share with
 :func:`evaluate_heldout`; the parts are merged into one :class:`HeldoutReport` equal to the single-process one
 (tests/test_evaluate_parallel.py). Players are dealt in contiguous runs of the agents' order, so the adversaries'
-episodes come back in the order strategy discovery would have read them.
+episodes come back in the order strategy discovery would have read them. Each worker's progress lines reach this
+process's ``sparring.progress`` logger through a queue.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from sparring.agents.policies import Policy
 from sparring.evaluate.crossplay import cross_play_matrix, share_of_ceiling
 from sparring.evaluate.heldout import EXPERT, HeldoutReport, evaluate_heldout
 from sparring.judge import Scorer
+from sparring.progress import forward_to, relay_from
 from sparring.settings import CoevolutionSettings
 from sparring.world.scenarios import Scenario
 
@@ -64,12 +66,21 @@ def evaluate_heldout_parallel(
     if len(groups) <= 1:
         return evaluate_heldout(agents, judge=judge_factory(), expert=expert, **common)
     jobs = [
-        {**common, "agents": group, "expert": expert if i == len(groups) - 1 else None}
+        {
+            **common,
+            "agents": group,
+            "expert": expert if i == len(groups) - 1 else None,
+            "progress_label": f"held-out play, process {i + 1}/{len(groups)}",
+        }
         for i, group in enumerate(groups)
     ]
     start = time.perf_counter()
     context = multiprocessing.get_context("spawn")  # fresh interpreters: no forked torch or tokenizer threads
-    with ProcessPoolExecutor(len(jobs), mp_context=context) as pool:
+    progress = context.Queue()  # the workers' progress lines, logged here as this process's own
+    with (
+        relay_from(progress),
+        ProcessPoolExecutor(len(jobs), mp_context=context, initializer=forward_to, initargs=(progress,)) as pool,
+    ):
         parts = list(pool.map(_play_part, jobs, [judge_factory] * len(jobs), [torch_threads] * len(jobs)))
     return merge(parts, list(agents), time.perf_counter() - start)
 

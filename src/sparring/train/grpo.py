@@ -61,6 +61,7 @@ SIDES = ("agent", "customer")
 REWARD_KEYS = {"agent": "agent_reward", "customer": "adv_reward"}  # the judge's reward of each side
 FIRST_TURN_REWARD = "agent_first_turn_reward"  # the judge's reward of the agent's first turn alone
 TRL_REFERENCE_ADAPTER = "ref"  # TRL 1.16: the KL reference of a peft model, a frozen copy of its start adapter
+SCRATCH_PREFIX = "sparring-grpo-"  # train_side's temporary trainer folder
 OpponentChooser = Callable[[Scenario, int], Policy]  # (scenario, draw seed) -> the frozen opponent of one group
 
 
@@ -338,6 +339,7 @@ def build_trainer(
     from trl import GRPOTrainer
 
     from sparring.agents.added_rows import base_rows_callbacks
+    from sparring.progress import trainer_progress
 
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is "experimental" in TRL 1.16
     if settings.beta and not is_peft(model) and not _loadable(model):
@@ -356,8 +358,19 @@ def build_trainer(
         train_dataset=dataset,
         processing_class=tokenizer,
         rollout_func=rollout_func,
-        callbacks=[*callbacks, *base_rows_callbacks(model, args.weight_decay)],
+        callbacks=[
+            *callbacks,
+            *base_rows_callbacks(model, args.weight_decay),
+            trainer_progress(_label(reward_name, output_dir)),
+        ],
     )
+
+
+def _label(reward_name: str, output_dir: Path) -> str:
+    """What a GRPO trainer's progress lines are called: its reward, and its folder unless that is train_side's
+    temporary scratch (a peer member's folder is its name)."""
+    folder = Path(output_dir).name
+    return f"GRPO {reward_name}" if folder.startswith(SCRATCH_PREFIX) else f"GRPO {reward_name} {folder}"
 
 
 def drop_reference_adapter(model: Any) -> None:
@@ -402,7 +415,7 @@ def train_side(
     rollout = make_rollout_func(
         side, tokenizer, opponent, pool, judge, settings, reward_key=reward_key, record=record, wrap=wrap, seed=seed
     )
-    with tempfile.TemporaryDirectory(prefix="sparring-grpo-") as scratch:
+    with tempfile.TemporaryDirectory(prefix=SCRATCH_PREFIX) as scratch:
         out = Path(output_dir) if output_dir is not None else Path(scratch)
         setup = time.perf_counter()
         trainer = build_trainer(

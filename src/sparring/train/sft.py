@@ -132,6 +132,7 @@ def train_sft(
     from trl import SFTTrainer
 
     from sparring.agents.added_rows import base_rows_callbacks
+    from sparring.progress import trainer_progress
 
     if not conversations:
         raise ValueError("train_sft: no conversations to train on")
@@ -143,7 +144,12 @@ def train_sft(
         args=args,
         train_dataset=dataset,
         processing_class=tokenizer,
-        callbacks=[*callbacks, *base_rows_callbacks(model, args.weight_decay)],
+        # progress lines name the phase by its scratch folder (copy, openings, intent, demos, the stage's own)
+        callbacks=[
+            *callbacks,
+            *base_rows_callbacks(model, args.weight_decay),
+            trainer_progress(f"SFT {Path(output_dir).name}"),
+        ],
     )
     tokens = sum(len(ids) for ids in trainer.train_dataset["input_ids"])
     start = time.perf_counter()

@@ -1,0 +1,214 @@
+"""Progress of long work: a meter that logs a throttled line with share, rate and ETA; the trainers' callback (SFT
+loss, GRPO reward); held-out play counting the episodes it planned; lines from worker processes; and the
+pipeline's side: the terminal line, Dagster's log, the heartbeat and the run's estimate at the start."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import multiprocessing
+import re
+import time
+from concurrent.futures import ProcessPoolExecutor
+
+import pytest
+import torch
+
+from pipelines.progress import estimate_run, run_estimate, stage_progress
+from pipelines.stages import Stage
+from sparring.progress import INTERVAL_ENV, LOGGER, ProgressMeter, format_duration, forward_to, relay_from
+
+torch.set_num_threads(1)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture()
+def lines(caplog):
+    """The progress lines logged while the test runs, every update shown (no throttle)."""
+    caplog.set_level(logging.INFO, logger=LOGGER.name)
+    return lambda: [r.getMessage() for r in caplog.records if r.name == LOGGER.name]
+
+
+def counts(lines: list[str], label: str) -> list[tuple[int, int]]:
+    pattern = re.compile(re.escape(label) + r": ([\d,]+)/([\d,]+) ")
+    found = [pattern.match(line) for line in lines]
+    return [(int(m[1].replace(",", "")), int(m[2].replace(",", ""))) for m in found if m]
+
+
+def test_a_meter_logs_at_most_once_an_interval_with_share_rate_and_eta(lines):
+    clock = Clock()
+    meter = ProgressMeter("SFT demos", 600, interval=30, clock=clock)
+    clock.now = 10
+    assert meter.update(20, "loss 2.5") is None  # within the first interval: quiet
+    clock.now = 60
+    line = meter.update(120, "loss 2.31")
+    assert line == "SFT demos: 120/600 steps (20%), loss 2.31, 2 steps/s, ETA 4m00s"
+    clock.now = 80
+    assert meter.update(160) is None  # 20 s after the last line
+    clock.now = 300
+    assert meter.update(600).startswith("SFT demos: 600/600 steps (100%)")
+    assert meter.finish("loss 1.2") == "SFT demos: 600/600 steps, loss 1.2, done in 5m00s"
+    assert lines() == [line, lines()[1], "SFT demos: 600/600 steps, loss 1.2, done in 5m00s"]
+
+
+def test_a_short_task_stays_silent_and_a_slow_one_shows_seconds_per_unit(lines):
+    clock = Clock()
+    quiet = ProgressMeter("quick", 10, interval=30, clock=clock)
+    clock.now = 5
+    quiet.update(10)
+    assert quiet.finish() is None and lines() == []
+    slow = ProgressMeter("GRPO agent_reward", 30, interval=30, clock=clock)
+    clock.now = 125  # 2 steps in 120 s
+    assert slow.update(2) == "GRPO agent_reward: 2/30 steps (7%), 60 s per step, ETA 28m00s"
+    assert [format_duration(s) for s in (42, 545, 3720)] == ["42s", "9m05s", "1h02m"]
+
+
+def test_sft_shows_every_step_with_its_loss(lines, tok, tmp_path, monkeypatch):
+    from sparring.agents.models import build_model
+    from sparring.data.synthetic import generate_utterances
+    from sparring.settings import ModelSpec, SFTSettings
+    from sparring.train.demos import intent_examples
+    from sparring.train.sft import train_sft
+
+    monkeypatch.setenv(INTERVAL_ENV, "0")
+    frame = generate_utterances(1, 0)
+    convs = intent_examples(frame["text"].to_list()[:32], frame["intent"].to_list()[:32])
+    spec = ModelSpec(hidden_size=32, num_layers=1, num_heads=2, num_kv_heads=1, intermediate_size=64)
+    settings = SFTSettings(max_steps=4, batch_size=8, warmup_steps=1, logging_steps=1, max_length=64)
+    train_sft(build_model(spec, tok, seed=0), tok, convs, settings, tmp_path / "intent", seed=0)
+    shown = lines()
+    assert counts(shown, "SFT intent") == [(1, 4), (2, 4), (3, 4), (4, 4), (4, 4)]  # each step, then the close
+    assert "ETA" in shown[0] and all("loss" in line for line in shown[1:])  # logged from the first step's end
+    assert re.search(r", done in \d+s$", shown[-1])
+
+
+def test_grpo_shows_every_step_with_its_reward(lines, tok, heldout, monkeypatch):
+    from sparring.agents.models import build_model
+    from sparring.agents.scripted import CooperativeCustomer
+    from sparring.judge.rewards import Judge
+    from sparring.settings import GRPOSettings, ModelSpec
+    from sparring.train.distributed_check import ConstantStyle
+    from sparring.train.grpo import train_side
+
+    monkeypatch.setenv(INTERVAL_ENV, "0")
+    spec = ModelSpec(hidden_size=32, num_layers=1, num_heads=2, num_kv_heads=1, intermediate_size=64)
+    settings = GRPOSettings(
+        num_generations=2, scenarios_per_step=2, max_steps=3, max_new_tokens=4, max_turns=1, max_calls_per_turn=1
+    )
+    model = build_model(spec, tok, seed=0)
+    train_side(model, tok, "agent", CooperativeCustomer(), heldout[:4], Judge(ConstantStyle()), settings, seed=0)
+    shown = [line for line in lines() if line.startswith("GRPO agent_reward:")]  # train_side's scratch: no folder
+    assert counts(shown, "GRPO agent_reward") == [(1, 3), (2, 3), (3, 3), (3, 3)]
+    assert all("reward" in line for line in shown[1:])  # TRL logs a step's mean reward after its first step
+
+
+def test_held_out_play_counts_the_episodes_it_planned_per_agent_and_opponent(
+    lines, tok, heldout, tmp_path, monkeypatch
+):
+    from sparring.agents.checkpoints import save_checkpoint
+    from sparring.agents.models import build_model
+    from sparring.agents.scripted import ExpertAgent
+    from sparring.evaluate.heldout import evaluate_heldout
+    from sparring.judge.rewards import Judge
+    from sparring.settings import CoevolutionSettings, GRPOSettings, ModelSpec
+    from sparring.train.distributed_check import ConstantStyle
+
+    monkeypatch.setenv(INTERVAL_ENV, "0")
+    spec = ModelSpec(hidden_size=32, num_layers=1, num_heads=2, num_kv_heads=1, intermediate_size=64)
+    save_checkpoint(build_model(spec, tok), tok, tmp_path / "da0")
+    save_checkpoint(build_model(spec, tok, seed=1), tok, tmp_path / "sim")
+    settings = CoevolutionSettings(
+        agent_grpo=GRPOSettings(max_turns=2, max_new_tokens=4), adversary_grpo=GRPOSettings(max_new_tokens=4)
+    )
+    report = evaluate_heldout(
+        {"da0": tmp_path / "da0"}, tmp_path / "sim", [tmp_path / "sim"] * 2, heldout[:4], Judge(ConstantStyle()),
+        settings, expert=ExpertAgent(refs="described"), cross_play_scenarios=3, pass_k=2, pass_k_scenarios=2,
+    )  # fmt: skip
+    shown = lines()
+    seen = counts(shown, "held-out play")
+    played = sum(phase.get("episodes", 0) for phase in report.phases.values())
+    # Rising, and what was planned is what was played: main 2 players x 4 x 4, cross-play 2 x 3, pass^k 2 x 8.
+    assert [done for done, _ in seen] == sorted(done for done, _ in seen) and seen[0][0] < seen[-1][0]
+    assert {total for _, total in seen} == {played} == {32 + 6 + 16} and seen[-1][0] == played
+    assert "da0 vs coop (4)" in shown[0] and any("expert vs camo (4)" in line for line in shown)
+    assert any("each adversary generation alone (3)" in line for line in shown)
+
+
+def test_lines_logged_in_worker_processes_reach_this_processs_handlers(lines):
+    context = multiprocessing.get_context("spawn")
+    queue = context.Queue()
+    with (
+        relay_from(queue),
+        ProcessPoolExecutor(1, mp_context=context, initializer=forward_to, initargs=(queue,)) as pool,
+    ):
+        pool.submit(LOGGER.info, "held-out play, process 1/2: 4/8 episodes (50%)").result()
+    assert lines() == ["held-out play, process 1/2: 4/8 episodes (50%)"]
+
+
+# ---- the pipeline's side -----------------------------------------------------------------------------------
+
+
+class DagsterLog:
+    def __init__(self) -> None:
+        self.infos: list[str] = []
+
+    def info(self, message: str) -> None:
+        self.infos.append(message)
+
+
+def test_a_stage_shows_its_progress_on_the_terminal_in_its_log_file_and_in_dagsters_log(monkeypatch):
+    terminal, log_file, dagster, level = io.StringIO(), io.StringIO(), DagsterLog(), LOGGER.level
+    monkeypatch.setattr("sys.stderr", terminal)
+    with stage_progress("agent_sft", dagster, echo=True, previous=600.0, heartbeat=0.2):
+        monkeypatch.setattr("sys.stderr", log_file)  # as trainer_output redirects the stage's own output
+        LOGGER.info("SFT demos: 1/4 steps (25%)")
+        time.sleep(0.5)  # quiet: the heartbeat speaks
+    shown = terminal.getvalue().splitlines()
+    assert re.fullmatch(r"\[\d\d:\d\d:\d\d\] stage agent_sft: SFT demos: 1/4 steps \(25%\)", shown[0])
+    assert "stage agent_sft: running for 0s (its last run took 10m00s: about 10m00s left)" in shown[1]
+    assert "SFT demos: 1/4 steps (25%)" in log_file.getvalue() and "stage agent_sft" not in log_file.getvalue()
+    assert dagster.infos[0] == "SFT demos: 1/4 steps (25%)" and dagster.infos[1].startswith("running for")
+    assert not LOGGER.handlers and LOGGER.level == level and LOGGER.propagate  # nothing left behind
+
+
+def test_verbose_leaves_the_terminal_to_dagsters_console_log(monkeypatch):
+    terminal, dagster = io.StringIO(), DagsterLog()
+    monkeypatch.setattr("sys.stderr", terminal)
+    with stage_progress("evaluate", dagster, echo=False, heartbeat=60):
+        LOGGER.info("held-out play: 4/8 episodes (50%)")
+    assert terminal.getvalue() == "" and dagster.infos == ["held-out play: 4/8 episodes (50%)"]
+
+
+def stage(name: str, *upstream: str, priority: int = 0) -> Stage:
+    return Stage(name, "", (), (), (), upstream=upstream, priority=priority)
+
+
+def test_the_run_estimate_follows_the_executors_order_and_says_what_it_lacks(tmp_path):
+    graph = [
+        stage("ingest"),
+        stage("sim", "ingest", priority=1),
+        stage("agent", "ingest"),
+        stage("eval", "sim", "agent"),
+    ]
+    seconds = {"ingest": 10, "sim": 100, "agent": 60, "eval": 30}
+    assert estimate_run(graph, seconds, 1) == 200  # one at a time: the sum
+    assert estimate_run(graph, seconds, 2) == 140  # sim beside agent: 10 + 100 + 30
+    assert run_estimate(tmp_path, graph, "default", 2) is None  # no earlier run
+    (tmp_path / "reports").mkdir()
+    for name, wall in seconds.items():
+        report = {"stage": name, "profile": "default", "wall_seconds": wall}
+        (tmp_path / "reports" / f"{name}.json").write_text(json.dumps(report))
+    assert run_estimate(tmp_path, graph, "default", 2).startswith("about 2m20s")
+    assert run_estimate(tmp_path, graph, "quick", 2) is None  # another profile's times say nothing
+    (tmp_path / "reports" / "eval.json").unlink()
+    assert run_estimate(tmp_path, graph, "default", 2).startswith("at least 1m50s") and "yet for eval" in (
+        run_estimate(tmp_path, graph, "default", 2)
+    )
