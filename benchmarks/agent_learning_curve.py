@@ -18,12 +18,14 @@ settings, ``--rft-set`` overrides) on its own strict passes. ``gain_ci`` is the 
 the last checkpoint's pool strict PASS minus the start's, over the held-out scenarios.
 
 A shared warm start leaves out the variance of SFT (DA0's and the simulator's seeds): ``--seed`` varies only the RL
-seed (the gym's scenario draw and sampling). Prints a row per checkpoint, writes ``--plot`` (a PNG of the curves),
-and a JSON last line ``{"start": {...}, "arms": {"<arm>": {"steps": [0, K, ...], "strict_pass_advpool": [...],
-"strict_pass_coop": [...], "gain_ci": [low, high], "seed": ..., "train": [per-step signals]}}}``.
+seed (the gym's scenario draw and sampling). ``--fresh-gym N`` draws the gym's scenarios from training utterances
+that no training scenario opens with, in place of ``coevolution.gym_scenarios`` of the training scenarios.
+Prints a row per checkpoint, writes ``--plot`` (a PNG of the curves), and a JSON last line ``{"start": {...},
+"arms": {"<arm>": {"steps": [0, K, ...], "strict_pass_advpool": [...], "strict_pass_coop": [...],
+"gain_ci": [low, high], "seed": ..., "train": [per-step signals]}}}``.
 
 Usage: ``python benchmarks/agent_learning_curve.py ROOT [--cycle 0] [--steps 40] [--every 10]
-[--eval-scenarios 240] [--arm NAME:k=v,...] [--rft] [--seed 0] [--plot curves.png]``
+[--eval-scenarios 240] [--arm NAME:k=v,...] [--rft] [--fresh-gym N] [--seed 0] [--plot curves.png]``
 """
 
 from __future__ import annotations
@@ -59,7 +61,7 @@ from sparring.train.cycles import absolute  # noqa: E402
 from sparring.train.grpo import train_side  # noqa: E402
 from sparring.train.opponents import PerEpisodeOpponent  # noqa: E402
 from sparring.train.sft import train_sft  # noqa: E402
-from sparring.world.scenarios import as_cooperative, load_scenarios  # noqa: E402
+from sparring.world.scenarios import as_cooperative, load_scenarios, sample_scenarios  # noqa: E402
 
 DEFAULT_ARMS = ("lr1e-4:learning_rate=1e-4", "lr3e-4:learning_rate=3e-4", "lr1e-3:learning_rate=1e-3")
 SHOWN = ("strict_pass_advpool", "routing_acc_advpool", "strict_pass_coop", "routing_acc_coop")
@@ -133,6 +135,18 @@ def step_signals(result: Any, updates_per_batch: int) -> list[dict[str, float]]:
         rollout = {k: round(float(v), 4) for k, v in batch.items() if k != "step"}
         rows.append({"step": step, **rollout, **{k: log[k] for k in TRL_SIGNALS if k in log}})
     return rows
+
+
+def fresh_scenarios(root: Path, p: Any, train: list[Any], n: int, seed: int) -> list[Any]:
+    """``n`` gym scenarios from the ingested training utterances that no training scenario opens with: DA0's
+    demonstrations played the training scenarios, so their groups mostly all pass; these it has never played."""
+    import polars as pl
+
+    used = {s.utterance.strip() for s in train}
+    rows = pl.read_parquet(root / "data" / "ingest" / "train.parquet")
+    rows = rows.filter(~pl.col("text").str.strip_chars().is_in(list(used)))
+    cfg = p.scenarios
+    return sample_scenarios(rows, n=n, seed=seed, personas=dict(cfg.personas), n_customers=cfg.n_customers)
 
 
 def grpo_arm(state: CycleState, settings: Any, ctx: dict[str, Any], every: int, out: Path) -> dict[str, Any]:
@@ -230,6 +244,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--arm", action="append", default=[], help="NAME:key=value,... (agent_grpo overrides)")
     parser.add_argument("--rft", action="store_true", help="add the rejection-sampling fine-tuning arm")
     parser.add_argument("--rft-set", default=RFT_SFT, help="agent_sft.sft overrides for the RFT arm")
+    parser.add_argument("--fresh-gym", type=int, default=0, help="N gym scenarios from unplayed training utterances")
     parser.add_argument("--seed", type=int, default=0, help="the RL seed (the warm start is shared)")
     parser.add_argument("--profile", default="default")
     parser.add_argument("--plot", type=Path, default=None, help="write the curves as a PNG here")
@@ -261,6 +276,8 @@ def main(argv: list[str] | None = None) -> int:
         co.replay_failure_share,
         random.Random(derive_seed(p.seed, args.cycle + 1, "gym", args.seed)),
     )
+    if args.fresh_gym:
+        gym = fresh_scenarios(root, p, train, args.fresh_gym, derive_seed(p.seed, "fresh-gym", args.seed))
     ctx = {
         "tok": models.tokenizer,
         "opponent": agent_opponents(state, dict(co.agent_mix), models.customer, co.coop_opening, co.adversary_opening),
@@ -302,7 +319,19 @@ def main(argv: list[str] | None = None) -> int:
     if args.plot:
         plot(out, start, args.plot)
     head = {k: v for k, v in start.items() if not k.startswith("passes_")}
-    print(json.dumps({"root": str(root), "cycle": args.cycle, "eval_scenarios": len(held), "start": head, "arms": out}))
+    gym_note = {"scenarios": len(gym), "fresh": bool(args.fresh_gym)}
+    print(
+        json.dumps(
+            {
+                "root": str(root),
+                "cycle": args.cycle,
+                "eval_scenarios": len(held),
+                "gym": gym_note,
+                "start": head,
+                "arms": out,
+            }
+        )
+    )
     return 0
 
 

@@ -246,21 +246,24 @@ def test_the_acceptance_benchmark_reads_a_finished_quick_run(uninterrupted):
 
 
 def test_the_learning_curve_benchmark_runs_its_arms_on_a_quick_run(uninterrupted, tmp_path):
-    """benchmarks/agent_learning_curve.py from the quick run's warm start: a GRPO arm with two updates per batch and
-    the RFT arm, each kept every step and played on the same held-out scenarios as the start; per-step signals, the
-    paired interval and the plot (the quick models pass nothing: the figures' shape is under test)."""
+    """benchmarks/agent_learning_curve.py from the quick run's warm start, on gym scenarios no demo played: a GRPO arm
+    with two updates per batch and the RFT arm, each kept every step and played on the same held-out scenarios as
+    the start; per-step signals, the paired interval and the plot (the quick models pass nothing: the figures'
+    shape is under test)."""
     root, _ = uninterrupted
     script = ROOT / "benchmarks" / "agent_learning_curve.py"
     png = tmp_path / "curves.png"
     args = ["--profile", "quick", "--steps", "2", "--every", "1", "--eval-scenarios", "3", "--plot", str(png)]
     done = subprocess.run(
-        [sys.executable, str(script), str(root), *args, "--arm", "mu2:num_iterations=2,epsilon_high=0.3", "--rft"],
+        [sys.executable, str(script), str(root), *args, "--arm", "mu2:num_iterations=2,epsilon_high=0.3", "--rft",
+         "--fresh-gym", "5"],  # fmt: skip
         capture_output=True,
         text=True,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     doc = json.loads(done.stdout.strip().splitlines()[-1])
     assert set(doc["arms"]) == {"mu2", "rft"} and doc["eval_scenarios"] == 3
+    assert doc["gym"] == {"scenarios": 5, "fresh": True}
     for name, arm in doc["arms"].items():
         assert arm["steps"] == [0, 1, 2], name
         assert len(arm["strict_pass_advpool"]) == len(arm["strict_pass_coop"]) == 3
