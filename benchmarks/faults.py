@@ -1,3 +1,4 @@
+# Over 400 lines: one self-contained script (it runs from a copy of the project), kills and their checks together.
 """Faults: `sparring run` killed (SIGKILL, its whole process group) during every stage, rerun until it completes.
 
 Two copies of the project (:func:`pipelines.project.copy_project`, params set to ``--seed`` and ``--profile``)
@@ -15,8 +16,15 @@ the next launch, which the benchmark reports (stage, error, what the kill left) 
 Last, the faulted copy runs to completion and its reports/metrics.json is compared with the reference's, without
 timing keys (any key containing ``seconds``, ``tokens_per_s``, ``wall``, ``fingerprint`` or ``resumed``).
 
-Prints the kills per stage, the reruns, ``metrics_equal`` and the differences; the last line is JSON.
-Usage: ``python benchmarks/faults.py [--profile quick] [--seed 0] [--workdir DIR] [--kills-per-stage 1]``.
+Runs left open: after each kill, once its rerun has started its Dagster run (having closed what the kill left), no
+Dagster run but the rerun's may be open (STARTED, ...) and no MLflow run but the rerun's RUNNING; after the last run
+none at all. ``--interrupts`` more launches are stopped as a person would stop them, during the longest stages: Ctrl-C
+(SIGINT to the process group), then ``kill`` (SIGTERM to the command alone); each must exit by itself with nothing
+left open and its interrupted stage's MLflow run KILLED. Both are read from the stores (mlruns/mlflow.db,
+.dagster/history/runs.db), read-only.
+
+Prints the kills per stage, the reruns, the runs left open, ``metrics_equal`` and the differences; the last line is
+JSON. Usage: ``python benchmarks/faults.py [--profile quick] [--seed 0] [--workdir DIR] [--kills-per-stage 1]``.
 """
 
 from __future__ import annotations
@@ -114,6 +122,16 @@ class Launch:
             pass
         self.proc.wait()
 
+    def interrupt(self, sig: int, group: bool, timeout: float = 180.0) -> int | None:
+        """Send ``sig`` to the process group (Ctrl-C) or the command alone (``kill``); its exit code, or None if it
+        did not exit within ``timeout`` (then it is killed)."""
+        try:
+            os.killpg(self.proc.pid, sig) if group else self.proc.send_signal(sig)
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            return None
+
     def wait_for_start(self, step: str, timeout: float) -> bool:
         """Poll until ``step`` has started (True) or the run ended or timed out (False)."""
         deadline = time.monotonic() + timeout
@@ -122,6 +140,50 @@ class Launch:
                 return True
             time.sleep(POLL_S)
         return False
+
+
+OPEN_DAGSTER = ("NOT_STARTED", "STARTING", "STARTED", "CANCELING")
+
+
+def _read(db: Path, query: str) -> list[tuple]:
+    if not db.is_file():
+        return []
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5) as con:
+        return con.execute(query).fetchall()
+
+
+def open_runs(root: Path) -> dict[str, list[tuple[str, str]]]:
+    """Runs the stores hold open: Dagster ``(run id, status)`` not over, MLflow ``(name, Dagster run id)`` RUNNING."""
+    statuses = ", ".join(f"'{s}'" for s in OPEN_DAGSTER)
+    dagster = _read(
+        root / ".dagster" / "history" / "runs.db", f"select run_id, status from runs where status in ({statuses})"
+    )
+    mlflow = _read(
+        root / "mlruns" / "mlflow.db",
+        "select r.name, coalesce(t.value, '') from runs r left join tags t on t.run_uuid = r.run_uuid "
+        "and t.key = 'dagster.run_id' where r.status = 'RUNNING'",
+    )
+    return {"dagster": [tuple(r) for r in dagster], "mlflow": [tuple(r) for r in mlflow]}
+
+
+def others_open(root: Path, launch: Launch) -> dict[str, list[tuple[str, str]]]:
+    """The open runs that are not ``launch``'s own (all of them when it has no Dagster run yet)."""
+    own = launch.db().stem if launch.db() is not None else None
+    found = open_runs(root)
+    return {
+        "dagster": [r for r in found["dagster"] if r[0] != own],
+        "mlflow": [r for r in found["mlflow"] if r[1] != own],
+    }
+
+
+def mlflow_statuses(root: Path, dagster_run: str) -> dict[str, str]:
+    """``{MLflow run name: status}`` of one Dagster run's MLflow runs."""
+    rows = _read(
+        root / "mlruns" / "mlflow.db",
+        "select r.name, r.status from runs r join tags t on t.run_uuid = r.run_uuid "
+        f"and t.key = 'dagster.run_id' where t.value = '{dagster_run}'",
+    )
+    return dict(rows)
 
 
 def stage_of(step: str, stages: list[str]) -> str:
@@ -226,14 +288,49 @@ def kill_schedule(root: Path, args: argparse.Namespace, stages: list[str], durat
                     return kills, {"after_kill": kills[-1] if kills else None, **failure(launch, rc)}
                 print(f"  {target or 'random'}: the run completed before the kill; retrying", flush=True)
                 continue
+            # This launch reruns the last kill: once its Dagster run exists it has closed what that kill left open.
+            stale = others_open(root, launch) if kills and launch.db() is not None else None
             launch.kill()
             hit = sorted({stage_of(s, stages) for s in running}) or ["(between stages)"]
             kills.append({"target": target, "hit": hit, "at_s": round(at, 2), "delay_s": round(delay, 3),
-                          "leftovers": leftovers(root)})  # fmt: skip
+                          "leftovers": leftovers(root), "left_open_by_earlier": stale})  # fmt: skip
             print(f"  kill {len(kills)}: target {target or 'random'}, hit {', '.join(hit)} at {at:.1f} s", flush=True)
             if target is None or target in hit:
                 break
     return kills, None
+
+
+def interrupts(root: Path, args: argparse.Namespace, stages: list[str], durations: dict[str, float],
+               rng: random.Random) -> list[dict[str, Any]]:  # fmt: skip
+    """Stop ``--interrupts`` launches mid-stage (longest stages first) with SIGINT to the group, then SIGTERM to
+    the command, alternately; what each left open and how its runs ended."""
+    longest = sorted(stages, key=lambda s: -durations[s])
+    ways = [("SIGINT", signal.SIGINT, True), ("SIGTERM", signal.SIGTERM, False)]
+    out = []
+    for i in range(args.interrupts):
+        target, (name, sig, group) = longest[i % len(longest)], ways[i % 2]
+        launch = Launch(root, args.profile)
+        if not launch.wait_for_start(target, timeout=3 * sum(durations.values()) + 60):
+            launch.proc.wait()
+            continue
+        time.sleep(rng.uniform(0.2, 0.6) * durations[target])
+        running = launch.running()
+        rc = launch.interrupt(sig, group)
+        run_id = launch.db().stem if launch.db() is not None else ""
+        status = _read(root / ".dagster" / "history" / "runs.db", f"select status from runs where run_id = '{run_id}'")
+        entry = {"signal": name, "to": "group" if group else "command", "target": target, "running": running,
+                 "exit": rc, "dagster_status": (status or [[None]])[0][0], "mlflow": mlflow_statuses(root, run_id),
+                 "left_open": open_runs(root)}  # fmt: skip
+        out.append(entry)
+        print(f"  {name} to the {entry['to']} during {target}: exit {rc}, Dagster {entry['dagster_status']}, "
+              f"left open {sum(map(len, entry['left_open'].values()))}", flush=True)  # fmt: skip
+    return out
+
+
+def interrupt_closed(entry: dict[str, Any]) -> bool:
+    """An interrupted launch exited by itself, left nothing open, its Dagster run over and a stage's run KILLED."""
+    over, left = entry["dagster_status"] in ("CANCELED", "FAILURE"), any(entry["left_open"].values())
+    return entry["exit"] is not None and over and not left and "KILLED" in entry["mlflow"].values()
 
 
 def finish(root: Path, profile: str, tries: int = 2) -> tuple[int, dict[str, Any] | None]:
@@ -257,6 +354,7 @@ def main() -> None:
     parser.add_argument("--kills-per-stage", type=int, default=1)
     parser.add_argument("--extra-kills", type=int, default=2, help="kills at uniform random times of a whole run")
     parser.add_argument("--tries", type=int, default=4, help="attempts per stage when a kill lands after it")
+    parser.add_argument("--interrupts", type=int, default=2, help="launches stopped by SIGINT / SIGTERM mid-stage")
     args = parser.parse_args()
     work = args.workdir or Path(tempfile.mkdtemp(prefix="sparring-faults-"))
     t_start, rng = time.perf_counter(), random.Random(f"faults:{args.kill_seed}")
@@ -271,6 +369,7 @@ def main() -> None:
     print(f"faulted runs in {faulted} (log: {faulted / 'run.log'})", flush=True)
     try:
         kills, problem = kill_schedule(faulted, args, stages, durations, wall, rng)
+        stopped = interrupts(faulted, args, stages, durations, rng) if problem is None else []
         if problem is None:
             _, problem = finish(faulted, args.profile)
     finally:
@@ -292,6 +391,13 @@ def main() -> None:
     else:
         result["metrics_equal"], result["unrecoverable"] = False, problem
     result["kills_survived_by_stage"] = per_stage if problem is None else {}
+    stale = [k for k in kills if k["left_open_by_earlier"] and any(k["left_open_by_earlier"].values())]
+    result["reruns_checked"] = sum(k["left_open_by_earlier"] is not None for k in kills)
+    result["reruns_left_earlier_runs_open"] = len(stale)
+    result["interrupts"], result["left_open_at_end"] = stopped, open_runs(faulted)
+    result["runs_closed"] = (
+        not stale and all(map(interrupt_closed, stopped)) and not any(result["left_open_at_end"].values())
+    )
     result["kill_log"], result["wall_s"] = kills, round(time.perf_counter() - t_start, 1)
 
     print(f"\n{'stage':20s}{'reference s':>12s}{'kills survived':>16s}")
@@ -301,9 +407,12 @@ def main() -> None:
     print(f"kills {len(kills)}, launches {launches}, every stage interrupted: {result['every_stage_interrupted']}")
     if problem is not None:
         print(f"UNRECOVERABLE after kill {json.dumps(problem.get('after_kill'))}:\n" + "\n".join(problem["log_tail"]))
+    print(f"runs closed: {result['runs_closed']} ({result['reruns_checked']} reruns checked, "
+          f"{len(stale)} left an earlier run open; {len(stopped)} interrupts; open at the end: "
+          f"{result['left_open_at_end']})")  # fmt: skip
     print(f"metrics_equal: {result['metrics_equal']}" + "".join(f"\n  {d}" for d in result.get("differences", [])))
     print(json.dumps(result))
-    sys.exit(0 if result["metrics_equal"] else 1)
+    sys.exit(0 if result["metrics_equal"] and result["runs_closed"] else 1)
 
 
 if __name__ == "__main__":

@@ -71,33 +71,63 @@ def _run_config(verbose: bool) -> dict:
     return {"loggers": {"console": {"config": {"log_level": LOG_LEVEL[verbose]}}}}
 
 
-def _execute(job: Any = None, parallel: int = 1, root: Path | None = None, verbose: bool = False) -> None:
+def _execute(
+    job: Any = None, parallel: int = 1, root: Path | None = None, verbose: bool = False, experiment: str = ""
+) -> None:
     """Materialize a job (the whole pipeline's `main` if None) against the project's Dagster instance: in this
     process, one stage at a time, or with ``parallel`` > 1 on Dagster's multiprocess executor, which runs up to
-    that many stages whose inputs are ready (simulator_sft beside agent_sft), each in its own process."""
+    that many stages whose inputs are ready (simulator_sft beside agent_sft), each in its own process. First it
+    closes what killed runs left open; after, what this one left (interrupted), in MLflow's ``experiment`` too."""
     from dagster import DagsterInstance, execute_job, reconstructable
+    from dagster._utils.interrupts import capture_interrupts
 
-    config = _run_config(verbose)
+    from pipelines.closing import owner_tags
+    from pipelines.resources import MlflowTracking
+
+    config, root, owner = _run_config(verbose), root or _root(), owner_tags()
+    tracking = MlflowTracking(root=str(root))
     with DagsterInstance.get() as instance:
-        if parallel > 1:
-            from pipelines.definitions import main_job_def
+        _close_runs(instance, tracking, experiment)
+        try:
+            if parallel > 1:
+                from pipelines.definitions import main_job_def
 
-            # The stage processes get the project and profile in their config, not from the environment.
-            project = {"root": str(root or _root()), "profile": os.environ.get(PROFILE_ENV, "")}
-            # forkserver with the pipeline preloaded: a stage process starts in ~1 s instead of importing torch,
-            # transformers and Dagster afresh (spawn: ~10 s a stage on 2 cores).
-            start = {"forkserver": {"preload_modules": ["pipelines.definitions"]}}
-            execution = {"multiprocess": {"max_concurrent": parallel, "start_method": start}}
-            config.update(execution={"config": execution}, resources={"project": {"config": project}})
-            result = execute_job(reconstructable(main_job_def), instance, run_config=config, raise_on_error=False)
-        else:
-            if job is None:
-                from pipelines.definitions import defs
+                # The stage processes get the project and profile in their config, not from the environment.
+                project = {"root": str(root), "profile": os.environ.get(PROFILE_ENV, "")}
+                # forkserver with the pipeline preloaded: a stage process starts in ~1 s instead of importing
+                # torch, transformers and Dagster afresh (spawn: ~10 s a stage on 2 cores).
+                start = {"forkserver": {"preload_modules": ["pipelines.definitions"]}}
+                execution = {"multiprocess": {"max_concurrent": parallel, "start_method": start}}
+                config.update(execution={"config": execution}, resources={"project": {"config": project}})
+                job_def = reconstructable(main_job_def)
+                result = execute_job(job_def, instance, run_config=config, tags=owner, raise_on_error=False)
+            else:
+                if job is None:
+                    from pipelines.definitions import defs
 
-                job = defs.resolve_job_def("main")
-            result = job.execute_in_process(instance=instance, run_config=config, raise_on_error=False)
+                    job = defs.resolve_job_def("main")
+                result = job.execute_in_process(instance=instance, run_config=config, tags=owner, raise_on_error=False)
+        finally:
+            with capture_interrupts():  # a second Ctrl-C must not leave this run's runs open
+                _close_runs(instance, tracking, experiment, owner)
     if not result.success:
         fail("\n".join(_failures(result)) or "the run failed (see the Dagster run log)", code=1)
+
+
+def _close_runs(instance: Any, tracking: Any, experiment: str, owner: dict[str, str] | None = None) -> None:
+    """Before a run (``owner`` None): close the runs killed commands left open, and say so. After it: close what
+    this command's run left open (only an interrupted run leaves any)."""
+    from pipelines.closing import close_own_runs, close_stale_runs, describe
+    from pipelines.progress import say
+
+    if owner is None:
+        closed = describe(*close_stale_runs(instance, tracking, experiment))
+        if closed:
+            say(f"sparring: runs left open by a killed run, closed: {closed}")
+        return
+    closed = describe(*close_own_runs(instance, tracking, experiment, owner))
+    if closed:
+        say(f"sparring: this run was interrupted; closed {closed}")
 
 
 def _failures(result: Any) -> list[str]:
@@ -112,7 +142,9 @@ def _failures(result: Any) -> list[str]:
             continue
         message, kind = error.message.strip(), error.cls_name or ""
         prefix = message.split(":", 1)[0]
-        if kind in USER_ERRORS and prefix.endswith(kind):
+        if kind in ("DagsterExecutionInterruptedError", "KeyboardInterrupt"):  # Ctrl-C or a SIGTERM: no bug to trace
+            lines.append(f"stage {event.step_key}: interrupted")
+        elif kind in USER_ERRORS and prefix.endswith(kind):
             lines.append(message[len(prefix) + 1 :].strip())
         else:
             hint = f"`sparring stage {event.step_key} --verbose` prints the traceback"
@@ -215,7 +247,7 @@ def run(
     estimate = run_estimate(root, stages, params.profile, parallel)
     if estimate:
         say(f"sparring run: {estimate}")
-    _execute(None, parallel, root, verbose)
+    _execute(None, parallel, root, verbose, params.tracking.experiment)
     say(f"sparring run: finished in {time.perf_counter() - began:.1f} s")
     _tell_dvc(root, params.profile)
     _summary(root, [s.name for s in stages], headline_only=True)
@@ -248,7 +280,8 @@ def stage(
     if found is None:
         known = list(declared_stages(root)) or [s.name for s in _stages()]
         fail(f"unknown stage {name!r} (stages: {', '.join(known)})")
-    _execute(found[1].resolve_job_def("main"), verbose=verbose)
+    experiment = load_params(root / "params.yaml").tracking.experiment
+    _execute(found[1].resolve_job_def("main"), root=root, verbose=verbose, experiment=experiment)
     _summary(root, [name])
 
 

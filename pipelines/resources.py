@@ -17,11 +17,14 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from dagster import ConfigurableResource
+from dagster import ConfigurableResource, DagsterExecutionInterruptedError
+from dagster._utils.interrupts import capture_interrupts  # defers SIGINT/SIGTERM in the main thread (Dagster's own)
 
 from sparring.params import Params, load_params
 from sparring.runtime import apply_torch_threads, project_root
 
+# What a SIGINT or SIGTERM raises in a stage (Dagster maps SIGTERM to its SIGINT handling): its runs end KILLED.
+INTERRUPTS = (KeyboardInterrupt, DagsterExecutionInterruptedError)
 VERBOSE_ENV = "SPARRING_VERBOSE"  # "1": trainer output (TRL's dicts, tqdm bars, HF warnings) goes to the terminal
 
 
@@ -77,15 +80,30 @@ class MlflowTracking(ConfigurableResource):
     root: str = ""
     tracking_uri: str = ""
 
+    def store(self) -> Path:
+        return (Path(self.root).resolve() if self.root else project_root()) / "mlruns"
+
+    def uri(self) -> str:
+        return self.tracking_uri or f"sqlite:///{self.store() / 'mlflow.db'}"
+
+    def existing_client(self) -> Any | None:
+        """A client of the store, or None when the project's own store does not exist yet (nothing to read)."""
+        if not self.tracking_uri and not (self.store() / "mlflow.db").is_file():
+            return None
+        import mlflow
+
+        if os.environ.get(VERBOSE_ENV) != "1":
+            logging.getLogger("mlflow").setLevel(logging.WARNING)
+        return mlflow.MlflowClient(self.uri())
+
     def _setup(self, experiment: str) -> tuple[Any, str]:
         import mlflow
 
         if os.environ.get(VERBOSE_ENV) != "1":  # its store's INFO lines ("Creating initial ... tables")
             logging.getLogger("mlflow").setLevel(logging.WARNING)
-        root = Path(self.root).resolve() if self.root else project_root()
-        store = root / "mlruns"
+        store = self.store()
         store.mkdir(parents=True, exist_ok=True)
-        uri = self.tracking_uri or f"sqlite:///{store / 'mlflow.db'}"
+        uri = self.uri()
         mlflow.set_tracking_uri(uri)
         client = mlflow.MlflowClient(uri)
         found = client.get_experiment_by_name(experiment)
@@ -117,11 +135,9 @@ class MlflowTracking(ConfigurableResource):
         return run.info.run_id
 
     @contextmanager
-    def stage_run(
-        self, dagster_run_id: str, stage: str, params: Params, sections: list[str]
-    ) -> Iterator[Any]:
+    def stage_run(self, dagster_run_id: str, stage: str, params: Params, sections: list[str]) -> Iterator[Any]:
         """Open the stage's nested run (active, so TRL's `report_to=["mlflow"]` logs into it) and yield a
-        `StageLog` to log metrics and artifacts; close it FINISHED, or FAILED if the stage raised."""
+        `StageLog` to log metrics and artifacts; close it FINISHED, KILLED if interrupted, FAILED if it raised."""
         import mlflow
 
         client, experiment_id = self._setup(params.tracking.experiment)
@@ -144,9 +160,13 @@ class MlflowTracking(ConfigurableResource):
             with mlflow.start_run(run_id=run_id):
                 yield StageLog(client, run_id, parent, stage)
             status = "FINISHED"
+        except INTERRUPTS:
+            status = "KILLED"
+            raise
         finally:
-            client.set_terminated(run_id, status)
-            client.set_terminated(parent, status)
+            with capture_interrupts():  # a second interrupt (Ctrl-C and Dagster's forwarded one) must not skip this
+                client.set_terminated(run_id, status)
+                client.set_terminated(parent, status)
 
 
 def _log_params(client: Any, run_id: str, flat: dict[str, Any]) -> None:
@@ -196,16 +216,21 @@ class StageLog:
     @contextmanager
     def child_run(self, name: str) -> Iterator[StageLog]:
         """A run nested under the stage's (peer_rl: one per member); its metrics also reach the stage's run as
-        `<name>.<metric>`. Closed FINISHED, or FAILED if the body raised."""
-        experiment_id = self.client.get_run(self.run_id).info.experiment_id
+        `<name>.<metric>`. Closed FINISHED, KILLED if interrupted, or FAILED if the body raised."""
+        stage_run = self.client.get_run(self.run_id)
         tags = {"mlflow.parentRunId": self.run_id, "sparring.stage": self.stage, "sparring.member": name}
-        child = self.client.create_run(experiment_id, run_name=f"{self.stage}.{name}", tags=tags)
+        tags["dagster.run_id"] = stage_run.data.tags.get("dagster.run_id", "")  # what closes it if left open
+        child = self.client.create_run(stage_run.info.experiment_id, run_name=f"{self.stage}.{name}", tags=tags)
         status = "FAILED"
         try:
             yield StageLog(self.client, child.info.run_id, self.run_id, name)
             status = "FINISHED"
+        except INTERRUPTS:
+            status = "KILLED"
+            raise
         finally:
-            self.client.set_terminated(child.info.run_id, status)
+            with capture_interrupts():
+                self.client.set_terminated(child.info.run_id, status)
 
     def artifacts(self, folder: Path, name: str) -> None:
         self.client.log_artifacts(self.run_id, str(folder), name)

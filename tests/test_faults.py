@@ -122,3 +122,44 @@ def test_a_kill_mid_write_keeps_the_old_folder_and_the_next_write_clears_the_deb
     assert [p.startswith("models/.agent_sft.tmp-") for p in faults.leftovers(tmp_path)] == [True]
     replace_dir(out, lambda d: (d / "weights").write_text("new"))
     assert (out / "weights").read_text() == "new" and faults.leftovers(tmp_path) == []
+
+
+def _stores(root: Path, dagster: list[tuple[str, str]], mlflow: list[tuple[str, str, str]]) -> None:
+    """The two tables open_runs reads, as Dagster's runs.db and MLflow's mlflow.db hold them."""
+    (root / ".dagster" / "history").mkdir(parents=True)
+    (root / "mlruns").mkdir()
+    with sqlite3.connect(root / ".dagster" / "history" / "runs.db") as con:
+        con.execute("create table runs (run_id text, status text)")
+        con.executemany("insert into runs values (?, ?)", dagster)
+    with sqlite3.connect(root / "mlruns" / "mlflow.db") as con:
+        con.execute("create table runs (run_uuid text, name text, status text)")
+        con.execute("create table tags (run_uuid text, key text, value text)")
+        for i, (name, status, dagster_run) in enumerate(mlflow):
+            con.execute("insert into runs values (?, ?, ?)", (str(i), name, status))
+            con.execute("insert into tags values (?, 'dagster.run_id', ?)", (str(i), dagster_run))
+
+
+def test_open_runs_are_read_from_both_stores_and_a_launchs_own_are_told_apart(tmp_path):
+    _stores(
+        tmp_path,
+        [("old", "STARTED"), ("new", "STARTED"), ("done", "SUCCESS"), ("stopped", "CANCELED")],
+        [("agent_sft", "RUNNING", "old"), ("cycle_1", "RUNNING", "new"), ("ingest", "FINISHED", "old")],
+    )
+    assert faults.open_runs(tmp_path) == {
+        "dagster": [("old", "STARTED"), ("new", "STARTED")],
+        "mlflow": [("agent_sft", "old"), ("cycle_1", "new")],
+    }
+    launch = faults.Launch(tmp_path, "quick", command=[sys.executable, "-c", "pass"])
+    launch.proc.wait()
+    launch._db = tmp_path / "new.db"  # its Dagster run is "new"
+    assert faults.others_open(tmp_path, launch) == {"dagster": [("old", "STARTED")], "mlflow": [("agent_sft", "old")]}
+    assert faults.mlflow_statuses(tmp_path, "old") == {"agent_sft": "RUNNING", "ingest": "FINISHED"}
+
+
+def test_an_interrupt_counts_as_closed_only_when_everything_ended():
+    closed = {"exit": 1, "dagster_status": "FAILURE", "mlflow": {"agent_sft": "KILLED"}, "left_open": {"dagster": []}}
+    assert faults.interrupt_closed(closed)
+    assert not faults.interrupt_closed({**closed, "exit": None})  # had to be killed
+    assert not faults.interrupt_closed({**closed, "dagster_status": "STARTED"})
+    assert not faults.interrupt_closed({**closed, "mlflow": {"agent_sft": "FAILED"}})
+    assert not faults.interrupt_closed({**closed, "left_open": {"mlflow": [("cycle_1", "x")]}})
