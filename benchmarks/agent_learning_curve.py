@@ -46,6 +46,7 @@ from agent_gym import overrides  # noqa: E402
 from coevolution_acceptance import paired_bootstrap  # noqa: E402
 
 from sparring.agents.checkpoints import load_checkpoint, save_checkpoint  # noqa: E402
+from sparring.agents.leaving import gives_up  # noqa: E402
 from sparring.agents.policies import LMPolicy  # noqa: E402
 from sparring.evaluate.crossplay import failure_rates  # noqa: E402
 from sparring.evaluate.heldout import heldout_seed  # noqa: E402
@@ -145,6 +146,8 @@ def fresh_scenarios(root: Path, p: Any, train: list[Any], n: int, seed: int) -> 
     used = {s.utterance.strip() for s in train}
     rows = pl.read_parquet(root / "data" / "ingest" / "train.parquet")
     rows = rows.filter(~pl.col("text").str.strip_chars().is_in(list(used)))
+    # an opening that already leaves the chat ends the episode before the agent speaks: nothing to train on
+    rows = rows.filter(~pl.col("text").map_elements(gives_up, return_dtype=pl.Boolean))
     cfg = p.scenarios
     return sample_scenarios(rows, n=n, seed=seed, personas=dict(cfg.personas), n_customers=cfg.n_customers)
 

@@ -319,3 +319,22 @@ def test_dynamic_sampling_replaces_exactly_the_groups_without_spread(tok, scenar
     assert plain["prompt_ids"][0] != refilled["prompt_ids"][0] and plain["prompt_ids"][G] != refilled["prompt_ids"][G]
     assert records[0][0]["frac_zero_std_groups"] == 0.5 and records[3][0]["frac_zero_std_groups"] == 0.0
     assert records[3][0]["frac_zero_std_groups_sampled"] == 0.5 and records[3][0]["episodes_played"] > 4 * G
+
+
+def test_a_group_whose_customer_leaves_before_the_agent_speaks_is_played_again(tok, scenarios):
+    """A customer who leaves in its opening ends the episode before the agent speaks: no completion to train on.
+    Its group is replaced by a fresh one (a training step used to fail on it); the other keeps its scenario."""
+    leaver = scenarios[0].scenario_id
+
+    class LeavesAtOnce(CooperativeCustomer):
+        def opening(self, request):
+            return "Forget it, bye." if request.scenario.scenario_id == leaver else super().opening(request)
+
+    model = build_model(SPEC, tok)
+    rollout = make_rollout_func("agent", tok, LeavesAtOnce(), scenarios, Judge(ConstantStyle()), settings())
+    out = rollout([f"{i}|" for i in (0, 1) for _ in range(G)], SimpleNamespace(model=model))
+    assert all(1 in mask for mask in out["env_mask"])
+    first = make_rollout_func("agent", tok, CooperativeCustomer(), scenarios, Judge(ConstantStyle()), settings())
+    alone = first([f"{i}|" for i in (0, 1) for _ in range(G)], SimpleNamespace(model=model))
+    assert out["prompt_ids"][G:] == alone["prompt_ids"][G:]  # the same scenario, opened the same way
+    assert out["prompt_ids"][0] != alone["prompt_ids"][0]  # another scenario in the leaver's place

@@ -62,6 +62,7 @@ REWARD_KEYS = {"agent": "agent_reward", "customer": "adv_reward"}  # the judge's
 FIRST_TURN_REWARD = "agent_first_turn_reward"  # the judge's reward of the agent's first turn alone
 TRL_REFERENCE_ADAPTER = "ref"  # TRL 1.16: the KL reference of a peft model, a frozen copy of its start adapter
 SCRATCH_PREFIX = "sparring-grpo-"  # train_side's temporary trainer folder
+SILENT_RETRIES = 3  # rounds of fresh groups for groups the trained side never spoke in
 OpponentChooser = Callable[[Scenario, int], Policy]  # (scenario, draw seed) -> the frozen opponent of one group
 
 
@@ -197,8 +198,10 @@ def make_rollout_func(
         episodes, scores = play(picked, draw, trained, model)
         sampled_zero = len(zero_spread_groups([float(s[key]) for s in scores], g))
         played = len(episodes)
-        for round_no in range(settings.dynamic_sampling):  # DAPO: fresh groups in place of those without spread
-            dead = zero_spread_groups([float(s[key]) for s in scores], g)
+        # DAPO: fresh groups in place of those without spread; always in place of groups the side never spoke in
+        for round_no in range(max(settings.dynamic_sampling, SILENT_RETRIES)):
+            refilling = round_no < settings.dynamic_sampling
+            dead = unusable_groups(episodes, [float(s[key]) for s in scores], side, g, refilling)
             if not dead:
                 break
             refill = derive_seed(draw, "refill", round_no)
@@ -206,8 +209,8 @@ def make_rollout_func(
             fresh = [rng.choice(scenarios) for _ in dead]
             more, more_scores = play([sc for sc in fresh for _ in range(g)], refill, trained, model)
             played += len(more)
-            alive = set(range(len(dead))) - set(zero_spread_groups([float(s[key]) for s in more_scores], g))
-            for j in sorted(alive):
+            bad = set(unusable_groups(more, [float(s[key]) for s in more_scores], side, g, refilling))
+            for j in sorted(set(range(len(dead))) - bad):
                 at, new = slice(dead[j] * g, (dead[j] + 1) * g), slice(j * g, (j + 1) * g)
                 episodes[at], scores[at] = more[new], more_scores[new]
         samples = [side_sample(ep, side) for ep in episodes]
@@ -229,6 +232,16 @@ def make_rollout_func(
         }
 
     return rollout
+
+
+def unusable_groups(
+    episodes: Sequence[Episode], rewards: Sequence[float], side: str, g: int, spread: bool
+) -> list[int]:
+    """Groups to play again: those in which ``side`` generated no token in some episode (a customer who left before
+    the agent spoke), and with ``spread`` those whose rewards all agree."""
+    own = "agent_mask" if side == "agent" else "customer_self_mask"
+    silent = {i // g for i, ep in enumerate(episodes) if 1 not in getattr(ep, own)}
+    return sorted(silent | (set(zero_spread_groups(rewards, g)) if spread else set()))
 
 
 def zero_spread_groups(rewards: Sequence[float], g: int) -> list[int]:
