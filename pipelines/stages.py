@@ -45,8 +45,8 @@ from sparring.params import Params
 
 # Every stage reads these: switching the profile or the seed reruns everything.
 COMMON_PARAMS = ("profile", "seed")
-# Every stage's code depends on these too.
-COMMON_DEPS = ("src/sparring/params.py", "pipelines/stages.py")
+# params.py reads params.yaml; settings.py holds the defaults of every key params.yaml leaves out
+COMMON_DEPS = ("src/sparring/params.py", "src/sparring/settings.py", "pipelines/stages.py")
 CYCLE = re.compile(r"cycle_(\d+)")
 # The few numbers per stage that `dvc metrics show` prints (a stage's full metrics stay in reports/<stage>.json).
 # Keyed by stage name; every cycle_k shares "cycle".
