@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+
 import polars as pl
 from transformers import AutoTokenizer
 
@@ -16,7 +18,7 @@ from sparring.evaluate import checks
 from sparring.evaluate.agent import evaluate_agent, intent_accuracy
 from sparring.evaluate.baselines import tfidf_intent_accuracy
 from sparring.timing import Phases, sft_phases
-from sparring.train.demos import expert_demonstrations, warm_start
+from sparring.train.demos import expert_demonstrations, recovery_demonstrations, warm_start
 from sparring.world.scenarios import load_scenarios
 
 STAGE = Stage(
@@ -52,6 +54,11 @@ def agent_sft(ctx: StageContext) -> StageOutput:
     with phases.time("expert_episodes") as counts:
         demos = expert_demonstrations(scenarios, p.seed, refs=cfg.object_refs, agent_system=system)
         counts["episodes"] = len(scenarios)  # played; the strict passes among them are the demos
+    with phases.time("recovery_episodes") as counts:
+        replayed = random.Random(p.seed).sample(scenarios, round(cfg.recovery * len(scenarios)))
+        recoveries = recovery_demonstrations(replayed, p.seed, refs=cfg.object_refs, agent_system=system)
+        demos += recoveries
+        counts["episodes"] = len(replayed)
     train, test = (pl.read_parquet(data / "ingest" / f"{s}.parquet") for s in ("train", "test"))
     spec = p.model
     if cfg.tie_word_embeddings is not None:
@@ -85,6 +92,7 @@ def agent_sft(ctx: StageContext) -> StageOutput:
     metrics.update(
         parameters=count_parameters(result.model),
         demos=len(demos),
+        recovery_demos=len(recoveries),
         intent_examples=len(train) if cfg.intent is not None else 0,
         n_heldout=len(heldout),
         train_seconds=round(result.seconds, 2),

@@ -165,3 +165,49 @@ def test_expert_demonstrations_play_a_customer_policy_as_they_play_its_name(tmp_
         expert_demonstrations(scenarios, 0, ("nobody", CooperativeCustomer()))
     with pytest.raises(ValueError, match="no conversations"):
         train_sft(None, None, [], SFTSettings(), tmp_path)
+
+
+def test_a_recovery_demonstration_keeps_its_wrong_turns_out_of_the_loss(tmp_path):
+    """DART-style recovery demos: every agent turn up to the wrong confirmation believes the wrong intent and is
+    marked ``train: false``; TRL's own tokenization of them (SFTTrainer's dataset: its labels, assistant_only_loss)
+    trains the recovery after the customer's no and not one token of the wrong turns."""
+    from datasets import Dataset
+    from trl import SFTTrainer
+
+    from sparring.data.synthetic import utterance_frame
+    from sparring.train.demos import recovery_demonstrations
+    from sparring.train.sft import flatten, sft_config
+    from sparring.world.scenarios import sample_scenarios
+
+    scenarios = sample_scenarios(utterance_frame(2, seed=3), 12, seed=1)
+    demos = recovery_demonstrations(scenarios, 0, refs="described")
+    assert len(demos) >= 8
+    turns = []
+    for demo in demos:
+        agent = [m for m in demo if m["role"] == "assistant"]
+        confirms = [
+            (m, m["tool_calls"][0]["function"]["arguments"]["intent"])
+            for m in agent
+            if m.get("tool_calls") and m["tool_calls"][0]["function"]["name"] == "confirm_request"
+        ]
+        (wrong_turn, wrong), (right_turn, right) = confirms[0], confirms[1]
+        assert wrong != right and wrong_turn.get("train") is False and right_turn.get("train") is None
+        cut = agent.index(wrong_turn)
+        assert all(m["train"] is False and m["intent"] == wrong for m in agent[: cut + 1])
+        assert all("train" not in m and m["intent"] == right for m in agent[cut + 1 :])
+        turns.append((wrong, right))
+    tok = train_tokenizer(
+        [m["content"] for d in demos for m in flatten(d)], vocab_size=900, intents=sorted(load_taxonomy().intents)
+    )
+    model = build_model(ModelSpec(hidden_size=16, num_layers=1, num_heads=2, num_kv_heads=2, intermediate_size=32), tok)
+    trainer = SFTTrainer(
+        model=model,
+        args=sft_config(SFTSettings(max_steps=1, batch_size=2, max_length=4096), tmp_path),
+        train_dataset=Dataset.from_list([{"messages": flatten(d)} for d in demos]),
+        processing_class=tok,
+    )
+    for row, (wrong, right) in zip(trainer.train_dataset, turns, strict=True):
+        trained = tok.decode([i for i, label in zip(row["input_ids"], row["labels"], strict=True) if label != -100])
+        whole = tok.decode(row["input_ids"])
+        assert f"<intent>{wrong}" in whole and f"<intent>{wrong}" not in trained
+        assert f'"intent": "{right}"' in trained and "end_conversation" in trained

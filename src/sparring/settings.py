@@ -81,6 +81,9 @@ class AgentSFTSettings(Settings):
         SFTSettings(epochs=10, batch_size=4, learning_rate=1e-3), description="phase 2: the expert demonstrations"
     )
     intent_rehearsal: int = Field(4000, ge=0, description="phase 1 exchanges replayed among phase 2's demos")
+    recovery: float = Field(
+        0.0, ge=0.0, le=1.0, description="share of demo scenarios replayed as a recovery from a wrong confirmation"
+    )
     system_prompt: bool = Field(False, description="the agent reads chat.AGENT_SYSTEM_PROMPT first, everywhere")
     tie_word_embeddings: bool | None = Field(None, description="the agent's model.tie_word_embeddings (null: model's)")
     object_refs: Literal["described", "id"] = Field("described", description="how demos name the object acted on")

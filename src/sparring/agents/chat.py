@@ -105,8 +105,8 @@ def _lit(s: str) -> str:
 
 def _chat_template(fmt: ChatFormat) -> str:
     """The Jinja chat template of ``fmt``. The assistant's content and its end token sit inside the generation block
-    (what the model must produce: TRL's assistant_only_loss checks the stop token is trained); role prefixes and
-    ``after`` are prompt."""
+    (what the model must produce: TRL's assistant_only_loss checks the stop token is trained), except in a message
+    with ``train: false``, which is context only; role prefixes and ``after`` are prompt."""
     plain = "".join(
         f"{{%- {'if' if i == 0 else 'elif'} message.role == '{role}' -%}}"
         f"{_lit(fmt.prefix[role])}{{{{ text(message.content) }}}}{_lit(fmt.end + fmt.after)}"
@@ -120,14 +120,10 @@ def _chat_template(fmt: ChatFormat) -> str:
         "{%- else -%}{%- for part in content -%}{{ part.text if part.text is defined else '' }}{%- endfor -%}"
         "{%- endif -%}"
         "{%- endmacro -%}"
-        "{%- for message in messages -%}"
-        + plain
-        + "{%- elif message.role == 'assistant' -%}"
+        "{%- macro agent(message) -%}"
         "{%- set intent = message.intent if message.intent is defined and message.intent else '' -%}"
         "{%- set body = text(message.content) | trim -%}"
         "{%- set calls = message.tool_calls if message.tool_calls is defined and message.tool_calls else [] -%}"
-        + _lit(fmt.prefix["assistant"])
-        + "{%- generation -%}"
         "{%- if intent -%}<intent>{{ intent }}{%- if body %} {% endif -%}{%- endif -%}"
         "{{- body -}}"
         "{%- for call in calls -%}"
@@ -135,8 +131,17 @@ def _chat_template(fmt: ChatFormat) -> str:
         "<call>{{ fn.name }} "
         "{{ fn.arguments if fn.arguments is string else (fn.arguments or {}) | tojson }}</call>"
         "{%- endfor -%}"
-        + _lit(fmt.end)
-        + "{%- endgeneration -%}"
+        "{%- endmacro -%}"
+        "{%- for message in messages -%}"
+        + plain
+        + "{%- elif message.role == 'assistant' -%}"
+        + _lit(fmt.prefix["assistant"])
+        # `train: false` (a recovery demo's wrong turn) renders the same text outside the trained block
+        + "{%- if message.train is defined and message.train is false -%}"
+        "{{- agent(message) -}}" + _lit(fmt.end)
+        + "{%- else -%}"
+        "{%- generation -%}{{- agent(message) -}}" + _lit(fmt.end) + "{%- endgeneration -%}"
+        "{%- endif -%}"
         + (_lit(fmt.after) if fmt.after else "")
         + "{%- else -%}{{ raise_exception('unknown chat role: ' ~ message.role) }}"
         "{%- endif -%}"

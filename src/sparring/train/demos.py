@@ -64,6 +64,59 @@ def expert_demonstrations(
     return demos
 
 
+def recovery_demonstrations(
+    scenarios: Sequence[Scenario],
+    seed: int,
+    *,
+    max_turns: int = 6,
+    max_calls_per_turn: int = 3,
+    refs: str = "id",
+    agent_system: str | None = None,
+) -> list[list[dict[str, Any]]]:
+    """DART-style demonstrations of recovering from a wrong turn (Laskey et al., 2017: noise injected into the
+    expert's own play, so that the learner sees the states its mistakes lead to and what the expert does there).
+
+    The expert first confirms a wrong intent of the same tool (``ExpertAgent(misconfirm=1.0)``), the cooperative
+    customer says no and restates, and the expert confirms the right intent and resolves. DA0 had never seen a
+    no: it went on to act on the request it had just heard refused. Every agent turn up to the wrong confirmation
+    is rewritten as an agent that believed the wrong intent (its tag) and kept out of the loss (``train: false``,
+    :func:`wrong_turns_masked`): what is learnt is the recovery, never the mistake. Strict passes only; scenarios
+    whose tool serves no other intent give none."""
+    episodes = run_episodes(
+        scenarios,
+        ExpertAgent(refs=refs, misconfirm=1.0),
+        CooperativeCustomer(),
+        max_turns=max_turns,
+        max_calls_per_turn=max_calls_per_turn,
+        seed=seed,
+        agent_system=agent_system,
+    )
+    masked = (wrong_turns_masked(ep.messages, ep.scenario.intent) for ep in episodes if ep.outcome.strict_pass)
+    return [demo for demo in masked if demo is not None]
+
+
+def wrong_turns_masked(messages: Sequence[dict[str, Any]], intent: str) -> list[dict[str, Any]] | None:
+    """``messages`` with every agent turn up to the first confirmation of an intent other than ``intent`` tagged
+    with that wrong intent and marked ``train: false``; None when no turn confirms a wrong intent."""
+    wrong_at = next((i for i, m in enumerate(messages) if _confirmed(m) not in (None, intent)), None)
+    if wrong_at is None:
+        return None
+    wrong = _confirmed(messages[wrong_at])
+    out = [dict(m) for m in messages]
+    for m in out[: wrong_at + 1]:
+        if m["role"] == "assistant":
+            m.update(train=False, **({"intent": wrong} if m.get("intent") else {}))
+    return out
+
+
+def _confirmed(message: dict[str, Any]) -> str | None:
+    """The intent an agent message's ``confirm_request`` call states, else None."""
+    if message.get("role") != "assistant":
+        return None
+    calls = [c.get("function", c) for c in message.get("tool_calls") or []]
+    return next((str(c["arguments"]["intent"]) for c in calls if c.get("name") == "confirm_request"), None)
+
+
 def demo_prefixes(demos: Iterable[Sequence[dict[str, Any]]]) -> list[list[dict[str, Any]]]:
     """Each demo up to its first tool result: the opening, the identity request and the ``lookup_account`` call.
 

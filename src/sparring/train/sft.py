@@ -66,9 +66,10 @@ def combine(phases: dict[str, SFTResult], numbers: dict[str, int]) -> SFTResult:
     )
 
 
-def flatten(conversation: Sequence[dict[str, Any]]) -> list[dict[str, str]]:
+def flatten(conversation: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """`{"role", "content"}` strings only: structured agent turns (intent, tool_calls) rendered to their text
-    through the chat format, tool results kept as their JSON text."""
+    through the chat format, tool results kept as their JSON text; a turn's `train: false` (kept out of the
+    loss by the chat template) goes with it."""
     from sparring.agents.chat import ParsedCall, render_agent_message
 
     flat = []
@@ -80,7 +81,7 @@ def flatten(conversation: Sequence[dict[str, Any]]) -> list[dict[str, str]]:
                 fn = m["tool_calls"][0]["function"]
                 call = ParsedCall(fn["name"], dict(fn.get("arguments") or {}))
             content = render_agent_message(content, call, m.get("intent"))
-        flat.append({"role": m["role"], "content": content})
+        flat.append({"role": m["role"], "content": content, **({"train": False} if m.get("train") is False else {})})
     return flat
 
 
