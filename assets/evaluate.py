@@ -18,6 +18,7 @@ from dagster import AssetCheckSeverity
 from assets.coevolution import N_CYCLES, cycle_dir
 from assets.coevolution import STAGES as CYCLE_STAGES
 from pipelines.checks import report_check
+from pipelines.progress import CriticalPath, critical_path, upstream_closure
 from pipelines.stages import Stage, StageContext, StageOutput, stage_asset
 from sparring.agents.scripted import ExpertAgent
 from sparring.atomic import write_json
@@ -107,6 +108,22 @@ def _peer_summary(peer: dict[str, Any] | None) -> dict[str, Any]:
     return {"members": members, **{k: peer[k] for k in ("kappa", "c", "w", "reward") if k in peer}}
 
 
+def _wall_seconds(ctx: StageContext) -> tuple[dict[str, float], CriticalPath]:
+    """Every other stage's wall time in its last run of this profile, and the critical path through the stages
+    evaluate waited for (the chain that set when it could start): evaluate runs before the run ends and before
+    `report`, so the path leaves out both; `sparring run` names the whole run's when it ends."""
+    wall: dict[str, float] = {}
+    graph: dict[str, Any] = {STAGE.name: STAGE.upstream}
+    for file in sorted((ctx.root / "reports").glob("*.json")):
+        report = _report(ctx, file.stem) if file.stem not in ("metrics", STAGE.name) else None
+        if report is not None and "wall_seconds" in report:
+            wall[file.stem] = report["wall_seconds"]
+            graph[file.stem] = report.get("upstream", ())
+    waited = upstream_closure(graph, STAGE.name)
+    found = critical_path(graph, {name: t for name, t in wall.items() if name in waited})
+    return wall, found._replace(seconds=round(found.seconds, 3))
+
+
 @stage_asset(STAGE)
 def evaluate(ctx: StageContext) -> StageOutput:
     p, root = ctx.params, ctx.root
@@ -148,11 +165,7 @@ def evaluate(ctx: StageContext) -> StageOutput:
     strategies = discover_strategies(
         records, n_generations=len(played.adversary_episodes), seed=p.seed, max_clusters=e.strategy_clusters
     )
-    wall = {}  # every other stage's last run of this profile
-    for path in sorted((root / "reports").glob("*.json")):
-        report = _report(ctx, path.stem) if path.stem not in ("metrics", STAGE.name) else None
-        if report is not None and "wall_seconds" in report:
-            wall[path.stem] = report["wall_seconds"]
+    wall, critical = _wall_seconds(ctx)
     document = {
         "profile": p.profile,
         "seed": p.seed,
@@ -170,6 +183,7 @@ def evaluate(ctx: StageContext) -> StageOutput:
         "peer": _peer_summary(peer),
         "simulator": simulator_summary(_report(ctx, "simulator_sft"), _report(ctx, "simulator_rl")),
         "wall_seconds": wall,
+        "critical_path": critical._asdict(),
     }
     write_json(document, root / METRICS_FILE)
     ctx.log.artifact(root / METRICS_FILE)

@@ -171,6 +171,18 @@ def _summary(root: Path, stages: list[str], headline_only: bool = False) -> None
     Console().print(table)
 
 
+def critical_line(root: Path, stages: list[Any], profile: str, took: float) -> str:
+    """The run's critical path (from every stage's reports/<stage>.json) beside the wall time the command measured:
+    what is left between them is start-up, scheduling and stages waiting for a free process."""
+    from pipelines.progress import critical_path, previous_seconds
+
+    seconds = {s.name: previous_seconds(root, s.name, profile) for s in stages}
+    known = {name: t for name, t in seconds.items() if t is not None}
+    path = critical_path({s.name: s.upstream for s in stages}, known)
+    chain = " → ".join(path.stages)
+    return f"sparring run: critical path {chain}: {path.seconds:.1f} s of the run's {took:.1f} s"
+
+
 QUICK_NOTE = (
     "profile quick: its models are too small to learn anything, so zeros are expected here; it checks that the "
     "pipeline runs end to end (`--profile default` for real figures)"
@@ -248,10 +260,12 @@ def run(
     if estimate:
         say(f"sparring run: {estimate}")
     _execute(None, parallel, root, verbose, params.tracking.experiment)
-    say(f"sparring run: finished in {time.perf_counter() - began:.1f} s")
+    took = time.perf_counter() - began
+    say(f"sparring run: finished in {took:.1f} s")
     _tell_dvc(root, params.profile)
     _summary(root, [s.name for s in stages], headline_only=True)
     _agents_summary(root)
+    say(critical_line(root, stages, params.profile, took))
 
 
 @app.command()

@@ -1,5 +1,6 @@
 """What a person sees of a running stage: the stage's start and end lines (:func:`say`), the progress lines its
-code logs (:mod:`sparring.progress`), a heartbeat when that code is quiet, and the run's estimate at the start.
+code logs (:mod:`sparring.progress`), a heartbeat when that code is quiet, the run's estimate at the start and its
+critical path at the end.
 
 A stage runs in its own process under Dagster's multiprocess executor (or in the command's, one at a time); either
 way its stderr is the terminal's, which is how :func:`say`'s lines reach the person. :func:`stage_progress` sends
@@ -14,10 +15,10 @@ import logging
 import sys
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, NamedTuple, TextIO
 
 from sparring.progress import LOGGER, format_duration, progress_interval
 
@@ -144,3 +145,35 @@ def run_estimate(root: Path, stages: Sequence[Any], profile: str, parallel: int)
     if missing:
         return f"at least {total} from the stages' last times (none yet for {', '.join(missing)})"
     return f"about {total} from the stages' last times (reports/<stage>.json; start-up and checks not counted)"
+
+
+class CriticalPath(NamedTuple):
+    stages: list[str]  # first to last, each upstream of the next
+    seconds: float
+
+
+def upstream_closure(upstream: Mapping[str, Sequence[str]], name: str) -> set[str]:
+    """Every stage ``name`` waits for, directly or through others (``upstream``: each stage's upstream names)."""
+    seen, todo = set(), list(upstream.get(name, ()))
+    while todo:
+        stage = todo.pop()
+        if stage not in seen:
+            seen.add(stage)
+            todo.extend(upstream.get(stage, ()))
+    return seen
+
+
+def critical_path(upstream: Mapping[str, Sequence[str]], seconds: Mapping[str, float]) -> CriticalPath:
+    """The chain of stages whose times sum to the most along the graph, and that sum: the run's wall time if each
+    stage started as its last upstream stage ended, however many ran at once. Only the stages in ``seconds`` count
+    (an upstream stage without a time is left out of the chain)."""
+    longest: dict[str, CriticalPath] = {}  # the longest chain ending at each stage
+
+    def ending_at(name: str) -> CriticalPath:
+        if name not in longest:
+            before = [ending_at(u) for u in upstream.get(name, ()) if u in seconds]
+            best = max(before, key=lambda path: path.seconds, default=CriticalPath([], 0.0))
+            longest[name] = CriticalPath([*best.stages, name], best.seconds + float(seconds[name]))
+        return longest[name]
+
+    return max((ending_at(name) for name in seconds), key=lambda path: path.seconds, default=CriticalPath([], 0.0))

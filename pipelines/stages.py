@@ -198,6 +198,7 @@ def _write_reports(stage: Stage, root: Path, params: Params, output: StageOutput
         "profile": params.profile,
         "seed": params.seed,
         "wall_seconds": seconds,
+        "upstream": list(stage.upstream),  # the graph beside the times: evaluate's critical path reads both
         "metrics": output.metrics,
         **output.report,
     }

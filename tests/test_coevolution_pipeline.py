@@ -13,6 +13,7 @@ import sys
 import time
 from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import yaml
@@ -129,6 +130,30 @@ def test_fingerprint_follows_params_and_input_bytes_and_paths_stay_portable(tmp_
     tmp, final = tmp_path / "models" / "cycles" / ".cycle_2.tmp-1", tmp_path / "models" / "cycles" / "cycle_2"
     moved = portable(replace(live, agent_dir=str(tmp / "agent")), tmp_path, tmp, final)
     assert moved.agent_dir == "models/cycles/cycle_2/agent" and moved.adversary_dirs == state.adversary_dirs
+
+
+def test_metrics_json_critical_path_runs_through_the_stages_evaluate_waited_for(tmp_path):
+    """From each report's time and upstream; report.json left by the last run (after evaluate) is not on it, nor is
+    another profile's report."""
+    from assets.evaluate import _wall_seconds
+
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    planted = {
+        "ingest": ("quick", 1.0, []),
+        "simulator_rl": ("quick", 50.0, ["ingest"]),
+        f"cycle_{N_CYCLES}": ("quick", 30.0, ["ingest"]),
+        "peer_rl": ("quick", 40.0, [f"cycle_{N_CYCLES}"]),
+        "report": ("quick", 500.0, ["evaluate"]),
+        "agent_sft": ("default", 900.0, ["ingest"]),
+    }
+    for name, (profile, wall, upstream) in planted.items():
+        report = {"stage": name, "profile": profile, "wall_seconds": wall, "upstream": upstream}
+        (reports / f"{name}.json").write_text(json.dumps(report))
+    ctx = SimpleNamespace(root=tmp_path, params=SimpleNamespace(profile="quick"))
+    wall, path = _wall_seconds(ctx)
+    assert set(wall) == {"ingest", "simulator_rl", f"cycle_{N_CYCLES}", "peer_rl", "report"}
+    assert path._asdict() == {"stages": ["ingest", f"cycle_{N_CYCLES}", "peer_rl"], "seconds": 71.0}
 
 
 def test_quick_run_writes_metrics_json_mlflow_and_dagster(uninterrupted):

@@ -2,6 +2,7 @@
 tracked in MLflow and in the project's Dagster instance."""
 
 import hashlib
+import json
 import os
 import re
 import sqlite3
@@ -149,6 +150,23 @@ def test_run_prints_a_line_per_stage_and_no_trainer_chatter(dagster_run):
     assert "{'loss'" not in output and "it/s]" not in output and "Traceback" not in output  # in scratch/logs/
     assert "{'loss'" in (root / "scratch" / "logs" / "agent_sft.log").read_text()
     assert "zeros are expected" in " ".join(output.split())  # quick's all-zero tables say why
+
+
+def test_run_ends_naming_its_critical_path_and_metrics_json_holds_the_path_to_evaluate(dagster_run):
+    root, output = dagster_run
+    reports = {s.name: json.loads((root / s.report).read_text()) for s in STAGES}
+    assert all(reports[s.name]["upstream"] == list(s.upstream) for s in STAGES)
+    said = re.search(r"sparring run: critical path (.+): ([\d.]+) s of the run's ([\d.]+) s", output)
+    assert said, output
+    chain, seconds, took = said[1].split(" → "), float(said[2]), float(said[3])
+    assert chain[-1] == "report" and not reports[chain[0]]["upstream"]  # from a first stage to the last
+    assert all(before in reports[after]["upstream"] for before, after in zip(chain, chain[1:], strict=False))
+    assert seconds == pytest.approx(sum(reports[s]["wall_seconds"] for s in chain), abs=0.05) and seconds < took
+    # evaluate could not see its own time or report's: its path is the run's up to them
+    assert json.loads((root / "reports" / "metrics.json").read_text())["critical_path"] == {
+        "stages": chain[:-2],
+        "seconds": pytest.approx(sum(reports[s]["wall_seconds"] for s in chain[:-2]), abs=1e-3),
+    }
 
 
 @pytest.mark.parametrize(

@@ -1,6 +1,7 @@
 """Progress of long work: a meter that logs a throttled line with share, rate and ETA; the trainers' callback (SFT
 loss, GRPO reward); held-out play counting the episodes it planned; lines from worker processes; and the
-pipeline's side: the terminal line, Dagster's log, the heartbeat and the run's estimate at the start."""
+pipeline's side: the terminal line, Dagster's log, the heartbeat, the run's estimate at the start and its critical
+path at the end."""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ from concurrent.futures import ProcessPoolExecutor
 import pytest
 import torch
 
-from pipelines.progress import estimate_run, run_estimate, stage_progress
+from pipelines.cli import critical_line
+from pipelines.progress import critical_path, estimate_run, run_estimate, stage_progress, upstream_closure
 from pipelines.stages import Stage
 from sparring.progress import INTERVAL_ENV, LOGGER, ProgressMeter, format_duration, forward_to, relay_from
 
@@ -212,3 +214,29 @@ def test_the_run_estimate_follows_the_executors_order_and_says_what_it_lacks(tmp
     assert run_estimate(tmp_path, graph, "default", 2).startswith("at least 1m50s") and "yet for eval" in (
         run_estimate(tmp_path, graph, "default", 2)
     )
+
+
+def test_the_critical_path_is_the_longest_chain_and_the_longer_branch_of_a_diamond_wins():
+    upstream = {"ingest": (), "sim": ("ingest",), "agent": ("ingest",), "eval": ("sim", "agent"), "side": ("ingest",)}
+    seconds = {"ingest": 10, "sim": 100, "agent": 60, "eval": 30, "side": 5}
+    assert critical_path(upstream, seconds) == (["ingest", "sim", "eval"], 140)
+    assert critical_path(upstream, {**seconds, "agent": 120}) == (["ingest", "agent", "eval"], 160)
+    assert critical_path(upstream, {**seconds, "side": 200}) == (["ingest", "side"], 210)  # a dead end can set it
+    # a chain of many short stages beats one long stage that waits for nothing
+    chain = {"a": (), "b": ("a",), "c": ("b",), "solo": ()}
+    assert critical_path(chain, {"a": 4, "b": 4, "c": 4, "solo": 10}) == (["a", "b", "c"], 12)
+    without_sim = {k: v for k, v in seconds.items() if k != "sim"}  # a stage without a time is left out
+    assert critical_path(upstream, without_sim) == (["ingest", "agent", "eval"], 100)
+    assert critical_path(upstream, {}) == ([], 0.0)
+    assert upstream_closure(upstream, "eval") == {"ingest", "sim", "agent"}
+    assert upstream_closure(upstream, "ingest") == set()
+
+
+def test_the_runs_last_line_names_its_critical_path_from_the_stages_reports(tmp_path):
+    graph = [stage("ingest"), stage("sim", "ingest"), stage("agent", "ingest"), stage("eval", "sim", "agent")]
+    (tmp_path / "reports").mkdir()
+    for name, wall in {"ingest": 10, "sim": 50, "agent": 60, "eval": 30}.items():
+        report = {"stage": name, "profile": "default", "wall_seconds": wall}
+        (tmp_path / "reports" / f"{name}.json").write_text(json.dumps(report))
+    line = critical_line(tmp_path, graph, "default", 123.45)
+    assert line == "sparring run: critical path ingest → agent → eval: 100.0 s of the run's 123.5 s"
