@@ -4,7 +4,8 @@ Dagster rejects a static partition that depends on its own previous partition, s
 (mirroring a DVC `foreach` over cycles), each reading the previous cycle's folder. N is the largest
 `coevolution.max_cycles` over the profiles in params.yaml, so the graph and dvc.yaml are the same whatever the
 profile; cycles past the active profile's budget (or after the stop rule fired) record that they stopped, copy
-the state forward and train nothing.
+the state forward and train nothing. Likewise cycle_1 waits for `simulator_rl` only when some profile's cycles play
+the RL simulator (`coevolution.simulator: rl`); otherwise it trains beside them and only evaluate waits for it.
 
 Resuming: `dvc repro` skips finished cycles through dvc.lock. `sparring run` rematerializes every asset, so a
 cycle skips itself when its folder holds `inputs.json` with the same fingerprint (params, input folders'
@@ -44,19 +45,26 @@ CODE = (
     "src/sparring/world",
     "assets/coevolution.py",
 )
-FIRST_UPSTREAM = ("scenarios", "judge_models", "simulator_sft", "simulator_rl", "agent_sft")
+PARAMS_FILE = Path(__file__).resolve().parents[1] / "params.yaml"
 
 
-def cycle_count(params_file: Path = Path(__file__).resolve().parents[1] / "params.yaml") -> int:
+def cycle_count(params_file: Path = PARAMS_FILE) -> int:
     """How many cycle stages the graph has: the largest `coevolution.max_cycles` of any profile."""
     return max(load_params(params_file, name).coevolution.max_cycles for name in PROFILES)
+
+
+def first_upstream(params_file: Path = PARAMS_FILE) -> tuple[str, ...]:
+    """The stages cycle_1 waits for. `simulator_rl` is one only when some profile's cycles play it
+    (`coevolution.simulator: rl`): decided over every profile, as `cycle_count` is, so the graph is one."""
+    plays_rl = any(load_params(params_file, name).coevolution.simulator == "rl" for name in PROFILES)
+    return ("scenarios", "judge_models", "simulator_sft", *(("simulator_rl",) * plays_rl), "agent_sft")
 
 
 def cycle_dir(k: int) -> str:
     return f"{CYCLES_DIR}/cycle_{k}"
 
 
-def cycle_stage(k: int) -> Stage:
+def cycle_stage(k: int, first: tuple[str, ...]) -> Stage:
     return Stage(
         name=f"cycle_{k}",
         description=f"Co-evolution cycle {k} (RL-ADA): arena → the weaker side trains with multi-turn GRPO against "
@@ -64,12 +72,18 @@ def cycle_stage(k: int) -> Stage:
         params=("coevolution", "judge"),
         deps=CODE,
         outs=(cycle_dir(k),),
-        upstream=FIRST_UPSTREAM if k == 1 else (f"cycle_{k - 1}",),
+        upstream=first if k == 1 else (f"cycle_{k - 1}",),
     )
 
 
-N_CYCLES = cycle_count()
-STAGES = [cycle_stage(k) for k in range(1, N_CYCLES + 1)]  # cycle_1 ... cycle_N, by name in `stage.name`
+def cycle_stages(params_file: Path = PARAMS_FILE) -> list[Stage]:
+    """cycle_1 ... cycle_N as params_file's profiles make them (N and cycle_1's upstream)."""
+    first = first_upstream(params_file)
+    return [cycle_stage(k, first) for k in range(1, cycle_count(params_file) + 1)]
+
+
+STAGES = cycle_stages()  # by name in `stage.name`
+N_CYCLES = len(STAGES)
 # Headline numbers as Dagster metadata and in the cycle's MLflow run (every numeric metric is logged too).
 HEADLINE = (
     "w_da",

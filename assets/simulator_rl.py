@@ -39,7 +39,8 @@ STAGE = Stage(
     ),
     outs=("models/simulator_rl",),
     upstream=("ingest", "scenarios", "judge_models", "simulator_sft", "agent_sft"),
-    priority=1,  # on the way to the cycles
+    # started first when ready: evaluate waits for it, and its ~20 min outlast the cycles and peer_rl beside it
+    priority=1,
 )
 # Fidelity figures on which "better" is lower; the rest of COMPARED are better higher.
 LOWER_IS_BETTER = ("group_outcome_rate_error", "trajectory_distance")

@@ -21,10 +21,12 @@ from dagster import AssetCheckKey, AssetKey, DagsterInstance
 from mlflow import MlflowClient
 from typer.testing import CliRunner
 
-from assets.coevolution import N_CYCLES
+from assets.coevolution import N_CYCLES, cycle_stages
 from pipelines.cli import app
 from pipelines.definitions import STAGES
+from pipelines.progress import upstream_closure
 from pipelines.project import copy_project as copy_into
+from pipelines.stages import render_dvc_yaml
 from sparring.params import PROFILES, load_params
 from sparring.train.cycle_state import CycleState
 from sparring.train.cycles import absolute, fingerprint, is_finished, portable
@@ -93,8 +95,9 @@ def test_one_stage_per_cycle_then_evaluate():
     cycles = [f"cycle_{k}" for k in range(1, N_CYCLES + 1)]
     tail = names[names.index("cycle_1") :]  # in pipeline order, after the SFT stages; peer RL between
     assert tail[:N_CYCLES] == cycles and tail[-2:] == ["evaluate", "report"] and set(tail[N_CYCLES:-2]) <= {"peer_rl"}
-    first = {"agent_sft", "simulator_sft", "simulator_rl", "judge_models", "scenarios"}
-    assert set(by_name["cycle_1"].upstream) == first
+    first = {"agent_sft", "simulator_sft", "judge_models", "scenarios"}
+    plays_rl = any(load_params(ROOT / "params.yaml", p).coevolution.simulator == "rl" for p in PROFILES)
+    assert set(by_name["cycle_1"].upstream) == first | ({"simulator_rl"} if plays_rl else set())
     for k in range(2, N_CYCLES + 1):
         assert by_name[f"cycle_{k}"].upstream == (f"cycle_{k - 1}",)
         assert by_name[f"cycle_{k}"].outs == (f"models/cycles/cycle_{k}",)
@@ -102,6 +105,35 @@ def test_one_stage_per_cycle_then_evaluate():
     dvc = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
     assert {"reports/metrics.json": {"cache": False}} in dvc["evaluate"]["outs"]  # full file; headline is the metric
     assert all("coevolution" in dvc[c]["params"] for c in cycles)
+
+
+def params_playing(tmp_path: Path, simulators: dict[str, str]) -> Path:
+    """params.yaml with each profile in ``simulators`` set to play that simulator; every other profile plays sft."""
+    raw = yaml.safe_load((ROOT / "params.yaml").read_text())
+    section = raw["coevolution"]
+    section["simulator"] = simulators.get("default", "sft")
+    for name in PROFILES:
+        if name != "default":
+            section.setdefault("profiles", {}).setdefault(name, {})["simulator"] = simulators.get(name, "sft")
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    return path
+
+
+def test_cycle_1_waits_for_simulator_rl_only_when_a_profile_plays_it(tmp_path):
+    """Off the cycles' path when no profile plays it, still upstream of evaluate (its report reaches metrics.json);
+    on it, in Dagster's graph and in dvc.yaml, as soon as any one profile does."""
+    graph = {s.name: s.upstream for s in STAGES}
+    assert "simulator_rl" in graph["evaluate"] and "simulator_rl" in upstream_closure(graph, "report")
+    sft = cycle_stages(params_playing(tmp_path, {}))
+    assert "simulator_rl" not in sft[0].upstream and len(sft) == N_CYCLES
+    rl = cycle_stages(params_playing(tmp_path, {"scale": "rl"}))
+    assert "simulator_rl" in rl[0].upstream and all(s.upstream == (f"cycle_{k}",) for k, s in enumerate(rl[1:], 1))
+    stages = [s for s in STAGES if not s.name.startswith("cycle_")] + rl
+    graph = {s.name: s.upstream for s in stages}
+    assert "simulator_rl" in upstream_closure(graph, "cycle_1")  # Dagster orders it first
+    dvc = yaml.safe_load(render_dvc_yaml(stages))["stages"]
+    assert "models/simulator_rl" in dvc["cycle_1"]["deps"]  # and so does DVC
 
 
 def test_fingerprint_follows_params_and_input_bytes_and_paths_stay_portable(tmp_path):
