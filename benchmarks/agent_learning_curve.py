@@ -20,12 +20,15 @@ the last checkpoint's pool strict PASS minus the start's, over the held-out scen
 A shared warm start leaves out the variance of SFT (DA0's and the simulator's seeds): ``--seed`` varies only the RL
 seed (the gym's scenario draw and sampling). ``--fresh-gym N`` draws the gym's scenarios from training utterances
 that no training scenario opens with, in place of ``coevolution.gym_scenarios`` of the training scenarios.
+``--also-start NAME=DIR`` plays another agent (a changed warm start, say) on the start's held-out episodes and
+prints its paired difference from the start; with ``--steps 0`` no arm trains and only the starts are played.
 Prints a row per checkpoint, writes ``--plot`` (a PNG of the curves), and a JSON last line ``{"start": {...},
 "arms": {"<arm>": {"steps": [0, K, ...], "strict_pass_advpool": [...], "strict_pass_coop": [...],
 "gain_ci": [low, high], "seed": ..., "train": [per-step signals]}}}``.
 
 Usage: ``python benchmarks/agent_learning_curve.py ROOT [--cycle 0] [--steps 40] [--every 10]
-[--eval-scenarios 240] [--arm NAME:k=v,...] [--rft] [--fresh-gym N] [--seed 0] [--plot curves.png]``
+[--eval-scenarios 240] [--arm NAME:k=v,...] [--rft] [--fresh-gym N] [--seed 0] [--also-start NAME=DIR]
+[--plot curves.png]``
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ from agent_gym import overrides  # noqa: E402
 from coevolution_acceptance import paired_bootstrap  # noqa: E402
 
 from sparring.agents.checkpoints import load_checkpoint, save_checkpoint  # noqa: E402
+from sparring.agents.clarify import confirmation_answers  # noqa: E402
 from sparring.agents.leaving import gives_up  # noqa: E402
 from sparring.agents.policies import LMPolicy  # noqa: E402
 from sparring.evaluate.crossplay import failure_rates  # noqa: E402
@@ -62,11 +66,12 @@ from sparring.train.cycles import absolute  # noqa: E402
 from sparring.train.grpo import train_side  # noqa: E402
 from sparring.train.opponents import PerEpisodeOpponent  # noqa: E402
 from sparring.train.sft import train_sft  # noqa: E402
-from sparring.world.scenarios import as_cooperative, load_scenarios, sample_scenarios  # noqa: E402
+from sparring.world.scenarios import as_cooperative, load_scenarios, unplayed_scenarios  # noqa: E402
 
 DEFAULT_ARMS = ("lr1e-4:learning_rate=1e-4", "lr3e-4:learning_rate=3e-4", "lr1e-3:learning_rate=1e-3")
 SHOWN = ("strict_pass_advpool", "routing_acc_advpool", "strict_pass_coop", "routing_acc_coop")
 RFT_SFT = "epochs=1,warmup_steps=0,learning_rate=3e-4"  # one pass over a round's passes; a round is ~25 steps
+AFTER_NO = ("heard_no", "recovered_after_no")
 TRL_SIGNALS = ("kl", "entropy", "clip_ratio/region_mean", "loss", "grad_norm")  # TRL 1.16's log keys
 
 
@@ -119,9 +124,23 @@ class HeldoutCurve:
         for suffix, episodes in played.items():
             row.update(episode_metrics(episodes, suffix))
             row.update({k: v for k, v in failure_rates(episodes, suffix).items() if v})
+            row.update(after_a_no(episodes, suffix))
             by_id = {ep.scenario.scenario_id: int(bool(ep.outcome.strict_pass)) for ep in episodes}
             row[f"passes{suffix}"] = [by_id[s.scenario_id] for s in self.held]
         return row
+
+
+def after_a_no(episodes: list[Any], suffix: str) -> dict[str, float]:
+    """How the agent meets a no: ``heard_no`` the share of episodes where the customer did not say yes to a
+    confirmation of another intent than its own, ``recovered_after_no`` the share of those that still passed
+    strictly (the recovery demonstrations' target: DA0 went on to act on the refused request)."""
+    answers = [confirmation_answers(ep) for ep in episodes]
+    heard = [ep for ep, said in zip(episodes, answers, strict=True) if said["other"] > said["other_yes"]]
+    recovered = sum(bool(ep.outcome.strict_pass) for ep in heard)
+    return {
+        f"heard_no{suffix}": len(heard) / max(1, len(episodes)),
+        f"recovered_after_no{suffix}": recovered / max(1, len(heard)),
+    }
 
 
 def step_signals(result: Any, updates_per_batch: int) -> list[dict[str, float]]:
@@ -140,16 +159,27 @@ def step_signals(result: Any, updates_per_batch: int) -> list[dict[str, float]]:
 
 def fresh_scenarios(root: Path, p: Any, train: list[Any], n: int, seed: int) -> list[Any]:
     """``n`` gym scenarios from the ingested training utterances that no training scenario opens with: DA0's
-    demonstrations played the training scenarios, so their groups mostly all pass; these it has never played."""
+    demonstrations played the training scenarios, so their groups mostly all pass; these it has never played. An
+    opening that already leaves the chat ends the episode before the agent speaks: nothing to train on."""
     import polars as pl
 
-    used = {s.utterance.strip() for s in train}
     rows = pl.read_parquet(root / "data" / "ingest" / "train.parquet")
-    rows = rows.filter(~pl.col("text").str.strip_chars().is_in(list(used)))
-    # an opening that already leaves the chat ends the episode before the agent speaks: nothing to train on
-    rows = rows.filter(~pl.col("text").map_elements(gives_up, return_dtype=pl.Boolean))
     cfg = p.scenarios
-    return sample_scenarios(rows, n=n, seed=seed, personas=dict(cfg.personas), n_customers=cfg.n_customers)
+    return unplayed_scenarios(rows, train, n, seed, dict(cfg.personas), n_customers=cfg.n_customers, skip=gives_up)
+
+
+def beside_start(curve: HeldoutCurve, start: dict[str, Any], folder: Path, name: str, seed: int) -> dict[str, Any]:
+    """Another warm start (``--also-start``) on the same held-out play, with its paired difference from the start's
+    pool and ``_coop`` strict PASS: a change to the warm start measured without a second simulator or judge."""
+    row = curve.point(folder)
+    print(f"{name}: " + ", ".join(f"{k} {row[k]:.3f}" for k in SHOWN), flush=True)
+    figures = {k: v for k, v in row.items() if not k.startswith("passes_")}
+    for suffix in ("advpool", "coop"):
+        low, high = paired_bootstrap(start[f"passes_{suffix}"], row[f"passes_{suffix}"], seed=seed)
+        gain = row[f"strict_pass_{suffix}"] - start[f"strict_pass_{suffix}"]
+        figures[f"gain_{suffix}_ci"] = [low, high]
+        print(f"  {name} - start, {suffix} strict PASS: {gain:+.3f} [{low:+.3f}, {high:+.3f}]", flush=True)
+    return figures
 
 
 def grpo_arm(state: CycleState, settings: Any, ctx: dict[str, Any], every: int, out: Path) -> dict[str, Any]:
@@ -241,7 +271,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("root", type=Path, help="a project folder whose warm-start stages (or cycles) ran")
     parser.add_argument("--cycle", type=int, default=0, help="0: DA0 and the simulator; N: cycle_N's state")
-    parser.add_argument("--steps", type=int, default=40, help="optimizer steps per arm")
+    parser.add_argument("--steps", type=int, default=40, help="optimizer steps per arm (0: play the starts only)")
     parser.add_argument("--every", type=int, default=10, help="evaluate every K steps")
     parser.add_argument("--eval-scenarios", type=int, default=240)
     parser.add_argument("--arm", action="append", default=[], help="NAME:key=value,... (agent_grpo overrides)")
@@ -249,11 +279,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rft-set", default=RFT_SFT, help="agent_sft.sft overrides for the RFT arm")
     parser.add_argument("--fresh-gym", type=int, default=0, help="N gym scenarios from unplayed training utterances")
     parser.add_argument("--seed", type=int, default=0, help="the RL seed (the warm start is shared)")
+    parser.add_argument(
+        "--also-start", action="append", default=[], help="NAME=DIR: another agent played beside the start, paired"
+    )
     parser.add_argument("--profile", default="default")
     parser.add_argument("--plot", type=Path, default=None, help="write the curves as a PNG here")
     args = parser.parse_args(argv)
-    if args.every < 1 or args.steps < args.every:
-        raise SystemExit("error: --every must be >= 1 and --steps >= --every")
+    if args.every < 1 or (args.steps and args.steps < args.every):
+        raise SystemExit("error: --every must be >= 1 and --steps 0 or >= --every")
+    also = dict(text.partition("=")[::2] for text in args.also_start)
+    for name, folder in also.items():
+        if not name or not any(Path(folder).glob("*.safetensors")):
+            raise SystemExit(f"error: --also-start {name}={folder}: expected NAME=DIR with a checkpoint in DIR")
     root = args.root.resolve()
     try:
         p = load_params(root / "params.yaml", args.profile)
@@ -262,9 +299,9 @@ def main(argv: list[str] | None = None) -> int:
     apply_torch_threads(p.runtime.torch_threads)
     co = p.coevolution
     state = start_state(root, args.cycle)
-    base = co.agent_grpo.replace(max_steps=args.steps)
+    base = co.agent_grpo.replace(max_steps=max(args.steps, 1))
     arms = {}
-    for text in args.arm or DEFAULT_ARMS:
+    for text in (args.arm or DEFAULT_ARMS) if args.steps else ():  # --steps 0: the starts alone
         name, _, changes = text.partition(":")
         arms[name.strip() or changes] = overrides(changes, base)
     seed = derive_seed(p.seed, args.cycle + 1, "grpo", args.seed)
@@ -292,10 +329,11 @@ def main(argv: list[str] | None = None) -> int:
     curve = HeldoutCurve(state, co, held, p.seed)
     start = curve.point(state.agent_dir)
     print("start: " + ", ".join(f"{k} {start[k]:.3f}" for k in SHOWN), flush=True)
+    others = {name: beside_start(curve, start, Path(folder), name, args.seed) for name, folder in also.items()}
     out: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="sparring-curve-") as scratch:
         runs = {name: ("grpo", s) for name, s in arms.items()}
-        if args.rft:
+        if args.rft and args.steps:
             runs["rft"] = ("rft", overrides(args.rft_set, p.agent_sft.sft))
         for name, (kind, settings) in runs.items():
             folder = Path(scratch) / name
@@ -313,6 +351,7 @@ def main(argv: list[str] | None = None) -> int:
                 "steps": steps,
                 **{k: [row[k] for row in points] for k in SHOWN},
                 "failures": [{k: v for k, v in row.items() if k.startswith("failure_")} for row in points],
+                "after_no": [{k: v for k, v in row.items() if k.startswith(AFTER_NO)} for row in points],
                 "gain_ci": [low, high],
                 "seed": args.seed,
                 **{k: v for k, v in arm.items() if k != "kept"},
@@ -331,6 +370,7 @@ def main(argv: list[str] | None = None) -> int:
                 "eval_scenarios": len(held),
                 "gym": gym_note,
                 "start": head,
+                "also_start": others,
                 "arms": out,
             }
         )

@@ -340,6 +340,32 @@ def test_the_learning_curve_benchmark_runs_its_arms_on_a_quick_run(uninterrupted
     assert bad.returncode != 0 and "agent_sft" in bad.stderr and "Traceback" not in bad.stderr
 
 
+def test_the_learning_curve_benchmark_pairs_another_warm_start_with_the_start(uninterrupted, tmp_path):
+    """``--steps 0 --also-start``: no arm trains; another agent plays the start's held-out episodes beside it, paired.
+    The start's own checkpoint under another name plays them alike, so its gain and interval are exactly zero; a
+    folder without a checkpoint is refused by name."""
+    root, _ = uninterrupted
+    script = ROOT / "benchmarks" / "agent_learning_curve.py"
+    args = [str(root), "--profile", "quick", "--steps", "0", "--eval-scenarios", "4"]
+    done = subprocess.run(
+        [sys.executable, str(script), *args, "--also-start", f"again={root / 'models' / 'agent_sft'}"],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    doc = json.loads(done.stdout.strip().splitlines()[-1])
+    assert doc["arms"] == {} and set(doc["also_start"]) == {"again"}
+    again = doc["also_start"]["again"]
+    # the same episodes: every figure equal (turns, routing, failure kinds), not only the (quick-model) zeros
+    assert {k: v for k, v in again.items() if not k.startswith("gain_")} == doc["start"]
+    for suffix in ("advpool", "coop"):
+        assert again[f"gain_{suffix}_ci"] == [0.0, 0.0]
+    bad = subprocess.run(
+        [sys.executable, str(script), *args, "--also-start", f"none={tmp_path}"], capture_output=True, text=True
+    )
+    assert bad.returncode != 0 and str(tmp_path) in bad.stderr and "Traceback" not in bad.stderr
+
+
 def test_quick_run_trains_the_simulator_with_tracer_rewards_and_measures_both(uninterrupted):
     """TRACER stage 2 end to end on quick: GRPO moved the simulator's weights, each step's reward parts are logged,
     both simulators were measured on the same held-out sessions, and the fidelity benchmark reads the run."""

@@ -14,7 +14,7 @@ import sparring
 from sparring.world.events import CROSS_CUSTOMER, UNAUTHENTICATED
 from sparring.world.expert import expert_calls
 from sparring.world.outcome import check_outcome
-from sparring.world.scenarios import Scenario, build_world, check_disjoint, sample_scenarios
+from sparring.world.scenarios import Scenario, build_world, check_disjoint, sample_scenarios, unplayed_scenarios
 from sparring.world.session import Session
 from sparring.world.taxonomy import load_taxonomy
 from sparring.world.tools import ToolCall, execute
@@ -36,6 +36,17 @@ def utterances(split: str, per_intent: int = 2) -> pl.DataFrame:
 @pytest.fixture(scope="module")
 def train() -> list[Scenario]:
     return sample_scenarios(utterances("train"), n=231, seed=5)
+
+
+def test_unplayed_scenarios_open_with_what_no_played_scenario_did_and_skip_what_they_are_told():
+    rows = utterances("train", per_intent=4)
+    played = sample_scenarios(rows, n=154, seed=5)  # two rounds of the 77 intents: half the openings
+    leaving = next(t for t in rows["text"] if t not in {s.utterance for s in played})
+    gym = unplayed_scenarios(rows, played, 100, 7, skip=lambda text: text == leaving)
+    assert len(gym) == 100 and not {s.utterance for s in gym} & {s.utterance for s in played}
+    assert leaving not in {s.utterance for s in gym} and len({s.utterance for s in gym}) == 100
+    again = unplayed_scenarios(rows, played, 100, 7, skip=lambda text: text == leaving)
+    assert [s.to_dict() for s in again] == [s.to_dict() for s in gym]
 
 
 def run(scenario: Scenario, calls: list[ToolCall]):

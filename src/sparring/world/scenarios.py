@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -150,6 +150,23 @@ def sample_scenarios(
         persona = rng.choices(names, weights)[0]
         out.append(_make(row, i, seed, persona, n_customers))
     return out
+
+
+def unplayed_scenarios(
+    utterances: Any,
+    played: Sequence[Scenario],
+    n: int,
+    seed: int,
+    personas: dict[str, float] | None = None,
+    *,
+    n_customers: int = 6,
+    skip: Callable[[str], bool] = lambda text: False,
+) -> list[Scenario]:
+    """``n`` scenarios (:func:`sample_scenarios`) from the ``utterances`` that no ``played`` scenario opens with and
+    ``skip`` does not refuse: openings the warm start's demonstrations never played, for the agent's gym."""
+    used = {s.utterance.strip() for s in played}
+    rows = [r for r in _rows(utterances) if r["text"].strip() not in used and not skip(r["text"])]
+    return sample_scenarios(rows, n, seed, personas, n_customers=n_customers)
 
 
 def _make(row: dict[str, Any], i: int, seed: int, persona: str, n_customers: int) -> Scenario:
