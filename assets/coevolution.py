@@ -186,6 +186,7 @@ def make_cycle_asset(stage: Stage, k: int) -> Any:
                 cfg,
                 print_,
                 seed=p.seed,
+                agent_gym=load_scenarios(scenarios / "gym.jsonl") if cfg.agent_gym == "unplayed" else None,
                 log=ctx.dagster.log.info,
             )
             phases.update(cycle_phases(metrics))  # a reused cycle's figures are its first run's: not this one's

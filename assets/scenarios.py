@@ -7,14 +7,17 @@ from collections import Counter
 import polars as pl
 
 from pipelines.stages import Stage, StageContext, StageOutput, stage_asset
+from sparring.agents.leaving import gives_up
 from sparring.atomic import replace_dir
-from sparring.world.scenarios import check_disjoint, sample_scenarios, save_scenarios
+from sparring.seeds import derive_seed
+from sparring.world.scenarios import check_disjoint, sample_scenarios, save_scenarios, unplayed_scenarios
 
 STAGE = Stage(
     name="scenarios",
-    description="Scenarios (intent, world, customer, slots, persona, expected calls): train and held-out sets.",
+    description="Scenarios (intent, world, customer, slots, persona, expected calls): train, held-out and the "
+    "agent gym's unplayed sets.",
     params=("scenarios",),
-    deps=("src/sparring/world", "assets/scenarios.py"),
+    deps=("src/sparring/world", "src/sparring/agents/leaving.py", "src/sparring/seeds.py", "assets/scenarios.py"),
     outs=("data/scenarios",),
     upstream=("ingest",),
 )
@@ -34,6 +37,16 @@ def scenarios(ctx: StageContext) -> StageOutput:
         for name, split, n in (("train", "train", cfg.n_train), ("heldout", "test", cfg.n_heldout))
     }
     check_disjoint(sets["train"], sets["heldout"])
+    sets["gym"] = unplayed_scenarios(  # the agent gym's openings that no demonstration played
+        pl.read_parquet(ingested / "train.parquet"),
+        sets["train"],
+        cfg.n_gym,
+        derive_seed(ctx.params.seed, "fresh-gym", 0),
+        dict(cfg.personas),
+        n_customers=cfg.n_customers,
+        skip=gives_up,
+    )
+    check_disjoint(sets["gym"], sets["heldout"])
 
     def write(folder):
         for name, items in sets.items():
@@ -44,6 +57,7 @@ def scenarios(ctx: StageContext) -> StageOutput:
     metrics = {
         "n_train": len(sets["train"]),
         "n_heldout": len(sets["heldout"]),
+        "n_gym": len(sets["gym"]),
         "heldout_intents": len({s.intent for s in sets["heldout"]}),
         **{f"heldout_persona_{p}": n for p, n in sorted(personas.items())},
     }

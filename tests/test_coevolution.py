@@ -206,6 +206,27 @@ def test_an_agent_gym_opens_its_replayed_groups_with_the_arenas_recorded_message
         assert said == ep.scenario.utterance and said in openings
 
 
+def test_an_unplayed_agent_gym_draws_the_agents_fresh_groups_and_the_arena_keeps_the_training_scenarios(
+    monkeypatch, tmp_path, start, scenarios
+):
+    """``coevolution.agent_gym: unplayed``: the agent's fresh groups come from the gym set it is given, the arena
+    still plays the training scenarios."""
+    import sparring.train.coevolution as coevolution
+    import sparring.train.grpo as grpo
+
+    played: list[tuple[object, list]] = []
+    monkeypatch.setattr(coevolution, "run_episodes", partial(_recording, played=played)(coevolution.run_episodes))
+    gym: list[tuple[object, list]] = []
+    monkeypatch.setattr(grpo, "run_episodes", partial(_recording, played=gym)(grpo.run_episodes))
+    settings = tiny("agent").replace(replay_share=0.0, eval_scenarios=0)
+    train, unplayed = scenarios[:4], scenarios[4:8]
+    run_cycle(start, train, [], Judge(FixedBackend()), settings, tmp_path / "c1", seed=5, agent_gym=unplayed)
+    arena = {ep.scenario.scenario_id for ep in played[0][1]}
+    trained = {ep.scenario.scenario_id for _, eps in gym for ep in eps}
+    assert arena <= {s.scenario_id for s in train}
+    assert trained and trained <= {s.scenario_id for s in unplayed}
+
+
 @pytest.fixture(scope="module")
 def start(tmp_path_factory, scenarios):
     """A DA0 and a simulator checkpoint: tiny random-init models sharing one tokenizer."""

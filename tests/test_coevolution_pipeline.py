@@ -30,6 +30,7 @@ from pipelines.stages import render_dvc_yaml
 from sparring.params import PROFILES, load_params
 from sparring.train.cycle_state import CycleState
 from sparring.train.cycles import absolute, fingerprint, is_finished, portable
+from sparring.world.scenarios import load_scenarios
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -364,6 +365,17 @@ def test_the_learning_curve_benchmark_pairs_another_warm_start_with_the_start(un
         [sys.executable, str(script), *args, "--also-start", f"none={tmp_path}"], capture_output=True, text=True
     )
     assert bad.returncode != 0 and str(tmp_path) in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_the_scenarios_stage_writes_the_agent_gyms_unplayed_openings(uninterrupted):
+    """data/scenarios/gym.jsonl (``coevolution.agent_gym: unplayed``): n_gym scenarios, none opening as a training
+    scenario does and none from the held-out set."""
+    root, _ = uninterrupted
+    folder = root / "data" / "scenarios"
+    gym, train, held = (load_scenarios(folder / f"{name}.jsonl") for name in ("gym", "train", "heldout"))
+    assert len(gym) == load_params(root / "params.yaml", "quick").scenarios.n_gym > 0
+    assert not {s.utterance.strip() for s in gym} & {s.utterance.strip() for s in train}
+    assert not {s.utterance_id for s in gym} & {s.utterance_id for s in held}
 
 
 def test_quick_run_trains_the_simulator_with_tracer_rewards_and_measures_both(uninterrupted):

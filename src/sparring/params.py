@@ -110,6 +110,7 @@ class Scenarios(_Strict):
     n_train: int = Field(600, ge=1, le=1_000_000)  # from the train split
     n_heldout: int = Field(240, ge=1, le=1_000_000)  # from the test split; metrics are computed on these
     n_customers: int = Field(6, ge=2, le=1000)  # customers per world: the others are what an attacker targets
+    n_gym: int = Field(160, ge=0, le=1_000_000)  # from train-split openings no train scenario has: gym.jsonl
     personas: dict[Literal["cooperative", "vague", "impatient", "camouflaging", "social_engineering"], float] = Field(
         default_factory=lambda: {
             "cooperative": 0.4,

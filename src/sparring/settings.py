@@ -206,6 +206,9 @@ class CoevolutionSettings(Settings):
     gym_scenarios: int = Field(32, ge=1, description="scenarios a gym samples its groups from")
     replay_share: float = Field(0.5, ge=0, le=1, description="of them, replayed from recent arena transcripts")
     replay_failure_share: float = Field(0.7, ge=0, le=1, description="of the replayed, the trained side's losses")
+    agent_gym: Literal["train", "unplayed"] = Field(
+        "train", description="the agent gym's fresh scenarios: the training ones or scenarios' unplayed gym.jsonl"
+    )
     max_transcripts: int = Field(512, ge=0, description="recent arena transcripts carried from cycle to cycle")
     agent_mix: dict[Literal["adversary", "pool", "coop"], float] = Field(
         {"adversary": 0.5, "pool": 0.25, "coop": 0.25}, description="the agent gym's opponents, against forgetting"

@@ -338,11 +338,13 @@ def run_cycle(
     *,
     seed: int = 0,
     report_to: Sequence[str] = (),
+    agent_gym: Sequence[Scenario] | None = None,
     log: Callable[[str], None] = lambda _: None,
 ) -> tuple[CycleState, dict[str, Any]]:
     """Run cycle ``state.cycle + 1``; write its checkpoints, state and metrics into ``out_dir``; return both.
 
     ``train_scenarios`` feed the arena and the gym (held-in), ``eval_scenarios`` the cycle's evaluation (held-out);
+    ``agent_gym``, when given, is the agent gym's fresh draw in their place (``coevolution.agent_gym: unplayed``);
     every draw is seeded from (``seed``, cycle)."""
     if state.stopped:
         raise ValueError(f"co-evolution already stopped ({state.stopped})")
@@ -377,7 +379,8 @@ def run_cycle(
     )
     if side != "none":
         t0 = time.perf_counter()
-        metrics.update(train_the_side(side, models, state, new, train_scenarios, judge, seed, out_dir, report_to))
+        fresh = agent_gym if side == "agent" and agent_gym is not None else train_scenarios
+        metrics.update(train_the_side(side, models, state, new, fresh, judge, seed, out_dir, report_to))
         metrics["train_side_seconds"] = time.perf_counter() - t0  # gym, GRPO, checkpoint
         log(f"cycle {k}: trained the {side}: reward {metrics['grpo_reward_first']:.3f} -> "
             f"{metrics['grpo_reward_last']:.3f}")  # fmt: skip

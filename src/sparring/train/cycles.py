@@ -113,9 +113,11 @@ def run_cycle_folder(
     inputs: Mapping[str, Any],
     *,
     seed: int = 0,
+    agent_gym: Sequence[Scenario] | None = None,
     log: Callable[[str], None] = lambda _: None,
 ) -> tuple[CycleState, dict[str, Any]]:
-    """Run cycle ``cycle`` after ``previous`` (root-relative paths) into ``out_dir``, atomically.
+    """Run cycle ``cycle`` after ``previous`` (root-relative paths) into ``out_dir``, atomically (``agent_gym``:
+    :func:`~sparring.train.coevolution.run_cycle`'s).
 
     If ``previous`` already stopped, the folder records that (its metrics say ``stopped``, the state is copied
     forward) and nothing trains. ``inputs`` (:func:`fingerprint`) is written last, as ``inputs.json``."""
@@ -137,7 +139,15 @@ def run_cycle_folder(
             log(f"co-evolution already stopped after cycle {previous.cycle} ({previous.stopped}): nothing to train")
         else:
             new, metrics = run_cycle(
-                absolute(previous, root), train_scenarios, eval_scenarios, judge, settings, tmp, seed=seed, log=log
+                absolute(previous, root),
+                train_scenarios,
+                eval_scenarios,
+                judge,
+                settings,
+                tmp,
+                seed=seed,
+                agent_gym=agent_gym,
+                log=log,
             )
             state = portable(new, root, tmp, out_dir)
             metrics = {**metrics, "stopped": False}
