@@ -65,7 +65,7 @@ def comparable(value):
         return {
             k: comparable(v)
             for k, v in value.items()
-            if k != "wall_seconds" and not k.endswith(("_seconds", "tokens_per_s"))
+            if k not in ("wall_seconds", "critical_path") and not k.endswith(("_seconds", "tokens_per_s"))
         }
     if isinstance(value, list):
         return [comparable(v) for v in value]
