@@ -52,7 +52,7 @@ from sparring.agents.checkpoints import load_checkpoint, save_checkpoint  # noqa
 from sparring.agents.clarify import confirmation_answers  # noqa: E402
 from sparring.agents.leaving import gives_up  # noqa: E402
 from sparring.agents.policies import LMPolicy  # noqa: E402
-from sparring.evaluate.crossplay import failure_rates  # noqa: E402
+from sparring.evaluate.crossplay import failure_kind, failure_rates  # noqa: E402
 from sparring.evaluate.heldout import heldout_seed  # noqa: E402
 from sparring.evaluate.play import GameModels, against_pool, cooperative_customer  # noqa: E402
 from sparring.judge.loading import load_judge  # noqa: E402
@@ -71,7 +71,7 @@ from sparring.world.scenarios import as_cooperative, load_scenarios, unplayed_sc
 DEFAULT_ARMS = ("lr1e-4:learning_rate=1e-4", "lr3e-4:learning_rate=3e-4", "lr1e-3:learning_rate=1e-3")
 SHOWN = ("strict_pass_advpool", "routing_acc_advpool", "strict_pass_coop", "routing_acc_coop")
 RFT_SFT = "epochs=1,warmup_steps=0,learning_rate=3e-4"  # one pass over a round's passes; a round is ~25 steps
-AFTER_NO = ("heard_no", "recovered_after_no")
+AFTER_NO = ("heard_no", "recovered_after_no", "left_after_")
 TRL_SIGNALS = ("kl", "entropy", "clip_ratio/region_mean", "loss", "grad_norm")  # TRL 1.16's log keys
 
 
@@ -125,6 +125,7 @@ class HeldoutCurve:
             row.update(episode_metrics(episodes, suffix))
             row.update({k: v for k, v in failure_rates(episodes, suffix).items() if v})
             row.update(after_a_no(episodes, suffix))
+            row.update(left_after(episodes, suffix))
             by_id = {ep.scenario.scenario_id: int(bool(ep.outcome.strict_pass)) for ep in episodes}
             row[f"passes{suffix}"] = [by_id[s.scenario_id] for s in self.held]
         return row
@@ -141,6 +142,31 @@ def after_a_no(episodes: list[Any], suffix: str) -> dict[str, float]:
         f"heard_no{suffix}": len(heard) / max(1, len(episodes)),
         f"recovered_after_no{suffix}": recovered / max(1, len(heard)),
     }
+
+
+READS = {"lookup_account", "payment_details", "confirm_request", "ask_customer", "end_conversation"}
+
+
+def left_after(episodes: list[Any], suffix: str) -> dict[str, float]:
+    """What the agent's last message did before a customer left (``failure_left``), as shares of all episodes:
+    ``claimed_done_wrong_act`` (it reported the request done after acting with another tool than the scenario's),
+    ``claimed_done_no_act`` (reported it done having acted on nothing), ``confirm`` (a confirmation),
+    ``question`` (``ask_customer`` or words ending in a question mark) or ``said`` (the rest). The customer
+    leaves politely after a false report: the episode ends unresolved, as any leaving does."""
+    kinds: list[str] = []
+    for ep in (e for e in episodes if failure_kind(e) == "left"):
+        said = [m for m in ep.messages if m.get("role") == "assistant"] or [{}]
+        calls = {c.get("function", c).get("name") for c in (said[-1].get("tool_calls") or [])}
+        text = str(said[-1].get("content") or "").strip()
+        if "taken care of" in text or text.startswith("All done"):
+            acted = {c.name for c in ep.log.tool_calls()} - READS
+            kinds.append("claimed_done_wrong_act" if acted - {ep.scenario.tool} else "claimed_done_no_act")
+        elif "confirm_request" in calls:
+            kinds.append("confirm")
+        else:
+            kinds.append("question" if "ask_customer" in calls or text.endswith("?") else "said")
+    n = max(1, len(episodes))
+    return {f"left_after_{k}{suffix}": kinds.count(k) / n for k in sorted(set(kinds))}
 
 
 def step_signals(result: Any, updates_per_batch: int) -> list[dict[str, float]]:
