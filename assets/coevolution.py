@@ -48,18 +48,6 @@ CODE = (
 PARAMS_FILE = Path(__file__).resolve().parents[1] / "params.yaml"
 
 
-def cycle_count(params_file: Path = PARAMS_FILE) -> int:
-    """How many cycle stages the graph has: the largest `coevolution.max_cycles` of any profile."""
-    return max(load_params(params_file, name).coevolution.max_cycles for name in PROFILES)
-
-
-def first_upstream(params_file: Path = PARAMS_FILE) -> tuple[str, ...]:
-    """The stages cycle_1 waits for. `simulator_rl` is one only when some profile's cycles play it
-    (`coevolution.simulator: rl`): decided over every profile, as `cycle_count` is, so the graph is one."""
-    plays_rl = any(load_params(params_file, name).coevolution.simulator == "rl" for name in PROFILES)
-    return ("scenarios", "judge_models", "simulator_sft", *(("simulator_rl",) * plays_rl), "agent_sft")
-
-
 def cycle_dir(k: int) -> str:
     return f"{CYCLES_DIR}/cycle_{k}"
 
@@ -77,9 +65,13 @@ def cycle_stage(k: int, first: tuple[str, ...]) -> Stage:
 
 
 def cycle_stages(params_file: Path = PARAMS_FILE) -> list[Stage]:
-    """cycle_1 ... cycle_N as params_file's profiles make them (N and cycle_1's upstream)."""
-    first = first_upstream(params_file)
-    return [cycle_stage(k, first) for k in range(1, cycle_count(params_file) + 1)]
+    """cycle_1 ... cycle_N as params_file's profiles make them, each profile read once: N is the largest
+    `coevolution.max_cycles`, and cycle_1 waits for `simulator_rl` only when some profile's cycles play it
+    (`coevolution.simulator: rl`), so the graph is one whatever the active profile."""
+    profiles = [load_params(params_file, name).coevolution for name in PROFILES]
+    plays_rl = any(c.simulator == "rl" for c in profiles)
+    first = ("scenarios", "judge_models", "simulator_sft", *(("simulator_rl",) * plays_rl), "agent_sft")
+    return [cycle_stage(k, first) for k in range(1, max(c.max_cycles for c in profiles) + 1)]
 
 
 STAGES = cycle_stages()  # by name in `stage.name`

@@ -67,6 +67,7 @@ from sparring.train.grpo import train_side  # noqa: E402
 from sparring.train.opponents import PerEpisodeOpponent  # noqa: E402
 from sparring.train.sft import train_sft  # noqa: E402
 from sparring.world.scenarios import as_cooperative, load_scenarios, unplayed_scenarios  # noqa: E402
+from sparring.world.vocab import CUSTOMER_MOVES  # noqa: E402
 
 DEFAULT_ARMS = ("lr1e-4:learning_rate=1e-4", "lr3e-4:learning_rate=3e-4", "lr1e-3:learning_rate=1e-3")
 SHOWN = ("strict_pass_advpool", "routing_acc_advpool", "strict_pass_coop", "routing_acc_coop")
@@ -144,27 +145,33 @@ def after_a_no(episodes: list[Any], suffix: str) -> dict[str, float]:
     }
 
 
-READS = {"lookup_account", "payment_details", "confirm_request", "ask_customer", "end_conversation"}
+NOT_ACTS = {"lookup_account", "payment_details", "end_conversation", *CUSTOMER_MOVES}  # reads, questions, the end
+
+
+def left_kind(messages: list[dict[str, Any]], called: set[str], tool: str) -> str:
+    """What the agent's last message in ``messages`` did before the customer left (``called``: every tool the
+    episode called; ``tool``: the scenario's): ``claimed_done_wrong_act`` (the expert's "All done ... taken care
+    of" report after acting with another tool), ``claimed_done_no_act`` (that report with no act but reads, or
+    only the scenario's own tool, refused: a left episode never has it succeed), ``confirm``, ``question``
+    (``ask_customer`` or words ending in a question mark) or ``said`` (the rest)."""
+    last = next((m for m in reversed(messages) if m.get("role") == "assistant"), {})
+    calls = {c.get("function", c).get("name") for c in (last.get("tool_calls") or [])}
+    text = str(last.get("content") or "").strip()
+    if "taken care of" in text or text.startswith("All done"):
+        return "claimed_done_wrong_act" if called - NOT_ACTS - {tool} else "claimed_done_no_act"
+    if "confirm_request" in calls:
+        return "confirm"
+    return "question" if "ask_customer" in calls or text.endswith("?") else "said"
 
 
 def left_after(episodes: list[Any], suffix: str) -> dict[str, float]:
-    """What the agent's last message did before a customer left (``failure_left``), as shares of all episodes:
-    ``claimed_done_wrong_act`` (it reported the request done after acting with another tool than the scenario's),
-    ``claimed_done_no_act`` (reported it done having acted on nothing), ``confirm`` (a confirmation),
-    ``question`` (``ask_customer`` or words ending in a question mark) or ``said`` (the rest). The customer
-    leaves politely after a false report: the episode ends unresolved, as any leaving does."""
-    kinds: list[str] = []
-    for ep in (e for e in episodes if failure_kind(e) == "left"):
-        said = [m for m in ep.messages if m.get("role") == "assistant"] or [{}]
-        calls = {c.get("function", c).get("name") for c in (said[-1].get("tool_calls") or [])}
-        text = str(said[-1].get("content") or "").strip()
-        if "taken care of" in text or text.startswith("All done"):
-            acted = {c.name for c in ep.log.tool_calls()} - READS
-            kinds.append("claimed_done_wrong_act" if acted - {ep.scenario.tool} else "claimed_done_no_act")
-        elif "confirm_request" in calls:
-            kinds.append("confirm")
-        else:
-            kinds.append("question" if "ask_customer" in calls or text.endswith("?") else "said")
+    """:func:`left_kind` of every episode a customer left (``failure_left``), as shares of all episodes. The
+    customer leaves politely after a false report: the episode ends unresolved, as any leaving does."""
+    kinds = [
+        left_kind(ep.messages, {c.name for c in ep.log.tool_calls()}, ep.scenario.tool)
+        for ep in episodes
+        if failure_kind(ep) == "left"
+    ]
     n = max(1, len(episodes))
     return {f"left_after_{k}{suffix}": kinds.count(k) / n for k in sorted(set(kinds))}
 

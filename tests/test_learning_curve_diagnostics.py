@@ -1,0 +1,41 @@
+"""benchmarks/agent_learning_curve.py's reading of where a customer left: the agent's last message before it."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+_spec = importlib.util.spec_from_file_location("learning_curve", ROOT / "benchmarks" / "agent_learning_curve.py")
+curve = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(curve)
+
+REPORT = "All done, I've taken care of that for you. Is there anything else I can help with?"  # the expert's
+
+
+def said(text: str = "", *calls: str) -> dict:
+    return {"role": "assistant", "content": text, "tool_calls": [{"function": {"name": c}} for c in calls]}
+
+
+def customer(text: str) -> dict:
+    return {"role": "user", "content": text}
+
+
+@pytest.mark.parametrize(
+    "last, called, kind",
+    [
+        (said(REPORT), {"lookup_account", "confirm_request", "card_services"}, "claimed_done_wrong_act"),
+        (said(REPORT), {"lookup_account", "confirm_request"}, "claimed_done_no_act"),
+        (said(REPORT), {"lookup_account", "fees_and_rates"}, "claimed_done_no_act"),  # its own tool, refused
+        (said("Please tell me ... I've taken care of that for you."), {"lookup_account"}, "claimed_done_no_act"),
+        (said("Just to be sure: you want to change your PIN?", "confirm_request"), {"confirm_request"}, "confirm"),
+        (said("", "ask_customer"), {"ask_customer"}, "question"),
+        (said("Which card was it?"), set(), "question"),
+        (said("Thank you, let me look up your account.", "lookup_account"), {"lookup_account"}, "said"),
+    ],
+)
+def test_the_agents_last_message_before_the_customer_left_is_named(last, called, kind):
+    messages = [customer("I need help"), said("Hello", "lookup_account"), last, customer("Thanks, bye!")]
+    assert curve.left_kind(messages, called, "fees_and_rates") == kind
