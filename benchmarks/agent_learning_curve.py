@@ -28,7 +28,12 @@ Prints a row per checkpoint, writes ``--plot`` (a PNG of the curves), and a JSON
 
 Usage: ``python benchmarks/agent_learning_curve.py ROOT [--cycle 0] [--steps 40] [--every 10]
 [--eval-scenarios 240] [--arm NAME:k=v,...] [--rft] [--fresh-gym N] [--seed 0] [--also-start NAME=DIR]
-[--plot curves.png]``
+[--gym-file FILE] [--agent-reward-only] [--train-seconds S] [--device cpu|cuda] [--plot curves.png]``.
+``--gym-file`` draws the gym from a scenarios JSONL (``data/scenarios/gym.jsonl``: the cycles' unplayed gym).
+``--agent-reward-only`` leaves the judge's learned parts out: the agent's reward reads the world alone.
+``--train-seconds`` stops each GRPO arm at a wall-clock budget and keeps the step it reached; the last kept agent
+is played first, so a run cut short still reports where its arm ended. ``--device cuda`` puts every model
+(and TRL's training) on a lent GPU.
 """
 
 from __future__ import annotations
@@ -56,6 +61,7 @@ from sparring.evaluate.crossplay import failure_kind, failure_rates  # noqa: E40
 from sparring.evaluate.heldout import heldout_seed  # noqa: E402
 from sparring.evaluate.play import GameModels, against_pool, cooperative_customer  # noqa: E402
 from sparring.judge.loading import load_judge  # noqa: E402
+from sparring.judge.rewards import Judge  # noqa: E402
 from sparring.params import ParamsError, load_params  # noqa: E402
 from sparring.rollout import episode_metrics, run_episodes  # noqa: E402
 from sparring.runtime import apply_torch_threads  # noqa: E402
@@ -80,14 +86,19 @@ class KeepEvery(TrainerCallback):
     """Saves the trained model every ``every`` optimizer steps into ``folder/step_<n>`` (a transformers callback:
     the trainer's own hook, no change to its loop)."""
 
-    def __init__(self, every: int, tokenizer: Any, folder: Path) -> None:
+    def __init__(self, every: int, tokenizer: Any, folder: Path, seconds: float = 0.0) -> None:
         self.every, self.tokenizer, self.folder, self.kept = every, tokenizer, folder, {}
+        self.deadline = time.monotonic() + seconds if seconds else None  # --train-seconds: stop, keeping the last
 
     def on_step_end(self, args: Any, state: Any, control: Any, model: Any = None, **kwargs: Any) -> None:
-        if state.global_step % self.every == 0:
+        late = self.deadline is not None and time.monotonic() > self.deadline
+        if state.global_step % self.every == 0 or late:
             path = self.folder / f"step_{state.global_step}"
             save_checkpoint(getattr(model, "module", model), self.tokenizer, path)
             self.kept[state.global_step] = path
+        if late:
+            print(f"  --train-seconds reached at step {state.global_step}: training stops", flush=True)
+            control.should_training_stop = True
 
 
 def start_state(root: Path, cycle: int) -> CycleState:
@@ -107,8 +118,8 @@ class HeldoutCurve:
     """Held-out play of checkpoints against ``_advpool`` and ``_coop``, as ``evaluate`` plays them: the same
     scenarios and seed for every checkpoint, customers loaded once."""
 
-    def __init__(self, state: CycleState, co: Any, held: list[Any], seed: int) -> None:
-        self.models, self.held = GameModels(co), held
+    def __init__(self, state: CycleState, co: Any, held: list[Any], seed: int, device: str = "cpu") -> None:
+        self.models, self.held = GameModels(co, device), held
         a = co.agent_grpo
         self.turns = {"max_turns": a.max_turns, "max_calls_per_turn": a.max_calls_per_turn, "seed": heldout_seed(seed)}
         simulator = self.models.customer(state.simulator_dir, co.coop_temperature)
@@ -190,6 +201,21 @@ def step_signals(result: Any, updates_per_batch: int) -> list[dict[str, float]]:
     return rows
 
 
+class WorldOnly:
+    """A judge backend for ``--agent-reward-only``: the agent's reward reads the world's state alone, so the
+    oracle and discriminator (the adversary's faithfulness and realism) are neither loaded nor run; their terms
+    read 0 in the adversary's figures, which no arm here trains on."""
+
+    def faithfulness(self, turns: list[list[str]], intents: list[str]) -> Any:
+        return [0.0] * len(turns)
+
+    def realism(self, turns: list[list[str]]) -> Any:
+        return [0.0] * len(turns)
+
+    def named_outright(self, text: str, intent: str) -> bool:
+        return False
+
+
 def fresh_scenarios(root: Path, p: Any, train: list[Any], n: int, seed: int) -> list[Any]:
     """``n`` gym scenarios from the ingested training utterances that no training scenario opens with: DA0's
     demonstrations played the training scenarios, so their groups mostly all pass; these it has never played. An
@@ -215,10 +241,13 @@ def beside_start(curve: HeldoutCurve, start: dict[str, Any], folder: Path, name:
     return figures
 
 
-def grpo_arm(state: CycleState, settings: Any, ctx: dict[str, Any], every: int, out: Path) -> dict[str, Any]:
-    """One GRPO arm from the starting agent: the checkpoints kept every ``every`` steps and the per-step signals."""
+def grpo_arm(
+    state: CycleState, settings: Any, ctx: dict[str, Any], every: int, out: Path, seconds: float = 0.0
+) -> dict[str, Any]:
+    """One GRPO arm from the starting agent: the checkpoints kept every ``every`` steps (and where ``seconds`` of
+    training ran out) and the per-step signals."""
     model, _ = load_checkpoint(Path(state.agent_dir))
-    keep = KeepEvery(every, ctx["tok"], out)
+    keep = KeepEvery(every, ctx["tok"], out, seconds)
     result = train_side(
         model,
         ctx["tok"],
@@ -315,6 +344,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--also-start", action="append", default=[], help="NAME=DIR: another agent played beside the start, paired"
     )
+    parser.add_argument("--gym-file", type=Path, default=None, help="gym scenarios from this scenarios JSONL")
+    parser.add_argument(
+        "--agent-reward-only", action="store_true", help="skip the judge's oracle and discriminator (adversary terms)"
+    )
+    parser.add_argument("--train-seconds", type=float, default=0, help="stop each GRPO arm's training after this")
+    parser.add_argument("--device", default="cpu", help="cpu, or cuda where a GPU is lent (models and training)")
     parser.add_argument("--profile", default="default")
     parser.add_argument("--plot", type=Path, default=None, help="write the curves as a PNG here")
     args = parser.parse_args(argv)
@@ -338,7 +373,7 @@ def main(argv: list[str] | None = None) -> int:
         name, _, changes = text.partition(":")
         arms[name.strip() or changes] = overrides(changes, base)
     seed = derive_seed(p.seed, args.cycle + 1, "grpo", args.seed)
-    models = CycleModels(state, co)
+    models = CycleModels(state, co, args.device)
     train = load_scenarios(root / "data" / "scenarios" / "train.jsonl")
     gym = gym_scenarios(
         train,
@@ -351,15 +386,23 @@ def main(argv: list[str] | None = None) -> int:
     )
     if args.fresh_gym:
         gym = fresh_scenarios(root, p, train, args.fresh_gym, derive_seed(p.seed, "fresh-gym", args.seed))
+    if args.gym_file:
+        if not args.gym_file.is_file():
+            raise SystemExit(f"error: --gym-file {args.gym_file}: no such file")
+        gym = load_scenarios(args.gym_file)
+    if args.agent_reward_only:
+        judge = Judge(WorldOnly(), p.judge.reward, max_turns=base.max_turns)
+    else:
+        judge = load_judge(root / "models" / "judge", p.judge, base.max_turns)
     ctx = {
         "tok": models.tokenizer,
         "opponent": agent_opponents(state, dict(co.agent_mix), models.customer, co.coop_opening, co.adversary_opening),
         "gym": gym,
-        "judge": load_judge(root / "models" / "judge", p.judge, base.max_turns),
+        "judge": judge,
         "seed": seed,
     }
     held = load_scenarios(root / "data" / "scenarios" / "heldout.jsonl")[: args.eval_scenarios]
-    curve = HeldoutCurve(state, co, held, p.seed)
+    curve = HeldoutCurve(state, co, held, p.seed, args.device)
     start = curve.point(state.agent_dir)
     print("start: " + ", ".join(f"{k} {start[k]:.3f}" for k in SHOWN), flush=True)
     others = {name: beside_start(curve, start, Path(folder), name, args.seed) for name, folder in also.items()}
@@ -372,13 +415,17 @@ def main(argv: list[str] | None = None) -> int:
             folder = Path(scratch) / name
             print(f"{name}: training {args.steps} steps, keeping every {args.every}", flush=True)
             if kind == "grpo":
-                arm = grpo_arm(state, settings, ctx, args.every, folder)
+                arm = grpo_arm(state, settings, ctx, args.every, folder, args.train_seconds)
             else:
                 arm = rft_arm(state, base, settings, ctx, args.steps, args.every, folder)
-            points = [start] + [curve.point(arm["kept"][k]) for k in sorted(arm["kept"])]
             steps = [0, *sorted(arm["kept"])]
-            for step, row in zip(steps, points, strict=True):
+            played = {0: start}
+            # the last first: a run cut short still reports where its arm ended
+            for step in [steps[-1], *steps[1:-1]] if len(steps) > 1 else []:
+                played[step] = curve.point(arm["kept"][step])
+                row = played[step]
                 print(f"  {name} step {step:3d}: " + ", ".join(f"{k} {row[k]:.3f}" for k in SHOWN), flush=True)
+            points = [played[step] for step in steps]
             low, high = paired_bootstrap(start["passes_advpool"], points[-1]["passes_advpool"], seed=args.seed)
             out[name] = {
                 "steps": steps,
@@ -394,7 +441,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.plot:
         plot(out, start, args.plot)
     head = {k: v for k, v in start.items() if not k.startswith("passes_")}
-    gym_note = {"scenarios": len(gym), "fresh": bool(args.fresh_gym)}
+    gym_note = {"scenarios": len(gym), "fresh": bool(args.fresh_gym), "file": str(args.gym_file or "")}
     print(
         json.dumps(
             {

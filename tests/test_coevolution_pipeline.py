@@ -321,7 +321,7 @@ def test_the_learning_curve_benchmark_runs_its_arms_on_a_quick_run(uninterrupted
     assert done.returncode == 0, done.stderr[-3000:]
     doc = json.loads(done.stdout.strip().splitlines()[-1])
     assert set(doc["arms"]) == {"mu2", "rft"} and doc["eval_scenarios"] == 3
-    assert doc["gym"] == {"scenarios": 5, "fresh": True}
+    assert doc["gym"] == {"scenarios": 5, "fresh": True, "file": ""}
     for name, arm in doc["arms"].items():
         assert arm["steps"] == [0, 1, 2], name
         assert len(arm["strict_pass_advpool"]) == len(arm["strict_pass_coop"]) == 3

@@ -22,10 +22,11 @@ from sparring.world.scenarios import Scenario
 
 class CheckpointCache:
     """Checkpoint folders loaded once each, in eval mode, all sharing the first one's vocabulary (an episode's
-    views are built with one tokenizer)."""
+    views are built with one tokenizer), on ``device`` (``"cpu"``, or ``"cuda"`` where a GPU is lent)."""
 
-    def __init__(self) -> None:
+    def __init__(self, device: str = "cpu") -> None:
         self.tokenizer: Any = None
+        self.device = device
         self._models: dict[str, Any] = {}
 
     def model(self, folder: str | Path) -> Any:
@@ -36,7 +37,7 @@ class CheckpointCache:
                 self.tokenizer = tokenizer
             elif tokenizer.get_vocab() != self.tokenizer.get_vocab():
                 raise ValueError(f"{folder}: tokenizer differs from the other checkpoints'")
-            self._models[key] = model.eval()
+            self._models[key] = model.to(self.device).eval()
         return self._models[key]
 
     def put(self, folder: str | Path, model: Any) -> None:
@@ -49,8 +50,8 @@ class GameModels(CheckpointCache):
     the adversary gym (message length, temperature), adversaries with their opening. Cycles and `evaluate` both
     build their policies here."""
 
-    def __init__(self, settings: Any) -> None:
-        super().__init__()
+    def __init__(self, settings: Any, device: str = "cpu") -> None:
+        super().__init__(device)
         self.settings = settings
 
     def agent_policy_of(self, folder: str | Path, greedy: bool) -> LMPolicy:

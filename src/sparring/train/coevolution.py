@@ -61,8 +61,8 @@ METRICS_FILE = "metrics.json"
 class CycleModels(GameModels):
     """A cycle's checkpoints: the agent (whose tokenizer every view is built with) and the customers it meets."""
 
-    def __init__(self, state: CycleState, settings: CoevolutionSettings) -> None:
-        super().__init__(settings)
+    def __init__(self, state: CycleState, settings: CoevolutionSettings, device: str = "cpu") -> None:
+        super().__init__(settings, device)
         self.agent_dir = state.agent_dir
         self.agent = self.model(state.agent_dir)
 
