@@ -1,0 +1,32 @@
+"""Checkpoints load offline on any device: transformers 5 kernelizes every ``from_pretrained`` model with hub
+kernels, which it fetches from the hub on CUDA at the first ``model.train()`` (a lent GPU failed there); importing
+sparring turns hub kernels off unless the user set ``USE_HUB_KERNELS`` themselves."""
+
+import os
+import subprocess
+import sys
+
+from sparring.agents.chat import known_intents
+from sparring.agents.checkpoints import load_checkpoint, save_checkpoint
+from sparring.agents.models import build_model
+from sparring.agents.tokenizer import train_tokenizer
+from sparring.data.synthetic import utterance_frame
+from sparring.train.distributed_check import SPEC
+
+
+def test_a_loaded_checkpoint_does_not_use_hub_kernels(tmp_path):
+    frame = utterance_frame(2, seed=0)
+    tokenizer = train_tokenizer(frame["text"].to_list(), 700, sorted(known_intents()))
+    save_checkpoint(build_model(SPEC, tokenizer, seed=0), tokenizer, tmp_path / "ckpt")
+    model, _ = load_checkpoint(tmp_path / "ckpt")
+    assert model.use_kernels is False
+
+
+def test_importing_sparring_defaults_hub_kernels_off_and_keeps_a_users_choice():
+    show = "import os, sparring; print(os.environ['USE_HUB_KERNELS'])"
+    env = {k: v for k, v in os.environ.items() if k != "USE_HUB_KERNELS"}
+    unset = subprocess.run([sys.executable, "-c", show], env=env, capture_output=True, text=True, check=True)
+    chosen = subprocess.run(
+        [sys.executable, "-c", show], env={**env, "USE_HUB_KERNELS": "YES"}, capture_output=True, text=True, check=True
+    )
+    assert unset.stdout.strip() == "NO" and chosen.stdout.strip() == "YES"
