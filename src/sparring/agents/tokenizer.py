@@ -11,8 +11,8 @@ follows ``<intent>``, ``<call>`` or a JSON quote), so rendered conversations dec
 Pre-tokenization is GPT-2's regex with digits in runs of at most three, so an object id such as ``tx_042``
 ends in one token that the agent copies from a tool result into its call (both JSON, so the id tokenizes
 alike in both), and numbers never become a zoo of rare long-digit tokens. Giving whitespace tokens of its
-own would make prose values tokenize as they do in JSON too, but it was measured to wreck generation: with
-~40% of tokens a space, a 1.3M-parameter model's effective context halved and it looped ("your your ...").
+own would make prose values tokenize as they do in JSON too, but it wrecked generation (a tiny model's context
+filled with space tokens and it looped; docs/results.md, "Figures moved out of the code").
 
 The tokenizer's ``eos_token`` is the end-of-turn token ``<|end|>`` (``bos_token`` is ``<|endoftext|>``):
 TRL stops generation and cuts completions at ``eos_token_id``, and every turn, the agent's and the

@@ -66,9 +66,8 @@ DIRECT_MIN_KEYWORD = 0.6  # direct request: short, at least 60% name a keyword, 
 GENERIC_LABEL_WORD = 8  # a label stem shared by this many intents' labels names none of them
 STEM = 5
 N_NGRAMS, N_EXAMPLES = 5, 3
-# MiniLM alone clusters by topic: on the openings of 120 held-out scenarios played by the cooperative and the
-# camouflaging customer, its clusters were card / transfer / account (adjusted Rand 0.01 against camouflaged or
-# not); beside the z-scored style traits at weight 0.4 it split them in two at 89% purity (ARI 0.61).
+# MiniLM alone clusters by topic, not by strategy; the style traits beside it split camouflage from plain
+# requests (docs/results.md, "Figures moved out of the code").
 TRAIT_WEIGHT = 0.4
 CLUSTER_TRAITS = ("unrelated", "keyword", "question", "hedge", "detail")  # with log(1 + words)
 SILHOUETTE_SAMPLE = 2000  # silhouette is quadratic in the messages; a seeded sample above this

@@ -1,10 +1,7 @@
 """The intent oracle: recovers a customer's true intent from its words (the judge's faithfulness signal).
 
-Representation, measured on a stratified 80/20 split of Banking77 train (seed 0; benchmarks/judge_models.py):
-TF-IDF word 1-2 grams alone 87.3% (with char 2-5 grams too, 89.8%), MiniLM embeddings alone 91.9%, TF-IDF
-word 1-2 grams concatenated with the embedding 92.1%, or 92.6% with the embedding weighted 2x; adding char
-n-grams to that bought nothing. So the oracle is one multinomial logistic regression over
-[TF-IDF word 1-2 grams, 2 * normalized MiniLM embedding].
+One multinomial logistic regression over [TF-IDF word 1-2 grams, 2 * normalized MiniLM embedding]: the most
+accurate representation on Banking77 of those compared (docs/results.md, "Figures moved out of the code").
 
 Everything is saved as JSON + npz (no pickles): the fitted state is small arrays and a vocabulary, and
 inference is computed here from them, so a loaded model predicts exactly what the fitted one did.
