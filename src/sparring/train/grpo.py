@@ -33,6 +33,9 @@ advantages hook; the loss stays TRL's.
 scored alike has Â = 0 on every token and only dilutes the step (``dapo`` normalises by all tokens of the batch),
 so up to that many rounds of fresh groups are played and each replaces one such group if its own rewards spread.
 CPU settings as DESIGN.md measured: ``use_cpu=True, bf16=False, activation_checkpointing=False, report_to=[]``.
+The update (:func:`make_update_trainer`) runs TRL's loss on the step's episodes sorted by length into micro-batches
+without their all-padding columns, and on CPU the LM head on the loss's tokens only: the same loss and gradients
+(tests/test_grpo_update.py), 1.4-2.2x the tokens/s of TRL's one padded batch (benchmarks/grpo_throughput.py).
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from sparring.agents.chat import agent_system_prompt
@@ -334,6 +338,167 @@ def grpo_config(settings: GRPOSettings, output_dir: Path, report_to: Sequence[st
     )
 
 
+# The update: TRL's loss on length-bucketed micro-batches, the LM head on the loss's tokens only -------------------
+
+BUCKET_OVERHEAD = 64  # positions one more micro-batch costs (its fixed per-call work), in length_buckets' sum
+MOST_BUCKETS = 8
+ROW_MEAN_LOSSES = ("grpo", "sapo", "luspo", "dr_grpo")  # TRL averages these over the batch's rows
+TOKEN_MEAN_LOSSES = ("bnpo",)  # over the batch's loss tokens
+GLOBAL_LOSSES = ("dapo", "cispo", "vespo")  # over num_items_in_batch (the generation batch's): a part adds as it is
+PROMPT_KEYS = ("prompt_ids", "prompt_mask")  # left-padded; every other (B, T) tensor is the right-padded completion
+UPDATE_KEYS = frozenset(
+    (*PROMPT_KEYS, "completion_ids", "completion_mask", "tool_mask", "advantages", "num_items_in_batch")
+    + ("old_per_token_logps", "sampling_per_token_logps", "ref_per_token_logps", "importance_sampling_ratio")
+)
+
+
+def length_buckets(
+    prompt_lengths: Sequence[int],
+    completion_lengths: Sequence[int],
+    most: int = MOST_BUCKETS,
+    overhead: int = BUCKET_OVERHEAD,
+) -> list[list[int]]:
+    """The batch's rows sorted by length and cut into the number (1..``most``) of contiguous, near-equal groups
+    that runs the fewest positions: a group pads to its longest prompt plus its longest completion (TRL's
+    layout), and each group costs ``overhead`` positions more."""
+    n = len(prompt_lengths)
+    order = sorted(range(n), key=lambda i: (prompt_lengths[i] + completion_lengths[i], prompt_lengths[i]))
+    best: tuple[int, list[list[int]]] | None = None
+    for k in range(1, min(most, n) + 1):
+        groups = [order[j * n // k : (j + 1) * n // k] for j in range(k)]
+        cost = overhead * k + sum(
+            len(g) * (max(prompt_lengths[i] for i in g) + max(completion_lengths[i] for i in g)) for g in groups
+        )
+        if best is None or cost < best[0]:
+            best = (cost, groups)
+    return best[1] if best else []
+
+
+def bucket_inputs(inputs: dict[str, Any], rows: Sequence[int]) -> dict[str, Any]:
+    """``rows`` of a GRPO batch (TRL's ``_generate_and_score_completions`` output), without the columns that are
+    padding in every one of them: the prompt's left and the completion's right."""
+    import torch
+
+    batch, width = inputs["prompt_ids"].size(0), inputs["completion_ids"].size(1)
+    index = torch.tensor(list(rows), device=inputs["prompt_ids"].device)
+    prompt = int(inputs["prompt_mask"][index].sum(1).max())
+    completion = int(inputs["completion_mask"][index].sum(1).max())
+    out: dict[str, Any] = {}
+    for key, value in inputs.items():
+        if torch.is_tensor(value) and value.dim() >= 1 and value.size(0) == batch:
+            value = value[index]
+            if key in PROMPT_KEYS:
+                value = value[:, value.size(1) - prompt :]
+            elif value.dim() == 2 and value.size(1) == width:
+                value = value[:, :completion]
+        out[key] = value
+    return out
+
+
+def bucket_weight(loss_type: str, inputs: dict[str, Any], rows: Sequence[int]) -> Any:
+    """What a part's loss is worth in the whole batch's: TRL's row means weigh it by its rows, its token mean by
+    its loss tokens; the losses over the generation batch's token count add as they are."""
+    if loss_type in ROW_MEAN_LOSSES:
+        return len(rows) / inputs["prompt_ids"].size(0)
+    if loss_type in TOKEN_MEAN_LOSSES:
+        mask = inputs["completion_mask"] * inputs.get("tool_mask", 1)
+        return mask[list(rows)].sum() / mask.sum().clamp(min=1.0)
+    return 1.0
+
+
+class LossTokensHead:
+    """The trainer's model as TRL's fused LM head calls it, ``model(input_ids=, attention_mask=, labels=,
+    fused_lm_head=True)`` -> per-token ``log_probs`` and ``entropy`` of the next-token labels at ``temperature``
+    (0 where the label is -100), with the LM head run only where ``keep`` (the loss mask over prompt + completion)
+    is 1: TRL scores every position on devices without Triton, and an episode's loss tokens (the side's own) are
+    a minority of it. Entropy only feeds TRL's metrics here (no entropy bonus), so it carries no gradient."""
+
+    def __init__(self, model: Any, keep: Any, temperature: float) -> None:
+        self.model, self.keep, self.temperature = model, keep.bool(), temperature
+
+    def __call__(self, *, input_ids: Any, attention_mask: Any, labels: Any, **_: Any) -> Any:
+        import torch
+
+        hidden = self.model.base_model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False)
+        hidden, labels = hidden.last_hidden_state[:, :-1], labels[:, 1:]
+        keep = (labels != -100) & self.keep[:, 1:]
+        head = self.model.get_output_embeddings()
+        logits = torch.nn.functional.linear(hidden[keep], head.weight, head.bias).float() / self.temperature
+        logp = logits.log_softmax(-1)
+        picked = logp.gather(-1, labels[keep][:, None])[:, 0]
+        with torch.no_grad():
+            entropy = -(logp.exp() * logp).sum(-1)
+        zeros = torch.zeros(keep.shape, dtype=picked.dtype, device=picked.device)
+        return SimpleNamespace(
+            log_probs=zeros.masked_scatter(keep, picked), entropy=zeros.masked_scatter(keep, entropy)
+        )
+
+
+def make_update_trainer(base: type) -> type:
+    """``base`` (TRL's ``GRPOTrainer`` or a subclass) whose update runs TRL's loss, clipping and normalisation
+    unchanged on less padding and fewer LM-head positions, through ``compute_loss`` (Trainer's public hook):
+
+    - the batch's episodes sorted by length into micro-batches (:func:`length_buckets`), each trimmed of the
+      columns that are padding in all of its rows, their losses weighted back into the batch's
+      (:func:`bucket_weight`; one backward, so gradients are the batch's too). TRL pads a step's episodes to the
+      longest prompt plus the longest completion, so short episodes paid for the longest one's positions;
+    - on CPU (TRL then scores every position of the LM head), the head only on the loss's tokens
+      (:class:`LossTokensHead`), for a plain model (a peft one keeps TRL's head).
+
+    Whatever it does not cover (several processes; an entropy bonus or quantile mask, which read the whole batch;
+    MoE aux loss; multimodal inputs; loss types it does not know) goes to TRL's path as before."""
+
+    class UpdateTrainer(base):  # type: ignore[misc, valid-type]
+        def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+            import torch
+
+            if return_outputs or not self._buckets_exact(inputs):
+                return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+            groups = length_buckets(inputs["prompt_mask"].sum(1).tolist(), inputs["completion_mask"].sum(1).tolist())
+            total = None
+            for rows in groups:
+                part = bucket_inputs(inputs, rows)
+                runner = model
+                if self._head_on_loss_tokens(model):
+                    mask = part["completion_mask"] * part.get("tool_mask", 1)
+                    keep = torch.cat([torch.zeros_like(part["prompt_mask"]), mask.to(part["prompt_mask"].dtype)], 1)
+                    runner = LossTokensHead(model, keep, self.args.temperature)
+                loss = super().compute_loss(runner, part, num_items_in_batch=num_items_in_batch)
+                loss = loss * bucket_weight(self.args.loss_type, inputs, rows)
+                total = loss if total is None else total + loss
+            return total
+
+        def _buckets_exact(self, inputs: dict[str, Any]) -> bool:
+            args = self.args
+            return (
+                self.accelerator.num_processes == 1  # DDP and DeepSpeed expect one forward per backward
+                and set(inputs) <= UPDATE_KEYS
+                and args.loss_type in (*ROW_MEAN_LOSSES, *TOKEN_MEAN_LOSSES, *GLOBAL_LOSSES)
+                and args.top_entropy_quantile >= 1.0
+                and not args.entropy_coef
+                and not args.use_adaptive_entropy
+                and not getattr(self, "aux_loss_enabled", False)
+            )
+
+        def _head_on_loss_tokens(self, model: Any) -> bool:
+            device = next(model.parameters()).device
+            return (
+                device.type == "cpu"
+                and not is_peft(model)
+                and not self.args.cast_lm_head_to_fp32
+                and _plain_head(model.config)
+            )
+
+    return UpdateTrainer
+
+
+def _plain_head(config: Any) -> bool:
+    """True when the model's logits are the head's projection alone (no softcap or scale for TRL to apply)."""
+    text = config.get_text_config()
+    scales = ("final_logit_softcapping", "logit_scale", "output_multiplier", "lm_head_multiplier", "logits_scaling")
+    return all(getattr(text, name, None) is None for name in scales)
+
+
 def build_trainer(
     model: Any,
     tokenizer: Any,
@@ -362,7 +527,7 @@ def build_trainer(
         model.save_pretrained(ref, safe_serialization=True)
         model.config._name_or_path = str(ref)
     dataset = Dataset.from_list([{"prompt": f"{i}|"} for i in range(n_prompts)])
-    trainer_class = GRPOTrainer if settings.credit == "grpo" else make_credit_trainer(GRPOTrainer)
+    trainer_class = make_update_trainer(GRPOTrainer if settings.credit == "grpo" else make_credit_trainer(GRPOTrainer))
     args = grpo_config(settings, output_dir, report_to, seed)
     return trainer_class(
         model=model,
