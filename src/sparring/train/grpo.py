@@ -35,7 +35,8 @@ so up to that many rounds of fresh groups are played and each replaces one such 
 CPU settings as DESIGN.md measured: ``use_cpu=True, bf16=False, activation_checkpointing=False, report_to=[]``.
 The update (:func:`make_update_trainer`) runs TRL's loss on the step's episodes sorted by length into micro-batches
 without their all-padding columns, and on CPU the LM head on the loss's tokens only: the same loss and gradients
-(tests/test_grpo_update.py), 1.4-2.2x the tokens/s of TRL's one padded batch (benchmarks/grpo_throughput.py).
+(tests/test_grpo_update.py), at more tokens/s than TRL's one padded batch (benchmarks/grpo_throughput.py;
+docs/results.md, "GRPO updates at SFT's throughput").
 """
 
 from __future__ import annotations
