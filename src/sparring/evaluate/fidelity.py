@@ -7,7 +7,8 @@ Names are METRICS.md's.
 - ``heldout_perplexity``: perplexity of the customer's own turns of held-out dialogues, customer view, goal given
   (the model's loss on assistant tokens only: what stage 1 trains).
 - ``sim_faithfulness``: share of held-out scenarios whose intent the judge's oracle recovers from the simulated
-  customer's turns (against ``agent_policy``, by default the scripted expert).
+  customer's turns (against ``agent_policy``, by default the scripted expert that escalates as real agents do,
+  :class:`~sparring.agents.escalation.EscalatingExpert`: without it no simulator could end a session escalated).
 - ``identity_given_rate``: share of those episodes where the agent identified the customer (a successful
   ``lookup_account``); ``identity_attempt_rate``: where it tried to (the customer's answer had the right shape);
   ``identity_fact_acc``: share of identity facts stated with the right value; ``strict_pass_coop`` etc.: the
@@ -41,6 +42,7 @@ import torch
 from sklearn.metrics import f1_score
 
 from sparring.agents.customer_view import dialogue_view, extract_identity
+from sparring.agents.escalation import EscalatingExpert
 from sparring.agents.leaving import CUSTOMER_LEFT
 from sparring.agents.scripted import CooperativeCustomer, ExpertAgent
 from sparring.data.synthetic import OUTCOMES
@@ -240,13 +242,14 @@ def simulator_fidelity(
 ) -> dict[str, float]:
     """Every fidelity metric of a customer policy (an ``LMPolicy(role="customer")`` or a scripted customer).
 
-    ``agent_policy`` defaults to the scripted :class:`~sparring.agents.scripted.ExpertAgent`; ``max_dialogues``
+    ``agent_policy`` defaults to :class:`~sparring.agents.escalation.EscalatingExpert` (the scripted expert, which
+    also hands over when the customer asks for a person or refuses twice); ``max_dialogues``
     caps the replayed and perplexity dialogues; ``embedder`` (texts -> vectors) defaults to the judge's MiniLM
     encoder; ``perplexity`` needs an LM policy (skipped for scripted ones). ``agent_under_test`` (e.g. DA0) also
     plays the held-out scenarios against the simulator, which writes its own opening (evaluate's ``_coopsim``): its
     ``agent_strict_pass`` and the :func:`false_negative_rate` of its failures, judged by ``agent_policy``'s
     episodes (the expert's, by default)."""
-    agent = agent_policy if agent_policy is not None else ExpertAgent()
+    agent = agent_policy if agent_policy is not None else EscalatingExpert()
     dialogues = heldout_dialogues.head(max_dialogues) if max_dialogues is not None else heldout_dialogues
     metrics: dict[str, float] = {}
     model, tokenizer = getattr(sim_policy, "model", None), getattr(sim_policy, "tokenizer", None)

@@ -7,7 +7,8 @@ escalated or abandoned). Stage 2, in the paper's order:
 
 1. Replayed sessions. Every training dialogue becomes a scenario with its intent, persona and opening
    (:func:`~sparring.evaluate.fidelity.replay_scenarios`); the simulator plays that session's customer, G times
-   per session (GRPO's group), against the scripted expert: the agent side fidelity is measured against. The
+   per session (GRPO's group), against the scripted expert that escalates as real agents do
+   (:class:`~sparring.agents.escalation.EscalatingExpert`): the agent side fidelity is measured against. The
    recorded agent turns cannot stand in: they call no tools, so no world state would follow from them.
 2. Hierarchical rewards, per episode g of a session's group:
 
@@ -29,8 +30,8 @@ escalated or abandoned). Stage 2, in the paper's order:
    outcome reward's sparsity.
 
 The episode's ending may only be reached through the world: the simulator leaves (:mod:`sparring.agents.leaving`:
-"abandoned"), gives the agent reasons to hand over (failed identity checks, repeated refusals: "escalated") or
-lets the expert resolve and close ("resolved").
+"abandoned"), asks for a person or refuses twice, so that the agent hands over ("escalated"), or lets the expert
+resolve and close ("resolved").
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from sparring.agents.scripted import ExpertAgent
+from sparring.agents.escalation import EscalatingExpert
 from sparring.data.synthetic import OUTCOMES
 from sparring.evaluate.fidelity import customer_turns, dtw_distance, replay_scenarios, simulated_outcome
 from sparring.judge.rewards import JudgeBackend
@@ -177,8 +178,8 @@ def train_simulator_rl(
     callbacks: Sequence[Any] = (),
 ) -> tuple[GRPOResult, list[dict[str, float]]]:
     """TRACER stage 2: GRPO of the simulator (``model``, the customer side) on ``settings.sessions`` replayed
-    training ``dialogues`` against the scripted expert, rewarded by :class:`TracerScorer`. Returns the GRPO result
-    and the reward parts' means per step (outcome match, trajectory similarity, ending shares)."""
+    training ``dialogues`` against the escalating scripted expert, rewarded by :class:`TracerScorer`. Returns the
+    GRPO result and the reward parts' means per step (outcome match, trajectory similarity, ending shares)."""
     scenarios, sessions = replay_sessions(dialogues, seed, settings.sessions)
     if not scenarios:
         raise ValueError("no dialogues with a known outcome (resolved | escalated | abandoned) to replay")
@@ -187,7 +188,7 @@ def train_simulator_rl(
         model,
         tokenizer,
         "customer",
-        ExpertAgent(),
+        EscalatingExpert(),
         scenarios,
         scorer,
         settings.grpo,
