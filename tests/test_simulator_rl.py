@@ -19,7 +19,13 @@ from sparring.judge.oracle import embed
 from sparring.rollout import run_episodes
 from sparring.settings import SimulatorRLSettings
 from sparring.train.iapo import group_normalized
-from sparring.train.simulator_rl import REWARD_KEY, RealSession, TracerScorer, replay_sessions
+from sparring.train.simulator_rl import (
+    REWARD_KEY,
+    RealSession,
+    TracerScorer,
+    hierarchical_rewards,
+    replay_sessions,
+)
 
 
 class Says:
@@ -83,6 +89,41 @@ def test_a_session_that_ends_as_the_real_one_scores_higher(dialogues):
     assert scorer.history[-1]["ended_abandoned"] == 0.5 and scorer.history[-1]["outcome_match"] == 0.5
 
 
+def test_the_hierarchical_reward_gives_no_trajectory_credit_across_mismatched_endings():
+    outcome = [1.0, 0.0, 1.0, 0.0] + [0.0] * 4 + [1.0] * 4
+    trajectory = [0.2, 0.9, 0.6, 0.1] + [0.5, 0.7, 0.1, 0.3] + [0.1, 0.3, 0.2, 0.5]
+    got = hierarchical_rewards(outcome, trajectory, 4, 1.0, 1.0)
+    # matched: 1 + the trajectory min-max scaled among the matched; unmatched: 0 whatever their turns
+    assert got == pytest.approx([1.0, 0.0, 2.0, 0.0] + [0.0] * 4 + [1.0, 1.5, 1.25, 2.0])
+    swapped = hierarchical_rewards(outcome, [0.2, 0.1, 0.6, 0.9, *trajectory[4:]], 4, 1.0, 1.0)
+    assert swapped == got  # the mismatched episodes' trajectories move nothing
+    assert hierarchical_rewards(outcome[:4], trajectory[:4], 4, 2.0, 0.5) == pytest.approx([2.0, 0.0, 2.5, 0.0])
+    assert hierarchical_rewards([1.0, 1.0, 0.0], [0.4, 0.4, 0.9], 3, 1.0, 1.0) == [1.5, 1.5, 0.0]  # one value: ½
+    # the summed form (z_out + z_traj): the mismatched episode with close turns outscores a matched one
+    summed = np.asarray(group_normalized(outcome[:4], 4)) + np.asarray(group_normalized(trajectory[:4], 4))
+    assert summed == pytest.approx([0.190, 0.351, 1.272, -1.813], abs=1e-3) and summed[1] > summed[0]
+    with pytest.raises(ValueError, match="groups of 3"):
+        hierarchical_rewards(outcome[:4], trajectory[:4], 3, 1.0, 1.0)
+
+
+def test_the_scorer_ranks_a_group_by_ending_first_then_trajectory_among_the_matched(dialogues):
+    scenarios, sessions = replay_sessions(dialogues, seed=0)
+    abandoned = next(s for s in scenarios if sessions[s.scenario_id].outcome == "abandoned")
+    leave, stay = "Never mind, I have to go.", ("Okay.", "Thanks.", "Great.", "Right.", "Sure.")
+    customers = [Says(abandoned.utterance, "Forget it, bye."), Says(abandoned.utterance, leave)]
+    customers += [CooperativeCustomer(), Says(abandoned.utterance, *stay)]
+    group = [run_episodes([abandoned], ExpertAgent(), c, seed=0)[0] for c in customers]
+    assert [simulated_outcome(e) for e in group] == ["abandoned", "abandoned", "resolved", "resolved"]
+    scorer = TracerScorer(sessions, 4, SimulatorRLSettings(), _hash_embed)
+    similarity = scorer.trajectory_similarity(group)
+    assert similarity[0] != similarity[1] and similarity[2] != similarity[3]
+    rewards = [s[REWARD_KEY] for s in scorer.score(group)]
+    assert rewards[2] == rewards[3] == 0.0  # stayed, where the real customer left: no credit for their turns
+    assert sorted(rewards[:2]) == [1.0, 2.0] and rewards[int(np.argmax(similarity[:2]))] == 2.0
+    summed = TracerScorer(sessions, 4, SimulatorRLSettings(reward="summed"), _hash_embed).score(group)
+    assert summed[2][REWARD_KEY] != summed[3][REWARD_KEY]  # the alternative credits their trajectories
+
+
 class WordsJudge:
     """A judge backend whose realism is the share of a customer's turns with no bracketed placeholder left."""
 
@@ -110,8 +151,8 @@ def test_the_realism_guard_prefers_the_customer_like_episode_of_a_group(dialogue
 
 def test_a_turn_aligned_paraphrase_is_closer_than_an_unrelated_turn(heldout):
     scenario = heldout[0]
-    real = RealSession(
-        "resolved",
+    real = RealSession(  # cut off at two rounds, both episodes end as this one did: the trajectory decides
+        "abandoned",
         ("My new card still hasn't arrived and it's been two weeks.", "Sure, my customer id is C-1234."),
     )
     paraphrase = Says("It's been a fortnight and the card you sent me has not come yet.", "Of course: id C-1234.")

@@ -168,15 +168,19 @@ class GRPOSettings(Settings):
 
 class SimulatorRLSettings(Settings):
     """params.yaml's `simulator_rl`: TRACER stage 2, GRPO of the simulator on replayed training sessions against the
-    scripted expert, rewarded by the session's ending and its customer-turn trajectory
+    escalating scripted expert, rewarded by the session's ending and its customer-turn trajectory
     (:func:`~sparring.train.simulator_rl.train_simulator_rl`)."""
 
     grpo: GRPOSettings = Field(
-        GRPOSettings(max_new_tokens=64, max_steps=30), description="the simulator's gym (the customer side)"
+        GRPOSettings(max_new_tokens=64, max_steps=30, beta=0.04),
+        description="the simulator's gym (the customer side); its beta, the KL to the SFT simulator, is the guard",
+    )
+    reward: Literal["hierarchical", "summed"] = Field(
+        "hierarchical", description="ending first, trajectory among matched endings; or both group-normalized, summed"
     )
     sessions: int | None = Field(400, ge=1, description="training dialogues replayed (a seeded sample; null: all)")
-    outcome_weight: float = Field(1.0, ge=0, description="w_out: the group-normalized ending match")
-    trajectory_weight: float = Field(1.0, ge=0, description="w_traj: the group-normalized 1 − DTW to the real turns")
+    outcome_weight: float = Field(1.0, ge=0, description="w_out: the ending match (train.simulator_rl, step 3)")
+    trajectory_weight: float = Field(1.0, ge=0, description="w_traj: 1 − DTW to the real turns (the same step)")
     faithfulness_weight: float = Field(0.0, ge=0, description="w_faith: the judge's faithfulness, group-normalized")
     realism_weight: float = Field(0.0, ge=0, description="w_real: the judge's realism (P real), group-normalized")
     eval_dialogues: int = Field(120, ge=1, description="held-out sessions and scenarios each simulator is measured on")

@@ -10,24 +10,46 @@ escalated or abandoned). Stage 2, in the paper's order:
    per session (GRPO's group), against the scripted expert that escalates as real agents do
    (:class:`~sparring.agents.escalation.EscalatingExpert`): the agent side fidelity is measured against. The
    recorded agent turns cannot stand in: they call no tools, so no world state would follow from them.
-2. Hierarchical rewards, per episode g of a session's group:
+2. Two levels of reward per episode g of a session's group G, in TRACER's order:
 
-       r_out(g)  = 1[ending(g) = the real session's ending]   (resolved | escalated | abandoned, read off the world)
-       r_traj(g) = 1 − DTW(real customer turns, simulated customer turns)   (MiniLM embeddings, cosine per step)
+       outcome level     r_out(g)  = 1[ending(g) = the real session's ending]   (resolved | escalated | abandoned,
+                                                                                 read off the world)
+       trajectory level  r_traj(g) = 1 − DTW(real customer turns, simulated customer turns)
+                                     (MiniLM embeddings, cosine per step)
 
-3. Each normalized in its group, then summed with weights (SEEDS.md: "normalize the outcome-level and turn-level
-   advantages separately, then sum them", so the dense trajectory term cannot drown the sparse outcome one):
+3. Hierarchical combination (``reward: hierarchical``, the default; :func:`hierarchical_rewards`): the outcome
+   level first, the trajectory level only inside it. With M = {g ∈ G : r_out(g) = 1} the episodes whose ending
+   matched the real one,
 
-       R(g) = w_out · (r_out(g) − mean_G r_out) / (std_G r_out + ε) + w_traj · (same for r_traj)
-              + w_faith · (same for the judge's faithfulness)     (optional guard: the goal stays recoverable)
-              + w_real · (same for the judge's realism)           (optional guard: the text stays a customer's)
+       m(g) = (r_traj(g) − min_M r_traj) / (max_M r_traj − min_M r_traj)   (½ when M holds one episode or one value)
+       R(g) = r_out(g) · (w_out + w_traj · m(g))
 
-   The realism guard answers a measured failure: at a 10x step size the trajectory reward was won by text that
-   embeds near the real turns without reading like a customer (discriminator AUC 0.63 -> 0.97, docs/results.md).
+   A matched episode scores in [w_out, w_out + w_traj], an unmatched one exactly 0, whatever its turns: with
+   w_out > 0 the ending orders the group before the trajectory does, the trajectory orders only the episodes whose
+   ending matched, and no trajectory credit crosses a mismatched ending (a customer who stays to align more turns
+   gains nothing unless staying is how the real session ended). A group with no match carries no signal; one
+   where every episode matched carries the trajectory alone.
+
+   The alternative (``reward: summed``, the form before issue 44; SEEDS.md: "normalize the outcome-level and
+   turn-level advantages separately, then sum them"), each term normalized in its group (z_G), then summed:
+
+       R(g) = w_out · z_G(r_out)(g) + w_traj · z_G(r_traj)(g)
+
+   There a group whose r_out is constant contributes its trajectory term alone, and a mismatched episode with
+   close turns can outscore a matched one. Measured (docs/results.md, mid-size, lr 1e-3): the dense trajectory
+   term pulled against the sparse outcome one, the ending match falling (0.47 → 0.19-0.25 over training) while
+   the trajectory similarity rose, and the simulator stopped leaving on every run but one.
+
+4. The guard: the KL to the SFT simulator (GRPO's ``beta``, ``simulator_rl.grpo.beta``), the one that held the
+   text near the SFT simulator when the step size moved it (perplexity 16 against 33 without, docs/results.md).
+   Optional terms, off by default, are added to R in either form, each normalized in its group:
+
+       + w_faith · z_G(the judge's faithfulness)   (the goal stays recoverable)
+       + w_real · z_G(the judge's realism)         (not a guard: the frozen discriminator in the reward was won
+                                                     against itself, P(real) 0.65 → 0.88 while a refit one's AUC
+                                                     fell to 0.34 and perplexity rose 10.8 → 29.7)
 
    TRL's GRPO then computes its group advantage of R and the clipped loss unchanged (:mod:`sparring.train.grpo`).
-   A group whose r_out is constant contributes its trajectory term alone: the reconstruction's answer to the
-   outcome reward's sparsity.
 
 The episode's ending may only be reached through the world: the simulator leaves (:mod:`sparring.agents.leaving`:
 "abandoned"), asks for a person or refuses twice, so that the agent hands over ("escalated"), or lets the expert
@@ -55,7 +77,7 @@ from sparring.train.iapo import group_normalized
 from sparring.world.scenarios import Scenario
 
 Embedder = Callable[[Sequence[str]], np.ndarray]
-REWARD_KEY = "sim_reward"  # the summed, group-normalized reward the simulator trains on
+REWARD_KEY = "sim_reward"  # the combined reward R the simulator trains on (hierarchical or summed)
 
 
 @dataclass(frozen=True)
@@ -81,6 +103,23 @@ def replay_sessions(
             raise ValueError(f"two dialogues replay as one scenario id {scenario.scenario_id!r}")
         sessions[scenario.scenario_id] = RealSession(outcome=str(row["outcome"]), turns=turns)
     return scenarios, sessions
+
+
+def hierarchical_rewards(
+    outcome: Sequence[float], trajectory: Sequence[float], group: int, w_out: float, w_traj: float
+) -> list[float]:
+    """R(g) = r_out(g) · (w_out + w_traj · m(g)) over consecutive groups, m the trajectory min-max scaled among the
+    group's episodes whose ending matched (r_out = 1), ½ when they hold one value (the module's step 3)."""
+    if group < 1 or len(outcome) % group or len(outcome) != len(trajectory):
+        raise ValueError(f"{len(outcome)} outcomes and {len(trajectory)} trajectories do not form groups of {group}")
+    out: list[float] = []
+    for k in range(0, len(outcome), group):
+        matched = [t for o, t in zip(outcome[k : k + group], trajectory[k : k + group], strict=True) if o == 1.0]
+        lo, hi = (min(matched), max(matched)) if matched else (0.0, 0.0)
+        for o, t in zip(outcome[k : k + group], trajectory[k : k + group], strict=True):
+            scaled = (t - lo) / (hi - lo) if hi > lo else 0.5
+            out.append(float(o == 1.0) * (w_out + w_traj * scaled))
+    return out
 
 
 class TracerScorer:
@@ -135,8 +174,11 @@ class TracerScorer:
         outcome = [float(end == r) for end, r in zip(ends, real, strict=True)]
         turns = [customer_turns(e) for e in episodes]  # read once: the trajectory and both judge guards use them
         trajectory = self.trajectory_similarity(episodes, turns)
-        reward = s.outcome_weight * np.asarray(group_normalized(outcome, g))
-        reward += s.trajectory_weight * np.asarray(group_normalized(trajectory, g))
+        if s.reward == "hierarchical":
+            reward = np.asarray(hierarchical_rewards(outcome, trajectory, g, s.outcome_weight, s.trajectory_weight))
+        else:
+            reward = s.outcome_weight * np.asarray(group_normalized(outcome, g))
+            reward += s.trajectory_weight * np.asarray(group_normalized(trajectory, g))
         faithful, realism = [0.0] * len(episodes), [0.0] * len(episodes)
         if s.faithfulness_weight:
             faithful = [float(f) for f in self.judge.faithfulness(turns, [e.scenario.intent for e in episodes])]
