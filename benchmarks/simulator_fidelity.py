@@ -12,8 +12,14 @@ group error); ``no_escalation`` is the same with escalations turned into resolut
 escalate on their own, while the scripted expert hands over only after two failed identity checks, two refused
 calls or a second no to a right confirmation, which a customer can hardly bring about (both simulators escalated 0
 of 240 sessions in docs/results.md's run); ``always_resolved`` is what a simulator that never leaves reaches.
+``played_expert`` and ``played_escalating`` play the persona-rate sampler through the world (``--played-draws``
+draws, default 20; 0 skips them): a scripted customer steered to each drawn ending (it leaves, asks for a person,
+or cooperates) against the plain expert and against the escalating one (agents/escalation.py) that the fidelity
+replays and the simulator's gym use since issue 44, with the endings read off the world as the replays read them.
 
-Usage: ``python benchmarks/simulator_fidelity.py --run seed0=DIR [--run seed1=DIR ...]`` reads finished runs, or
+Usage: ``python benchmarks/simulator_fidelity.py --run seed0=DIR [--run seed1=DIR ...]`` reads finished runs
+(``--ceiling-only N``: only the ceiling block of each run's first N held-out sessions, which needs only its
+ingest stage), or
 ``--seeds 0 1 2 [--workdir DIR]`` first runs, per seed, the stages up to `simulator_rl` in a copy of the project
 under ``--workdir/seed_<n>`` (its params set to that seed and the profile); a copy whose simulator_rl report is
 already there for that seed and profile is not run again. Prints a table per seed, the means and, last, one JSON
@@ -67,12 +73,12 @@ def read_report(root: Path, profile: str, seed: int | None = None) -> dict[str, 
     return report
 
 
-def ending_ceiling(root: Path, n: int, draws: int = 500) -> dict[str, dict[str, float]]:
-    """Outcome F1 and group outcome-rate error of persona-rate samplers on the first ``n`` held-out sessions."""
+def _persona_draws(root: Path, n: int, draws: int) -> tuple[Any, list[str], list[str], list[list[str]]]:
+    """The first ``n`` held-out sessions, their real endings and personas, and ``draws`` seeded samples of endings,
+    each session's drawn from its persona's ending rates in the training dialogues."""
     import polars as pl
 
     from sparring.data.synthetic import OUTCOMES
-    from sparring.evaluate.fidelity import group_outcome_rate_error, outcome_f1
 
     train = pl.read_parquet(root / "data" / "ingest" / "dialogues_train.parquet")
     test = pl.read_parquet(root / "data" / "ingest" / "dialogues_test.parquet").head(n)
@@ -82,11 +88,19 @@ def ending_ceiling(root: Path, n: int, draws: int = 500) -> dict[str, dict[str, 
         ends = train.filter(pl.col("persona") == persona)["outcome"].to_list() or list(OUTCOMES)
         rates[persona] = [ends.count(o) / len(ends) for o in OUTCOMES]
     rng = np.random.default_rng(0)
+    sampled = [[str(rng.choice(OUTCOMES, p=rates[p])) for p in personas] for _ in range(draws)]
+    return test, real, personas, sampled
+
+
+def ending_ceiling(root: Path, n: int, draws: int = 500) -> dict[str, dict[str, float]]:
+    """Outcome F1 and group outcome-rate error of persona-rate samplers on the first ``n`` held-out sessions."""
+    from sparring.evaluate.fidelity import group_outcome_rate_error, outcome_f1
+
+    _, real, personas, sampled = _persona_draws(root, n, draws)
 
     def score(simulated: list[str]) -> tuple[float, float]:
         return outcome_f1(real, simulated), group_outcome_rate_error(real, simulated, personas)
 
-    sampled = [[str(rng.choice(OUTCOMES, p=rates[p])) for p in personas] for _ in range(draws)]
     kinds = {
         "persona_rates": [score(s) for s in sampled],
         "no_escalation": [score(["resolved" if o == "escalated" else o for o in s]) for s in sampled],
@@ -99,6 +113,36 @@ def ending_ceiling(root: Path, n: int, draws: int = 500) -> dict[str, dict[str, 
         }
         for name, got in kinds.items()
     }
+
+
+def played_ceiling(root: Path, n: int, draws: int = 20, seed: int = 0) -> dict[str, dict[str, float]]:
+    """The persona-rate sampler realized through the world: per draw, each of the first ``n`` held-out sessions is
+    replayed (as the fidelity replays do) by a scripted customer steered to its drawn ending (leaving, asking for a
+    person, or cooperating: :class:`~sparring.agents.escalation.EndingCustomer`), against the plain expert
+    (``played_expert``) and the escalating one the fidelity replays now use (``played_escalating``); the endings
+    are read off the world. Mean outcome F1, group outcome-rate error and escalated share over the draws."""
+    from sparring.agents.escalation import EndingCustomer, EscalatingExpert
+    from sparring.agents.scripted import ExpertAgent
+    from sparring.evaluate.fidelity import group_outcome_rate_error, outcome_f1, replay_scenarios, simulated_outcome
+    from sparring.rollout import run_episodes
+
+    test, real, personas, sampled = _persona_draws(root, n, draws)
+    scenarios = replay_scenarios(test, seed)
+    out = {}
+    for name, agent in (("played_expert", ExpertAgent()), ("played_escalating", EscalatingExpert())):
+        got = []
+        for drawn in sampled:
+            customer = EndingCustomer({s.scenario_id: o for s, o in zip(scenarios, drawn, strict=True)})
+            ends = [simulated_outcome(ep) for ep in run_episodes(scenarios, agent, customer, seed=seed)]
+            got.append((outcome_f1(real, ends), group_outcome_rate_error(real, ends, personas), ends))
+        out[name] = {
+            "outcome_f1": float(np.mean([f for f, _, _ in got])),
+            "group_outcome_rate_error": float(np.mean([e for _, e, _ in got])),
+            "sim_rate_escalated": float(np.mean([ends.count("escalated") / len(ends) for _, _, ends in got])),
+            "drawn_ending_reached": float(np.mean([np.mean([a == b for a, b in zip(ends, d, strict=True)])
+                                                   for (_, _, ends), d in zip(got, sampled, strict=True)])),
+        }  # fmt: skip
+    return out
 
 
 def run_seed(workdir: Path, seed: int, profile: str) -> Path:
@@ -119,7 +163,10 @@ def run_seed(workdir: Path, seed: int, profile: str) -> Path:
         with ExitStack() as files:
             running = {
                 stage: subprocess.Popen(
-                    [*cli, "stage", stage], cwd=root, env=env, stdout=files.enter_context(logs[stage].open("w")),
+                    [*cli, "stage", stage],
+                    cwd=root,
+                    env=env,
+                    stdout=files.enter_context(logs[stage].open("w")),
                     stderr=subprocess.STDOUT,
                 )
                 for stage in wave
@@ -133,7 +180,10 @@ def run_seed(workdir: Path, seed: int, profile: str) -> Path:
 def summarize(reports: dict[str, dict[str, Any]], ceilings: dict[str, Any]) -> dict[str, Any]:
     seeds = {
         label: {
-            "sft": r["sft"], "rl": r["rl"], "rl_better_on": better_count(r["sft"], r["rl"]), "ceiling": ceilings[label]
+            "sft": r["sft"],
+            "rl": r["rl"],
+            "rl_better_on": better_count(r["sft"], r["rl"]),
+            "ceiling": ceilings[label],
         }
         for label, r in reports.items()
     }
@@ -156,6 +206,24 @@ def print_tables(summary: dict[str, Any]) -> None:
     print(f"\nfaithfulness kept on the mean: {summary['faithfulness_kept']}")
 
 
+def run_seed_of(root: Path) -> int:
+    """The seed a run's ingest stage ran with (0 when its report is missing)."""
+    try:
+        return int(json.loads((root / "reports" / "ingest.json").read_text(encoding="utf-8")).get("seed", 0))
+    except (OSError, ValueError):
+        return 0
+
+
+def ceilings_of(runs: dict[str, Path], n: dict[str, int], seeds: dict[str, int], played_draws: int) -> dict:
+    """Each run's ceiling block: the persona-rate samplers and, with ``played_draws`` > 0, the same played."""
+    out = {}
+    for label, root in runs.items():
+        out[label] = ending_ceiling(root, n[label])
+        if played_draws:
+            out[label].update(played_ceiling(root, n[label], played_draws, seeds[label]))
+    return out
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--run", action="append", default=[], help="LABEL=DIR: a project folder that ran simulator_rl")
@@ -163,17 +231,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     workdir = ROOT / "scratch" / "simulator_fidelity"
     parser.add_argument("--workdir", type=Path, default=workdir, help="where --seeds runs")
     parser.add_argument("--profile", default="default", help="the profile every run must have run (default)")
+    parser.add_argument("--played-draws", type=int, default=20, help="draws of the played ceiling (0: skip it)")
+    parser.add_argument(
+        "--ceiling-only", type=int, metavar="N", help="only the ceiling of each --run's first N held-out sessions"
+    )
     args = parser.parse_args(argv)
     if not args.run and not args.seeds:
         parser.error("give --run LABEL=DIR (finished runs) or --seeds N ... (runs the stages per seed)")
     runs = parse_runs(parser, args.run)
     try:
+        if args.ceiling_only:  # needs only the run's ingested dialogues (the ingest stage)
+            seeds = {label: run_seed_of(root) for label, root in runs.items()}
+            ceilings = ceilings_of(runs, {label: args.ceiling_only for label in runs}, seeds, args.played_draws)
+            for label, block in ceilings.items():
+                for name, c in block.items():
+                    print(f"{label} ceiling {name:18s} " + ", ".join(f"{k} {v:.3f}" for k, v in c.items()))
+            print(json.dumps(ceilings))
+            return 0
         for seed in args.seeds:
             runs[f"seed{seed}"] = run_seed(args.workdir, seed, args.profile)
         reports = {label: read_report(root, args.profile) for label, root in runs.items()}
-        ceilings = {
-            label: ending_ceiling(root, int(reports[label]["rl"]["n_replayed"])) for label, root in runs.items()
-        }
+        n = {label: int(r["rl"]["n_replayed"]) for label, r in reports.items()}
+        ceilings = ceilings_of(
+            runs, n, {label: int(r.get("seed", 0)) for label, r in reports.items()}, args.played_draws
+        )
     except (BadRun, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

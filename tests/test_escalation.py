@@ -164,3 +164,25 @@ def test_the_fidelity_replays_reach_every_real_ending_with_the_default_agent():
         EndingCustomer(endings), [], dialogues, _Judge(), _Judge(), ExpertAgent(), seed=0, embedder=hashed
     )
     assert plain["sim_rate_escalated"] == 0.0 and plain["outcome_f1"] < 1.0
+
+
+def test_the_played_ceiling_reaches_every_drawn_ending_only_with_the_escalating_expert(tmp_path):
+    """benchmarks/simulator_fidelity.py's played ceiling: the persona-rate sampler's endings, played through the
+    world, are all reached against the escalating expert (so its F1 is the sampler's on the same draws) and none of
+    the escalations against the plain expert."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "simulator_fidelity.py"
+    spec = importlib.util.spec_from_file_location("simulator_fidelity_benchmark", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    (tmp_path / "data" / "ingest").mkdir(parents=True)
+    for split, seed in (("train", 1), ("test", 2)):
+        generate_dialogues(120, seed).write_parquet(tmp_path / "data" / "ingest" / f"dialogues_{split}.parquet")
+    played = bench.played_ceiling(tmp_path, 30, draws=3)
+    sampled = bench.ending_ceiling(tmp_path, 30, draws=3)
+    assert played["played_escalating"]["drawn_ending_reached"] == 1.0
+    assert played["played_escalating"]["outcome_f1"] == pytest.approx(sampled["persona_rates"]["outcome_f1"])
+    assert played["played_escalating"]["sim_rate_escalated"] > 0 == played["played_expert"]["sim_rate_escalated"]
+    assert played["played_expert"]["drawn_ending_reached"] < 1.0
