@@ -34,7 +34,7 @@ ASKS_PERSON = re.compile(
     rf"\b(?:speak|talk|chat)(?:ing)? (?:to|with) (?:a |an |your |some )?(?:real |actual |live )?{_STAFF}\b"
     rf"|\b(?:get|put|pass|transfer|connect) me (?:through |over )?(?:to|with) (?:a |an |your )?(?:real |actual )?"
     rf"{_STAFF}\b"
-    r"|\b(?:real|actual|live) (?:person|human)\b|\bhuman (?:agent|being)\b|\bnot (?:a |talking to a )?(?:bot|robot)\b"
+    r"|\b(?:real|actual|live) (?:person|human)\b|\bhuman (?:agent|being)\b"
     r"|\bescalate (?:this|it|me)\b|\btransfer me\b",
     re.I,
 )
