@@ -36,18 +36,16 @@ escalated or abandoned). Stage 2, in the paper's order:
        R(g) = w_out · z_G(r_out)(g) + w_traj · z_G(r_traj)(g)
 
    There a group whose r_out is constant contributes its trajectory term alone, and a mismatched episode with
-   close turns can outscore a matched one. Measured (docs/results.md, mid-size, lr 1e-3): the dense trajectory
-   term pulled against the sparse outcome one, the ending match falling (0.47 → 0.19-0.25 over training) while
-   the trajectory similarity rose, and the simulator stopped leaving on every run but one.
+   close turns can outscore a matched one; measured, the dense trajectory term pulled against the sparse outcome
+   one (the ending match fell while the trajectory similarity rose; docs/results.md, "TRACER stage 2").
 
 4. The guard: the KL to the SFT simulator (GRPO's ``beta``, ``simulator_rl.grpo.beta``), the one that held the
-   text near the SFT simulator when the step size moved it (perplexity 16 against 33 without, docs/results.md).
+   text near the SFT simulator when the step size moved it (docs/results.md, "TRACER stage 2").
    Optional terms, off by default, are added to R in either form, each normalized in its group:
 
        + w_faith · z_G(the judge's faithfulness)   (the goal stays recoverable)
-       + w_real · z_G(the judge's realism)         (not a guard: the frozen discriminator in the reward was won
-                                                     against itself, P(real) 0.65 → 0.88 while a refit one's AUC
-                                                     fell to 0.34 and perplexity rose 10.8 → 29.7)
+       + w_real · z_G(the judge's realism)         (not a guard: RL won the frozen discriminator in the
+                                                     reward while perplexity rose; docs/results.md)
 
    TRL's GRPO then computes its group advantage of R and the clipped loss unchanged (:mod:`sparring.train.grpo`).
 
