@@ -82,6 +82,9 @@ def test_confirmed_intent_reads_the_expert_wording():
     assert confirmed_intent("Is there anything else I can help with?") is None
     assert answer_kind("Yes, that's right.") == "yes" and answer_kind("No, not quite. My card...") == "no"
     assert answer_kind("My card is lost") is None
+    # agreement that opens with "no" is not a no (the scripted customer hands over its identity with one)
+    assert answer_kind("No problem. My customer ID is C123.") is None and answer_kind("No worries, go ahead") is None
+    assert answer_kind("No. Problem is my card") == "no"
 
 
 def test_expert_asks_a_withholding_customer_and_passes(heldout):

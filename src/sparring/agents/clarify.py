@@ -42,7 +42,10 @@ ASKS_CONFIRM = re.compile(
     re.I,
 )
 _AFFIRM = re.compile(r"^\W*(?:yes|yep|yeah|yup|correct|exactly|that's (?:right|it)|right)\b", re.I)
-_DENY = re.compile(r"^\W*(?:no|nope|not quite|not really|not exactly|that's not|wrong)\b", re.I)
+# "No problem" / "no worries" open with agreement: the scripted customer hands over its identity that way
+_DENY = re.compile(
+    r"^\W*(?:no(?!\s+(?:problem|worries|bother)\b)|nope|not quite|not really|not exactly|that's not|wrong)\b", re.I
+)
 
 
 OWN_REQUEST = "[your request]"

@@ -48,7 +48,6 @@ REFUSES = re.compile(
     r"|date of birth|postcode|security)|\b(?:account|card) is in (?:my )?\w+'s name\b|\bit'?s my \w+'s account\b",
     re.I,
 )
-_AGREES = re.compile(r"^\W*no (?:problem|worries|bother)\b", re.I)  # opens with "no" and agrees
 REVERIFY = (
     "I'm sorry, I can only help once you have verified your identity. Please tell me your customer id, "
     "date of birth and postcode."
@@ -82,7 +81,7 @@ def refusals(messages: list[dict[str, Any]]) -> tuple[int, bool]:
             asked = _asked(m)
         elif m["role"] == "user":
             text = str(m.get("content") or "")
-            said_no = answer_kind(text) == "no" and not _AGREES.search(text)
+            said_no = answer_kind(text) == "no"
             refused = asked is not None and (said_no or bool(REFUSES.search(text)))
             count += refused
             last_refused_identity = refused and asked == "identity"
