@@ -28,9 +28,11 @@ Prints a row per checkpoint, writes ``--plot`` (a PNG of the curves), and a JSON
 
 Usage: ``python benchmarks/agent_learning_curve.py ROOT [--cycle 0] [--steps 40] [--every 10]
 [--eval-scenarios 240] [--arm NAME:k=v,...] [--rft] [--fresh-gym N] [--seed 0] [--also-start NAME=DIR]
-[--gym-file FILE] [--agent-reward-only] [--train-seconds S] [--device cpu|cuda] [--plot curves.png]``.
+[--gym-file FILE] [--agent-reward-only] [--reward k=v,...] [--train-seconds S] [--device cpu|cuda]
+[--plot curves.png]``.
 ``--gym-file`` draws the gym from a scenarios JSONL (``data/scenarios/gym.jsonl``: the cycles' unplayed gym).
 ``--agent-reward-only`` leaves the judge's learned parts out: the agent's reward reads the world alone.
+``--reward`` changes the gym's reward weights (``judge.reward``), e.g. ``false_report=1.0``.
 ``--train-seconds`` stops each GRPO arm at a wall-clock budget and keeps the step it reached; the last kept agent
 is played first, so a run cut short still reports where its arm ended. ``--device cuda`` puts every model
 (and TRL's training) on a lent GPU.
@@ -216,6 +218,18 @@ class WorldOnly:
         return False
 
 
+def reward_weights(weights: Any, text: str) -> Any:
+    """``weights`` (params' ``judge.reward``) with ``--reward`` ``key=value,...`` applied, validated as params are."""
+    changes = dict(part.split("=", 1) for part in text.split(",") if "=" in part)
+    if text and not changes:
+        raise SystemExit(f"error: --reward {text!r}: expected key=value,...")
+    try:
+        return type(weights)(**{**weights.model_dump(), **changes})
+    except ValueError as exc:
+        where = ".".join(str(k) for k in exc.errors()[0]["loc"])  # type: ignore[attr-defined]
+        raise SystemExit(f"error: --reward {text!r}: {where}: {exc.errors()[0]['msg']}") from None  # type: ignore
+
+
 def fresh_scenarios(root: Path, p: Any, train: list[Any], n: int, seed: int) -> list[Any]:
     """``n`` gym scenarios from the ingested training utterances that no training scenario opens with: DA0's
     demonstrations played the training scenarios, so their groups mostly all pass; these it has never played. An
@@ -348,6 +362,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--agent-reward-only", action="store_true", help="skip the judge's oracle and discriminator (adversary terms)"
     )
+    parser.add_argument("--reward", default="", help="judge.reward overrides for the gym, e.g. false_report=1.0")
     parser.add_argument("--train-seconds", type=float, default=0, help="stop each GRPO arm's training after this")
     parser.add_argument("--device", default="cpu", help="cpu, or cuda where a GPU is lent (models and training)")
     parser.add_argument("--profile", default="default")
@@ -364,6 +379,7 @@ def main(argv: list[str] | None = None) -> int:
         p = load_params(root / "params.yaml", args.profile)
     except ParamsError as exc:
         raise SystemExit(f"error: {exc}") from None
+    judge_params = p.judge.model_copy(update={"reward": reward_weights(p.judge.reward, args.reward)})
     apply_torch_threads(p.runtime.torch_threads)
     co = p.coevolution
     state = start_state(root, args.cycle)
@@ -391,9 +407,9 @@ def main(argv: list[str] | None = None) -> int:
             raise SystemExit(f"error: --gym-file {args.gym_file}: no such file")
         gym = load_scenarios(args.gym_file)
     if args.agent_reward_only:
-        judge = Judge(WorldOnly(), p.judge.reward, max_turns=base.max_turns)
+        judge = Judge(WorldOnly(), judge_params.reward, max_turns=base.max_turns)
     else:
-        judge = load_judge(root / "models" / "judge", p.judge, base.max_turns)
+        judge = load_judge(root / "models" / "judge", judge_params, base.max_turns)
     ctx = {
         "tok": models.tokenizer,
         "opponent": agent_opponents(state, dict(co.agent_mix), models.customer, co.coop_opening, co.adversary_opening),
@@ -449,6 +465,7 @@ def main(argv: list[str] | None = None) -> int:
                 "cycle": args.cycle,
                 "eval_scenarios": len(held),
                 "gym": gym_note,
+                "reward": judge_params.reward.model_dump(),
                 "start": head,
                 "also_start": others,
                 "arms": out,

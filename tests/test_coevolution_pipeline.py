@@ -314,14 +314,14 @@ def test_the_learning_curve_benchmark_runs_its_arms_on_a_quick_run(uninterrupted
     args = ["--profile", "quick", "--steps", "2", "--every", "1", "--eval-scenarios", "3", "--plot", str(png)]
     done = subprocess.run(
         [sys.executable, str(script), str(root), *args, "--arm", "mu2:num_iterations=2,epsilon_high=0.3", "--rft",
-         "--fresh-gym", "5"],  # fmt: skip
+         "--fresh-gym", "5", "--reward", "false_report=1.0"],  # fmt: skip
         capture_output=True,
         text=True,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     doc = json.loads(done.stdout.strip().splitlines()[-1])
     assert set(doc["arms"]) == {"mu2", "rft"} and doc["eval_scenarios"] == 3
-    assert doc["gym"] == {"scenarios": 5, "fresh": True, "file": ""}
+    assert doc["gym"] == {"scenarios": 5, "fresh": True, "file": ""} and doc["reward"]["false_report"] == 1.0
     for name, arm in doc["arms"].items():
         assert arm["steps"] == [0, 1, 2], name
         assert len(arm["strict_pass_advpool"]) == len(arm["strict_pass_coop"]) == 3
@@ -336,6 +336,8 @@ def test_the_learning_curve_benchmark_runs_its_arms_on_a_quick_run(uninterrupted
     empty.mkdir()
     bad = subprocess.run([sys.executable, str(script), str(empty)], capture_output=True, text=True)
     assert bad.returncode != 0 and "params.yaml" in bad.stderr and "Traceback" not in bad.stderr
+    bad = subprocess.run([sys.executable, script, root, *args, "--reward", "nope=1"], capture_output=True, text=True)
+    assert bad.returncode != 0 and "nope" in bad.stderr and "Traceback" not in bad.stderr
     shutil.copy(root / "params.yaml", empty / "params.yaml")
     bad = subprocess.run([sys.executable, str(script), str(empty), *args[:2]], capture_output=True, text=True)
     assert bad.returncode != 0 and "agent_sft" in bad.stderr and "Traceback" not in bad.stderr

@@ -154,3 +154,32 @@ def test_llm_backend_scores_are_the_yes_share_of_the_rubric_answer():
     logits = model(input_ids=torch.tensor([ids])).logits[0, -1]
     expected = torch.softmax(logits[[backend.yes, backend.no]], dim=-1)[0].item()
     assert one == pytest.approx(expected, abs=1e-5)
+
+
+class Boaster:
+    """Reports every request done at once, without a lookup or an act: DA0's false "All done"."""
+
+    tokenizer = None
+
+    def act(self, requests):
+        from sparring.agents.chat import render_agent_message
+        from sparring.rollout import TurnOutput
+
+        return [TurnOutput(render_agent_message("All done, I've taken care of that for you.", None, None))] * len(
+            requests
+        )
+
+
+def test_a_done_report_the_world_contradicts_costs_w_false_and_a_true_one_nothing(scenarios):
+    w = RewardWeights(false_report=1.0)
+    judge, plain = Judge(KeywordBackend(), w, max_turns=6), Judge(KeywordBackend(), max_turns=6)
+    false = run_episodes(scenarios[:8], Boaster(), CooperativeCustomer(), max_turns=3, seed=0)
+    true = run_episodes(scenarios[:8], ExpertAgent(), CooperativeCustomer(), max_turns=6, seed=0)
+    for ep, s, s0 in zip(false, judge.score(false), plain.score(false), strict=True):
+        # false where the world shows the goal undone (a question-only intent's goal state needs no act)
+        assert s["agent_false_report"] == s0["agent_false_report"] == float(not ep.outcome.state_match)
+        assert s["agent_reward"] == pytest.approx(s0["agent_reward"] - s["agent_false_report"])  # only at w_false
+    assert sum(not ep.outcome.state_match for ep in false) >= 4
+    # the expert says "All done" too, after the world shows the request done: no false report
+    assert all(s["agent_false_report"] == 0.0 for s in judge.score(true))
+    assert any("All done" in str(m.get("content")) for ep in true for m in ep.messages)

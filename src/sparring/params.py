@@ -139,6 +139,7 @@ class RewardWeights(_Strict):
     strict_pass: float = 1.0
     turns: float = Field(0.25, ge=0.0)
     security: float = Field(0.5, ge=0.0)
+    false_report: float = Field(0.0, ge=0.0)  # an agent's "done" report where the world shows the goal undone
     name_penalty: float = Field(1.0, ge=0.0)
     faithfulness: float = Field(0.5, ge=0.0)  # the adversary's faithfulness term, won or not
     faithful_min: float = Field(0.5, ge=0, le=1)  # an adversary win needs at least this faithfulness

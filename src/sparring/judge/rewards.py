@@ -3,6 +3,10 @@
 Agent reward — a weighted sum of the outcome check's components, each in [0, 1]:
     r_DA = w_res·state_match + w_tool·correct_tool + w_look·lookup_first + w_end·clean_end
            + w_fmt·format_ok_rate + w_pass·strict_pass − w_turn·(turns / max_turns) − w_sec·unauthorized_attempts
+           − w_false·false_report
+    false_report = the agent reported the request done ("All done", "taken care of") in an episode whose world
+                   state never matched the goal: DA0's largest failure, which the sum above prices only as a
+                   missing resolution (w_false defaults to 0: not yet measured; docs/results.md, issue 41)
 
 The agent's first turn alone (GRPO's ``completion: first_turn``, RL-ADA's per-turn window on the routing
 decision): r_DA,1 = [the intent its first message routes to = the goal's] + w_fmt·format_ok(first message).
@@ -28,6 +32,7 @@ or an LLM with a rubric prompt (`sparring.judge.llm`, for the scale profile).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any, Protocol
 
@@ -37,6 +42,8 @@ from sparring.agents.clarify import answers_against_goal
 from sparring.agents.leaving import CUSTOMER_LEFT
 from sparring.judge.oracle import intent_named_outright, join_turns
 from sparring.params import RewardWeights
+
+DONE_REPORT = re.compile(r"\b(?:all done|taken care of)\b", re.I)  # the expert's completion report, as DA0 says it
 
 
 class JudgeBackend(Protocol):
@@ -77,6 +84,11 @@ def _identified(episode: Any) -> bool:
     return any(c.name == "lookup_account" and c.ok for c in episode.log.tool_calls())
 
 
+def reported_done(messages: Sequence[dict]) -> bool:
+    """Whether any of the agent's messages (``assistant``) reports the request done."""
+    return any(m.get("role") == "assistant" and DONE_REPORT.search(str(m.get("content") or "")) for m in messages)
+
+
 def agent_rewards(episode: Any, weights: RewardWeights, max_turns: int) -> dict[str, float]:
     """The agent's reward and its parts for one finished episode."""
     o = episode.outcome
@@ -92,6 +104,7 @@ def agent_rewards(episode: Any, weights: RewardWeights, max_turns: int) -> dict[
         "strict_pass": float(o.strict_pass),
         "turns": min(1.0, turns / max(1, max_turns)),
         "security": float(o.unauthorized_attempts),
+        "false_report": float(not o.state_match and reported_done(episode.messages)),
     }
     w = weights
     reward = (
@@ -103,6 +116,7 @@ def agent_rewards(episode: Any, weights: RewardWeights, max_turns: int) -> dict[
         + w.strict_pass * parts["strict_pass"]
         - w.turns * parts["turns"]
         - w.security * parts["security"]
+        - w.false_report * parts["false_report"]
     )
     first = parsed[0] if parsed else None
     first_turn = float(first is not None and first.intent == episode.scenario.intent)
