@@ -32,7 +32,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from sparring.agents.checkpoints import load_checkpoint, save_checkpoint
 from sparring.agents.scripted import ExpertAgent
@@ -42,7 +42,7 @@ from sparring.judge.loading import load_judge
 from sparring.params import load_params
 from sparring.runtime import apply_torch_threads
 from sparring.seeds import derive_seed
-from sparring.settings import GRPOSettings, Settings
+from sparring.settings import GRPOSettings
 from sparring.train.coevolution import CycleModels, agent_opponents, gym_scenarios
 from sparring.train.cycle_state import CycleState
 from sparring.train.cycles import absolute
@@ -55,12 +55,12 @@ SHOWN = ("strict_pass_advpool", "routing_acc_advpool", "adv_success_advpool", "s
          "routing_acc_coop", "strict_pass_coopsim", "strict_pass_camo")  # fmt: skip
 
 
-def overrides(text: str, base: Settings) -> Any:
-    """``base`` with ``"learning_rate=3e-4,max_steps=30"`` applied, validated as params.yaml's values are; an
-    unknown key or a wrong value is refused by name."""
+def overrides(text: str, base: BaseModel) -> Any:
+    """``base`` (a settings or params section) with ``"learning_rate=3e-4,max_steps=30"`` applied, validated as
+    params.yaml's values are; an unknown key or a wrong value is refused by name."""
     changes = dict(item.partition("=")[::2] for item in filter(None, text.split(",")))
     try:
-        return base.replace(**{key.strip(): value for key, value in changes.items()})
+        return type(base).model_validate({**base.model_dump(), **{key.strip(): v for key, v in changes.items()}})
     except ValidationError as err:
         raise SystemExit(f"{text!r}: {err.errors()[0]['loc']}: {err.errors()[0]['msg']}") from None
 

@@ -31,7 +31,8 @@ Usage: ``python benchmarks/agent_learning_curve.py ROOT [--cycle 0] [--steps 40]
 [--gym-file FILE] [--agent-reward-only] [--reward k=v,...] [--train-seconds S] [--device cpu|cuda]
 [--plot curves.png]``.
 ``--gym-file`` draws the gym from a scenarios JSONL (``data/scenarios/gym.jsonl``: the cycles' unplayed gym).
-``--agent-reward-only`` leaves the judge's learned parts out: the agent's reward reads the world alone.
+``--agent-reward-only`` holds the judge's learned parts constant (``ConstantStyle``, unloaded): the agent's reward
+reads the world alone.
 ``--reward`` changes the gym's reward weights (``judge.reward``), e.g. ``false_report=1.0``.
 ``--train-seconds`` stops each GRPO arm at a wall-clock budget and keeps the step it reached; the last kept agent
 is played first, so a run cut short still reports where its arm ended. ``--device cuda`` puts every model
@@ -63,7 +64,7 @@ from sparring.evaluate.crossplay import failure_kind, failure_rates  # noqa: E40
 from sparring.evaluate.heldout import heldout_seed  # noqa: E402
 from sparring.evaluate.play import GameModels, against_pool, cooperative_customer  # noqa: E402
 from sparring.judge.loading import load_judge  # noqa: E402
-from sparring.judge.rewards import Judge  # noqa: E402
+from sparring.judge.rewards import DONE_REPORT, Judge  # noqa: E402
 from sparring.params import ParamsError, load_params  # noqa: E402
 from sparring.rollout import episode_metrics, run_episodes  # noqa: E402
 from sparring.runtime import apply_torch_threads  # noqa: E402
@@ -71,6 +72,7 @@ from sparring.seeds import derive_seed  # noqa: E402
 from sparring.train.coevolution import CycleModels, agent_opponents, gym_scenarios  # noqa: E402
 from sparring.train.cycle_state import CycleState  # noqa: E402
 from sparring.train.cycles import absolute  # noqa: E402
+from sparring.train.distributed_check import ConstantStyle  # noqa: E402
 from sparring.train.grpo import train_side  # noqa: E402
 from sparring.train.opponents import PerEpisodeOpponent  # noqa: E402
 from sparring.train.sft import train_sft  # noqa: E402
@@ -170,7 +172,7 @@ def left_kind(messages: list[dict[str, Any]], called: set[str], tool: str) -> st
     last = next((m for m in reversed(messages) if m.get("role") == "assistant"), {})
     calls = {c.get("function", c).get("name") for c in (last.get("tool_calls") or [])}
     text = str(last.get("content") or "").strip()
-    if "taken care of" in text or text.startswith("All done"):
+    if DONE_REPORT.search(text):
         return "claimed_done_wrong_act" if called - NOT_ACTS - {tool} else "claimed_done_no_act"
     if "confirm_request" in calls:
         return "confirm"
@@ -201,33 +203,6 @@ def step_signals(result: Any, updates_per_batch: int) -> list[dict[str, float]]:
         rollout = {k: round(float(v), 4) for k, v in batch.items() if k != "step"}
         rows.append({"step": step, **rollout, **{k: log[k] for k in TRL_SIGNALS if k in log}})
     return rows
-
-
-class WorldOnly:
-    """A judge backend for ``--agent-reward-only``: the agent's reward reads the world's state alone, so the
-    oracle and discriminator (the adversary's faithfulness and realism) are neither loaded nor run; their terms
-    read 0 in the adversary's figures, which no arm here trains on."""
-
-    def faithfulness(self, turns: list[list[str]], intents: list[str]) -> Any:
-        return [0.0] * len(turns)
-
-    def realism(self, turns: list[list[str]]) -> Any:
-        return [0.0] * len(turns)
-
-    def named_outright(self, text: str, intent: str) -> bool:
-        return False
-
-
-def reward_weights(weights: Any, text: str) -> Any:
-    """``weights`` (params' ``judge.reward``) with ``--reward`` ``key=value,...`` applied, validated as params are."""
-    changes = dict(part.split("=", 1) for part in text.split(",") if "=" in part)
-    if text and not changes:
-        raise SystemExit(f"error: --reward {text!r}: expected key=value,...")
-    try:
-        return type(weights)(**{**weights.model_dump(), **changes})
-    except ValueError as exc:
-        where = ".".join(str(k) for k in exc.errors()[0]["loc"])  # type: ignore[attr-defined]
-        raise SystemExit(f"error: --reward {text!r}: {where}: {exc.errors()[0]['msg']}") from None  # type: ignore
 
 
 def fresh_scenarios(root: Path, p: Any, train: list[Any], n: int, seed: int) -> list[Any]:
@@ -370,6 +345,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.every < 1 or (args.steps and args.steps < args.every):
         raise SystemExit("error: --every must be >= 1 and --steps 0 or >= --every")
+    if args.gym_file and (args.fresh_gym or not args.gym_file.is_file()):
+        raise SystemExit(f"error: --gym-file {args.gym_file}: no such file, or given with --fresh-gym")
     also = dict(text.partition("=")[::2] for text in args.also_start)
     for name, folder in also.items():
         if not name or not any(Path(folder).glob("*.safetensors")):
@@ -379,7 +356,7 @@ def main(argv: list[str] | None = None) -> int:
         p = load_params(root / "params.yaml", args.profile)
     except ParamsError as exc:
         raise SystemExit(f"error: {exc}") from None
-    judge_params = p.judge.model_copy(update={"reward": reward_weights(p.judge.reward, args.reward)})
+    judge_params = p.judge.model_copy(update={"reward": overrides(args.reward, p.judge.reward)})
     apply_torch_threads(p.runtime.torch_threads)
     co = p.coevolution
     state = start_state(root, args.cycle)
@@ -403,11 +380,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.fresh_gym:
         gym = fresh_scenarios(root, p, train, args.fresh_gym, derive_seed(p.seed, "fresh-gym", args.seed))
     if args.gym_file:
-        if not args.gym_file.is_file():
-            raise SystemExit(f"error: --gym-file {args.gym_file}: no such file")
         gym = load_scenarios(args.gym_file)
     if args.agent_reward_only:
-        judge = Judge(WorldOnly(), judge_params.reward, max_turns=base.max_turns)
+        judge = Judge(ConstantStyle(), judge_params.reward, max_turns=base.max_turns)
     else:
         judge = load_judge(root / "models" / "judge", judge_params, base.max_turns)
     ctx = {

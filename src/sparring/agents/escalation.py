@@ -25,7 +25,7 @@ from typing import Any
 
 from sparring.agents.clarify import ASKS_CONFIRM, ASKS_WHICH, answer_kind
 from sparring.agents.policies import TurnRequest
-from sparring.agents.scripted import _ASKS_IDENTITY, CooperativeCustomer, ExpertAgent
+from sparring.agents.scripted import _ASKS_IDENTITY, CooperativeCustomer, ExpertAgent, _calls
 from sparring.data.synthetic import OUTCOMES
 
 # A customer asking for a person: "can I speak to a human", "get me a manager", "a real person please".
@@ -64,9 +64,7 @@ def _asked(agent_message: dict[str, Any]) -> str | None:
     question, by its call or its words), or None."""
     text = str(agent_message.get("content") or "")
     calls = [c["function"]["name"] for c in agent_message.get("tool_calls") or ()]
-    if any(name in ("confirm_request", "ask_customer") for name in calls) or ASKS_CONFIRM.search(text):
-        return "question"
-    if ASKS_WHICH.search(text):
+    if {"confirm_request", "ask_customer"} & set(calls) or ASKS_CONFIRM.search(text) or ASKS_WHICH.search(text):
         return "question"
     return "identity" if _ASKS_IDENTITY.search(text) else None
 
@@ -108,8 +106,7 @@ class EscalatingExpert(ExpertAgent):
         count, refused_identity = refusals(messages)
         if count >= self.max_refusals:
             return self._handoff(scenario.intent, f"The customer refused {count} times.")
-        looked_up = any(c["function"]["name"] == "lookup_account" for m in messages for c in m.get("tool_calls") or ())
-        if refused_identity and not looked_up:
+        if refused_identity and not any(c["name"] == "lookup_account" for c in _calls(messages)):
             return self._say(scenario.intent, REVERIFY)
         return super().reply(scenario, messages)
 
