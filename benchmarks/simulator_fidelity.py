@@ -22,7 +22,10 @@ Usage: ``python benchmarks/simulator_fidelity.py --run seed0=DIR [--run seed1=DI
 ingest stage), or
 ``--seeds 0 1 2 [--workdir DIR]`` first runs, per seed, the stages up to `simulator_rl` in a copy of the project
 under ``--workdir/seed_<n>`` (its params set to that seed and the profile); a copy whose simulator_rl report is
-already there for that seed and profile is not run again. Prints a table per seed, the means and, last, one JSON
+already there for that seed and profile is not run again. ``--warm-start DIR --seeds 0 1`` shares one warm start:
+each ``--workdir/rl_seed_<n>`` gets DIR's data, judge, simulator_sft and DA0 and runs only simulator_rl under seed
+n, so the seeds differ in the RL's sampling and in the fidelity rollouts' sampling, not in the warm start.
+Prints a table per seed, the means and, last, one JSON
 object ``{"sft": {metric: mean}, "rl": {...}, "seeds": {label: {"sft": {...}, "rl": {...}, "rl_better_on": n,
 "ceiling": {...}}}, "rl_better_on": n, "faithfulness_kept": bool}``. Exit 2, naming the path, when a run or
 report is missing.
@@ -32,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -145,9 +149,25 @@ def played_ceiling(root: Path, n: int, draws: int = 20, seed: int = 0) -> dict[s
     return out
 
 
-def run_seed(workdir: Path, seed: int, profile: str) -> Path:
-    """The copy for ``seed`` with its simulator_rl report, running the stages up to it unless already there."""
-    root = workdir / f"seed_{seed}"
+# What --warm-start shares with each RL seed's copy: the stages simulator_rl reads, as they finished there.
+WARM_OUTPUTS = ("data", "models/tokenizer", "models/judge", "models/simulator_sft", "models/agent_sft", "reports")
+
+
+def share_warm_start(warm: Path, root: Path) -> None:
+    """``warm``'s finished stages up to simulator_sft and agent_sft copied into the fresh copy ``root``."""
+    for rel in WARM_OUTPUTS:
+        if not (warm / rel).exists():
+            raise BadRun(f"{warm / rel} is missing: --warm-start wants a folder that ran the stages to simulator_sft")
+    for rel in WARM_OUTPUTS:
+        shutil.copytree(warm / rel, root / rel, dirs_exist_ok=True)
+    for stale in (root / "reports" / "simulator_rl.json", root / "reports" / "metrics.json"):
+        stale.unlink(missing_ok=True)
+
+
+def run_seed(workdir: Path, seed: int, profile: str, warm: Path | None = None) -> Path:
+    """The copy for ``seed`` with its simulator_rl report, running the stages up to it unless already there; with
+    ``warm``, only simulator_rl runs, from ``warm``'s simulator_sft, DA0 and judge (the RL seed's variance alone)."""
+    root = workdir / (f"rl_seed_{seed}" if warm else f"seed_{seed}")
     try:
         read_report(root, profile, seed)
         return root
@@ -155,10 +175,12 @@ def run_seed(workdir: Path, seed: int, profile: str) -> Path:
         pass
     if not (root / "params.yaml").is_file():
         prepare_copy(ROOT, root, seed, profile)
+        if warm is not None:
+            share_warm_start(warm, root)
     cli, env = copy_command(root)
     print(f"seed {seed}: stages up to simulator_rl in {root} (logs: {root / 'scratch'}/<stage>.stage.log)", flush=True)
     (root / "scratch").mkdir(exist_ok=True)
-    for wave in WAVES:
+    for wave in WAVES[-1:] if warm else WAVES:
         logs = {stage: root / "scratch" / f"{stage}.stage.log" for stage in wave}
         with ExitStack() as files:
             running = {
@@ -230,6 +252,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, nargs="+", default=[], help="run the stages for these seeds first")
     workdir = ROOT / "scratch" / "simulator_fidelity"
     parser.add_argument("--workdir", type=Path, default=workdir, help="where --seeds runs")
+    parser.add_argument(
+        "--warm-start", type=Path, help="with --seeds: run only simulator_rl per seed, from this folder's stages"
+    )
     parser.add_argument("--profile", default="default", help="the profile every run must have run (default)")
     parser.add_argument("--played-draws", type=int, default=20, help="draws of the played ceiling (0: skip it)")
     parser.add_argument(
@@ -249,7 +274,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(json.dumps(ceilings))
             return 0
         for seed in args.seeds:
-            runs[f"seed{seed}"] = run_seed(args.workdir, seed, args.profile)
+            runs[f"{'rl_' if args.warm_start else ''}seed{seed}"] = run_seed(
+                args.workdir, seed, args.profile, args.warm_start
+            )
         reports = {label: read_report(root, args.profile) for label, root in runs.items()}
         n = {label: int(r["rl"]["n_replayed"]) for label, r in reports.items()}
         ceilings = ceilings_of(
