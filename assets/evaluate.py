@@ -85,9 +85,9 @@ NOT_FIDELITY = ("parameters", "train_conversations", "train_seconds", "train_tok
 
 def simulator_summary(sft_report: dict[str, Any] | None, rl_report: dict[str, Any] | None) -> dict[str, Any]:
     """metrics.json's `simulator`: both TRACER stages' fidelity on the same held-out sessions (simulator_rl measures
-    both), or stage 1's own figures when stage 2 has not run."""
+    both) with the ending ceiling on them, or stage 1's own figures when stage 2 has not run."""
     if rl_report is not None and "sft" in rl_report and "rl" in rl_report:
-        return {"sft": rl_report["sft"], "rl": rl_report["rl"]}
+        return {"sft": rl_report["sft"], "rl": rl_report["rl"], "ceiling": rl_report.get("ceiling", {})}
     return {"sft": {k: v for k, v in (sft_report or {}).get("metrics", {}).items() if k not in NOT_FIDELITY}}
 
 

@@ -10,6 +10,7 @@ import polars as pl
 from pipelines.stages import Stage, StageContext, StageOutput, stage_asset
 from sparring.agents.checkpoints import load_checkpoint, save_checkpoint
 from sparring.agents.policies import LMPolicy
+from sparring.evaluate.ending_ceiling import simulator_ceiling
 from sparring.evaluate.fidelity import simulator_fidelity
 from sparring.judge.models import IntentOracle, RealismDiscriminator
 from sparring.judge.rewards import TrainedBackend
@@ -31,6 +32,7 @@ STAGE = Stage(
         "src/sparring/seeds.py",
         "src/sparring/data/synthetic.py",  # OUTCOMES: the endings it is rewarded and measured on
         "src/sparring/evaluate/fidelity.py",
+        "src/sparring/evaluate/ending_ceiling.py",
         "src/sparring/rollout.py",
         "src/sparring/agents",
         "src/sparring/world",
@@ -115,9 +117,17 @@ def simulator_rl(ctx: StageContext) -> StageOutput:
     with phases.time("fidelity_rl") as counts:
         rl = _fidelity(ctx, result.model, tokenizer, da0, judge)
         counts["episodes"] = int(rl.get("n_sim_episodes", 0) + rl.get("n_replayed", 0))
+    ceiling = {}
+    if cfg.ceiling_draws:
+        with phases.time("ceiling") as counts:  # the best ending fidelity any simulator reaches on these sessions
+            test = pl.read_parquet(data / "ingest" / "dialogues_test.parquet").head(cfg.eval_dialogues)
+            train = pl.read_parquet(data / "ingest" / "dialogues_train.parquet")
+            ceiling = simulator_ceiling(train, test, cfg.ceiling_draws, p.seed)
+            counts["episodes"] = cfg.ceiling_draws * len(test)
     metrics = {
         **{f"sft.{k}": v for k, v in sft.items()},
         **{f"rl.{k}": v for k, v in rl.items()},
+        **{f"ceiling.{k}": v for k, v in ceiling.items()},
         "rl_better_on": better_count(sft, rl),  # of outcome F1, group error, trajectory distance
         "train_seconds": round(result.seconds, 2),
         "train_episodes": result.rollout_episodes,
@@ -130,5 +140,12 @@ def simulator_rl(ctx: StageContext) -> StageOutput:
         metrics.update({f"train_last_{k}": v for k, v in last.items() if k != "step"})
     return StageOutput(
         metrics=metrics,
-        report={"phases": phases.as_dict(), "sft": sft, "rl": rl, "train_history": history, "steps": result.steps},
+        report={
+            "phases": phases.as_dict(),
+            "sft": sft,
+            "rl": rl,
+            "ceiling": ceiling,
+            "train_history": history,
+            "steps": result.steps,
+        },
     )

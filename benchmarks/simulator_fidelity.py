@@ -77,76 +77,28 @@ def read_report(root: Path, profile: str, seed: int | None = None) -> dict[str, 
     return report
 
 
-def _persona_draws(root: Path, n: int, draws: int) -> tuple[Any, list[str], list[str], list[list[str]]]:
-    """The first ``n`` held-out sessions, their real endings and personas, and ``draws`` seeded samples of endings,
-    each session's drawn from its persona's ending rates in the training dialogues."""
+def _dialogues(root: Path, n: int) -> tuple[Any, Any]:
+    """A run's ingested training dialogues and its first ``n`` held-out ones."""
     import polars as pl
 
-    from sparring.data.synthetic import OUTCOMES
-
-    train = pl.read_parquet(root / "data" / "ingest" / "dialogues_train.parquet")
-    test = pl.read_parquet(root / "data" / "ingest" / "dialogues_test.parquet").head(n)
-    real, personas = test["outcome"].to_list(), test["persona"].to_list()
-    rates = {}
-    for persona in set(personas):
-        ends = train.filter(pl.col("persona") == persona)["outcome"].to_list() or list(OUTCOMES)
-        rates[persona] = [ends.count(o) / len(ends) for o in OUTCOMES]
-    rng = np.random.default_rng(0)
-    sampled = [[str(rng.choice(OUTCOMES, p=rates[p])) for p in personas] for _ in range(draws)]
-    return test, real, personas, sampled
+    ingest = root / "data" / "ingest"
+    return pl.read_parquet(ingest / "dialogues_train.parquet"), pl.read_parquet(ingest / "dialogues_test.parquet").head(
+        n
+    )
 
 
 def ending_ceiling(root: Path, n: int, draws: int = 500) -> dict[str, dict[str, float]]:
-    """Outcome F1 and group outcome-rate error of persona-rate samplers on the first ``n`` held-out sessions."""
-    from sparring.evaluate.fidelity import group_outcome_rate_error, outcome_f1
+    """The persona-rate sampler and its bounds on a run's first ``n`` held-out sessions (evaluate.ending_ceiling)."""
+    from sparring.evaluate.ending_ceiling import ending_ceiling as sampled
 
-    _, real, personas, sampled = _persona_draws(root, n, draws)
-
-    def score(simulated: list[str]) -> tuple[float, float]:
-        return outcome_f1(real, simulated), group_outcome_rate_error(real, simulated, personas)
-
-    kinds = {
-        "persona_rates": [score(s) for s in sampled],
-        "no_escalation": [score(["resolved" if o == "escalated" else o for o in s]) for s in sampled],
-        "always_resolved": [score(["resolved"] * len(real))],
-    }
-    return {
-        name: {
-            "outcome_f1": float(np.mean([f for f, _ in got])),
-            "group_outcome_rate_error": float(np.mean([e for _, e in got])),
-        }
-        for name, got in kinds.items()
-    }
+    return sampled(*_dialogues(root, n), draws)
 
 
 def played_ceiling(root: Path, n: int, draws: int = 20, seed: int = 0) -> dict[str, dict[str, float]]:
-    """The persona-rate sampler realized through the world: per draw, each of the first ``n`` held-out sessions is
-    replayed (as the fidelity replays do) by a scripted customer steered to its drawn ending (leaving, asking for a
-    person, or cooperating: :class:`~sparring.agents.escalation.EndingCustomer`), against the plain expert
-    (``played_expert``) and the escalating one the fidelity replays now use (``played_escalating``); the endings
-    are read off the world. Mean outcome F1, group outcome-rate error and escalated share over the draws."""
-    from sparring.agents.escalation import EndingCustomer, EscalatingExpert
-    from sparring.agents.scripted import ExpertAgent
-    from sparring.evaluate.fidelity import group_outcome_rate_error, outcome_f1, replay_scenarios, simulated_outcome
-    from sparring.rollout import run_episodes
+    """The same, played through the world against both experts (evaluate.ending_ceiling.played_ceiling)."""
+    from sparring.evaluate.ending_ceiling import played_ceiling as played
 
-    test, real, personas, sampled = _persona_draws(root, n, draws)
-    scenarios = replay_scenarios(test, seed)
-    out = {}
-    for name, agent in (("played_expert", ExpertAgent()), ("played_escalating", EscalatingExpert())):
-        got = []
-        for drawn in sampled:
-            customer = EndingCustomer({s.scenario_id: o for s, o in zip(scenarios, drawn, strict=True)})
-            ends = [simulated_outcome(ep) for ep in run_episodes(scenarios, agent, customer, seed=seed)]
-            got.append((outcome_f1(real, ends), group_outcome_rate_error(real, ends, personas), ends))
-        out[name] = {
-            "outcome_f1": float(np.mean([f for f, _, _ in got])),
-            "group_outcome_rate_error": float(np.mean([e for _, e, _ in got])),
-            "sim_rate_escalated": float(np.mean([ends.count("escalated") / len(ends) for _, _, ends in got])),
-            "drawn_ending_reached": float(np.mean([np.mean([a == b for a, b in zip(ends, d, strict=True)])
-                                                   for (_, _, ends), d in zip(got, sampled, strict=True)])),
-        }  # fmt: skip
-    return out
+    return played(*_dialogues(root, n), draws, seed)
 
 
 # What --warm-start shares with each RL seed's copy: the stages simulator_rl reads, as they finished there.

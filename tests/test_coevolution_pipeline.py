@@ -230,6 +230,8 @@ def test_quick_run_writes_metrics_json_mlflow_and_dagster(uninterrupted):
         assert {"outcome_f1", "discriminator_auc", "trajectory_distance", "false_negative_rate"} <= set(
             doc["simulator"][simulator]
         )
+    ceiling = doc["simulator"]["ceiling"]  # the best ending fidelity reachable on the same sessions
+    assert 0.0 <= ceiling["outcome_f1"] <= 1.0 and 0.0 <= ceiling["sim_rate_escalated"] <= 1.0
     assert {"ingest", "agent_sft", "cycle_1", "cycle_2"} <= set(doc["wall_seconds"])
     assert "held-out agents" in output and "co-evolution" in output
 

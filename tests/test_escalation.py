@@ -23,6 +23,7 @@ from sparring.agents.policies import TurnRequest
 from sparring.agents.scripted import CooperativeCustomer, ExpertAgent, needs_confirmation
 from sparring.data.dialogues import generate_dialogues
 from sparring.data.synthetic import OUTCOMES, generate_utterances
+from sparring.evaluate.ending_ceiling import ending_ceiling, played_ceiling, simulator_ceiling
 from sparring.evaluate.fidelity import replay_scenarios, simulated_outcome, simulator_fidelity
 from sparring.rollout import run_episodes
 
@@ -166,23 +167,17 @@ def test_the_fidelity_replays_reach_every_real_ending_with_the_default_agent():
     assert plain["sim_rate_escalated"] == 0.0 and plain["outcome_f1"] < 1.0
 
 
-def test_the_played_ceiling_reaches_every_drawn_ending_only_with_the_escalating_expert(tmp_path):
-    """benchmarks/simulator_fidelity.py's played ceiling: the persona-rate sampler's endings, played through the
-    world, are all reached against the escalating expert (so its F1 is the sampler's on the same draws) and none of
-    the escalations against the plain expert."""
-    import importlib.util
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "simulator_fidelity.py"
-    spec = importlib.util.spec_from_file_location("simulator_fidelity_benchmark", path)
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
-    (tmp_path / "data" / "ingest").mkdir(parents=True)
-    for split, seed in (("train", 1), ("test", 2)):
-        generate_dialogues(120, seed).write_parquet(tmp_path / "data" / "ingest" / f"dialogues_{split}.parquet")
-    played = bench.played_ceiling(tmp_path, 30, draws=3)
-    sampled = bench.ending_ceiling(tmp_path, 30, draws=3)
+def test_the_played_ceiling_reaches_every_drawn_ending_only_with_the_escalating_expert():
+    """The persona-rate sampler's endings, played through the world, are all reached against the escalating expert
+    (so its F1 is the sampler's on the same draws) and none of the escalations against the plain expert; the
+    stage's flat block carries the escalating figures."""
+    train, test = generate_dialogues(120, 1), generate_dialogues(120, 2).head(30)
+    played = played_ceiling(train, test, draws=3)
+    sampled = ending_ceiling(train, test, draws=3)
     assert played["played_escalating"]["drawn_ending_reached"] == 1.0
     assert played["played_escalating"]["outcome_f1"] == pytest.approx(sampled["persona_rates"]["outcome_f1"])
     assert played["played_escalating"]["sim_rate_escalated"] > 0 == played["played_expert"]["sim_rate_escalated"]
     assert played["played_expert"]["drawn_ending_reached"] < 1.0
+    block = simulator_ceiling(train, test, draws=3)
+    assert block["outcome_f1"] == played["played_escalating"]["outcome_f1"] and block["draws"] == 3
+    assert block["sim_rate_escalated"] == played["played_escalating"]["sim_rate_escalated"]

@@ -188,6 +188,9 @@ class SimulatorRLSettings(Settings):
     eval_temperature: float = Field(
         1.0, ge=0, le=5, description="sampling temperature of both simulators in the fidelity rollouts (0: greedy)"
     )
+    ceiling_draws: int = Field(
+        20, ge=0, description="persona-rate draws played for the ending ceiling beside both simulators (0: none)"
+    )
 
     @model_validator(mode="after")
     def _check(self) -> SimulatorRLSettings:
