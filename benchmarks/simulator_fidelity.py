@@ -25,6 +25,8 @@ under ``--workdir/seed_<n>`` (its params set to that seed and the profile); a co
 already there for that seed and profile is not run again. ``--warm-start DIR --seeds 0 1`` shares one warm start:
 each ``--workdir/rl_seed_<n>`` gets DIR's data, judge, simulator_sft and DA0 and runs only simulator_rl under seed
 n, so the seeds differ in the RL's sampling and in the fidelity rollouts' sampling, not in the warm start.
+``--set simulator_rl.grpo.learning_rate=1e-3`` (repeatable) sets a params.yaml value in each new copy (an arm: give
+it its own ``--workdir``).
 Prints a table per seed, the means and, last, one JSON
 object ``{"sft": {metric: mean}, "rl": {...}, "seeds": {label: {"sft": {...}, "rl": {...}, "rl_better_on": n,
 "ceiling": {...}}}, "rl_better_on": n, "faithfulness_kept": bool}``. Exit 2, naming the path, when a run or
@@ -34,6 +36,7 @@ report is missing.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import shutil
 import subprocess
@@ -116,7 +119,29 @@ def share_warm_start(warm: Path, root: Path) -> None:
         stale.unlink(missing_ok=True)
 
 
-def run_seed(workdir: Path, seed: int, profile: str, warm: Path | None = None) -> Path:
+def set_params(root: Path, settings: Sequence[str]) -> None:
+    """Each ``KEY=VALUE`` of ``settings`` (a dotted params.yaml key, a YAML value) written into ``root``'s params."""
+    import yaml
+
+    path = root / "params.yaml"
+    raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    for item in settings:
+        key, _, value = item.partition("=")
+        *parents, leaf = key.split(".")
+        node = raw
+        for name in parents:
+            if not isinstance(node.get(name), dict):
+                raise BadRun(f"--set {item!r}: params.yaml has no section {name!r}")
+            node = node[name]
+        if leaf not in node:
+            raise BadRun(f"--set {item!r}: params.yaml has no key {key!r}")
+        node[leaf] = yaml.safe_load(value)
+        with contextlib.suppress(TypeError, ValueError):  # YAML 1.1 reads 1e-3 as a string: it is a number
+            node[leaf] = float(node[leaf]) if isinstance(node[leaf], str) else node[leaf]
+    path.write_text(yaml.safe_dump(raw, sort_keys=False), encoding="utf-8")
+
+
+def run_seed(workdir: Path, seed: int, profile: str, warm: Path | None = None, settings: Sequence[str] = ()) -> Path:
     """The copy for ``seed`` with its simulator_rl report, running the stages up to it unless already there; with
     ``warm``, only simulator_rl runs, from ``warm``'s simulator_sft, DA0 and judge (the RL seed's variance alone)."""
     root = workdir / (f"rl_seed_{seed}" if warm else f"seed_{seed}")
@@ -127,6 +152,7 @@ def run_seed(workdir: Path, seed: int, profile: str, warm: Path | None = None) -
         pass
     if not (root / "params.yaml").is_file():
         prepare_copy(ROOT, root, seed, profile)
+        set_params(root, settings)
         if warm is not None:
             share_warm_start(warm, root)
     cli, env = copy_command(root)
@@ -207,6 +233,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--warm-start", type=Path, help="with --seeds: run only simulator_rl per seed, from this folder's stages"
     )
+    parser.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="with --seeds: a params.yaml value per copy"
+    )
     parser.add_argument("--profile", default="default", help="the profile every run must have run (default)")
     parser.add_argument("--played-draws", type=int, default=20, help="draws of the played ceiling (0: skip it)")
     parser.add_argument(
@@ -227,7 +256,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
         for seed in args.seeds:
             runs[f"{'rl_' if args.warm_start else ''}seed{seed}"] = run_seed(
-                args.workdir, seed, args.profile, args.warm_start
+                args.workdir, seed, args.profile, args.warm_start, args.set
             )
         reports = {label: read_report(root, args.profile) for label, root in runs.items()}
         n = {label: int(r["rl"]["n_replayed"]) for label, r in reports.items()}
