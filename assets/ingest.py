@@ -26,7 +26,7 @@ STAGE = Stage(
 
 @stage_asset(STAGE)
 def ingest(ctx: StageContext) -> StageOutput:
-    result = run_ingest(ctx.params, ctx.root, ctx.root / STAGE.outs[0])
+    result = run_ingest(ctx.params.ingest, ctx.params.seed, ctx.root, ctx.root / STAGE.outs[0])
     ctx.log.json_artifact(result.label_counts, "label_counts.json")
     distribution = "| intent | train | validation | test |\n|---|---|---|---|\n" + "\n".join(
         f"| {i} | {n} | {result.label_counts['validation'].get(i, 0)} | {result.label_counts['test'].get(i, 0)} |"

@@ -68,7 +68,7 @@ def peer_rl(ctx: StageContext) -> StageOutput:
     tokenizer = AutoTokenizer.from_pretrained(root / "models" / "tokenizer")
     validation, test = (pl.read_parquet(data / f"{s}.parquet") for s in ("validation", "test"))
     # ingest.unlabeled, without the texts accuracy is measured on (validation: the probe, test: before/after)
-    unlabeled = load_unlabeled(p, root, pl.concat([validation, test])["text"])
+    unlabeled = load_unlabeled(p.ingest, p.seed, root, pl.concat([validation, test])["text"])
     models = _members(ctx, phases)
     m_texts, m_gold = test["text"].to_list()[: cfg.measure], test["intent"].to_list()[: cfg.measure]
     with phases.time("measure_before") as counts:

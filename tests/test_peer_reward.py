@@ -164,8 +164,9 @@ def test_unlabeled_pool_drops_the_measured_texts():
     from sparring.data.ingest import load_unlabeled
 
     p = load_params(ROOT / "params.yaml", "quick")
-    full = load_unlabeled(p, ROOT, pl.Series([], dtype=pl.String))
+    full = load_unlabeled(p.ingest, p.seed, ROOT, pl.Series([], dtype=pl.String))
     held = full["text"].head(5)
-    pool = load_unlabeled(p, ROOT, held.str.to_uppercase())  # matched as ingest deduplicates: case-insensitively
+    # matched as ingest deduplicates: case-insensitively
+    pool = load_unlabeled(p.ingest, p.seed, ROOT, held.str.to_uppercase())
     assert pool.height == full.height - 5 and not set(held) & set(pool["text"])
     assert pool.columns == ["id", "text", "intent", "source"] and pool["id"].n_unique() == pool.height

@@ -63,7 +63,7 @@ def ingest(
 
     resolved = load_or_fail(params_file, profile)
     try:
-        result = run_ingest(resolved, params_file.resolve().parent, out)
+        result = run_ingest(resolved.ingest, resolved.seed, params_file.resolve().parent, out)
     except (IngestError, OutputRefused) as exc:
         fail(str(exc))
     except OSError as exc:  # reading a source, or writing into the folder

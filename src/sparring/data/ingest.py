@@ -29,7 +29,7 @@ from sparring.data.sources import (
     read_intent_csv,
     read_unlabeled_csv,
 )
-from sparring.params import Params
+from sparring.params import Ingest
 from sparring.world.taxonomy import load_taxonomy
 
 SPLITS = ("train", "validation", "test")
@@ -109,7 +109,7 @@ def stratified_split(frame: pl.DataFrame, by: str, fractions: dict[str, float], 
 HELDOUT_SEED_OFFSET = 1_000_003
 
 
-def load_utterances(params: Params, root: Path) -> pl.DataFrame:
+def load_utterances(cfg: Ingest, seed: int, root: Path) -> pl.DataFrame:
     """The utterance source as id, text, intent, tool, style, source, heldout_pool.
 
     Synthetic held-out rows come from a second generator seed: each seed writes with its own subset of the
@@ -117,27 +117,27 @@ def load_utterances(params: Params, root: Path) -> pl.DataFrame:
     train split never saw. Splitting one seed's rows at random would leak phrasings into the test set and
     inflate every accuracy measured on it.
     """
-    cfg = params.ingest.utterances
-    if cfg.source == "synthetic":
-        held = params.ingest.split.validation + params.ingest.split.test
-        n_heldout = max(4, round(cfg.per_intent * held))  # ≥ 1 validation and 1 test row per intent
+    source = cfg.utterances
+    if source.source == "synthetic":
+        held = cfg.split.validation + cfg.split.test
+        n_heldout = max(4, round(source.per_intent * held))  # ≥ 1 validation and 1 test row per intent
 
         def generate(n: int, seed: int) -> pl.DataFrame:
             return synthetic.generate_utterances(
-                n, seed=seed, style_weights=dict(cfg.style_weights), typo_rate=cfg.typo_rate
+                n, seed=seed, style_weights=dict(source.style_weights), typo_rate=source.typo_rate
             )
 
         frame = pl.concat(
             [
-                generate(max(1, cfg.per_intent - n_heldout), params.seed).with_columns(heldout_pool=False),
-                generate(n_heldout, params.seed + HELDOUT_SEED_OFFSET).with_columns(heldout_pool=True),
+                generate(max(1, source.per_intent - n_heldout), seed).with_columns(heldout_pool=False),
+                generate(n_heldout, seed + HELDOUT_SEED_OFFSET).with_columns(heldout_pool=True),
             ]
         )
-        too_long = frame.filter(pl.col("text").str.len_chars() > params.ingest.max_text_chars).height
+        too_long = frame.filter(pl.col("text").str.len_chars() > cfg.max_text_chars).height
         if too_long:
             raise ValueError(f"the synthetic generator made {too_long} texts over max_text_chars")
     else:
-        frame = read_intent_csv(root / cfg.path, params.ingest.max_text_chars).with_columns(
+        frame = read_intent_csv(root / source.path, cfg.max_text_chars).with_columns(
             style=pl.lit("real"), heldout_pool=pl.lit(None, dtype=pl.Boolean)
         )
     tools = {name: i.tool for name, i in load_taxonomy().intents.items()}
@@ -149,17 +149,17 @@ def load_utterances(params: Params, root: Path) -> pl.DataFrame:
         "intent",
         pl.col("intent").replace_strict(tools, return_dtype=pl.String).alias("tool"),
         "style",
-        pl.lit(cfg.source).alias("source"),
+        pl.lit(source.source).alias("source"),
         "heldout_pool",
     )
 
 
-def load_dialogues(params: Params, root: Path) -> pl.DataFrame:
-    cfg = params.ingest.dialogues
-    if cfg.source == "synthetic":
-        frame = generate_dialogues(cfg.count, seed=params.seed, max_turns=cfg.max_turns)
+def load_dialogues(cfg: Ingest, seed: int, root: Path) -> pl.DataFrame:
+    source = cfg.dialogues
+    if source.source == "synthetic":
+        frame = generate_dialogues(source.count, seed=seed, max_turns=source.max_turns)
     else:
-        frame = read_dialogues_jsonl(root / cfg.path, params.ingest.max_text_chars)
+        frame = read_dialogues_jsonl(root / source.path, cfg.max_text_chars)
     frame = frame.select(list(DIALOGUE_SCHEMA)).cast(DIALOGUE_SCHEMA)
     # Identical dialogues (same intent, same turns) add weight, not information.
     texts = frame["turns"].map_elements(
@@ -172,18 +172,18 @@ def load_dialogues(params: Params, root: Path) -> pl.DataFrame:
     )
 
 
-def load_unlabeled(params: Params, root: Path, heldout_texts: pl.Series) -> pl.DataFrame:
+def load_unlabeled(cfg: Ingest, seed: int, root: Path, heldout_texts: pl.Series) -> pl.DataFrame:
     """The unlabeled pool as id, text, intent (withheld from training), source: the synthetic generator's
     held-out phrasing seed (a population of wording the train split never saw) or a CSV; texts of the validation
     and test splits (``heldout_texts``), where accuracy is measured, are dropped, and so are repeats."""
-    cfg = params.ingest.unlabeled
-    if cfg.source == "synthetic":
-        n = max(1, -(-cfg.count // len(load_taxonomy().intents)))
+    source = cfg.unlabeled
+    if source.source == "synthetic":
+        n = max(1, -(-source.count // len(load_taxonomy().intents)))
         frame = synthetic.generate_utterances(
-            n, seed=params.seed + HELDOUT_SEED_OFFSET, style_weights=dict(params.ingest.utterances.style_weights)
+            n, seed=seed + HELDOUT_SEED_OFFSET, style_weights=dict(cfg.utterances.style_weights)
         ).select("text", "intent")
     else:
-        frame = read_unlabeled_csv(root / cfg.path, params.ingest.max_text_chars)
+        frame = read_unlabeled_csv(root / source.path, cfg.max_text_chars)
     held = pl.DataFrame({"_key": heldout_texts}).select(_normalize(pl.col("_key")))
     keyed = frame.with_columns(_normalize(pl.col("text")).alias("_key"))
     pool = keyed.join(held, on="_key", how="anti", maintain_order="left")
@@ -192,19 +192,19 @@ def load_unlabeled(params: Params, root: Path, heldout_texts: pl.Series) -> pl.D
         pl.col("_key").map_elements(lambda t: _stable_id("x", t), return_dtype=pl.String).alias("id"),
         "text",
         "intent",
-        pl.lit(cfg.source).alias("source"),
+        pl.lit(source.source).alias("source"),
     )
 
 
-def _source_name(params: Params, root: Path, kind: str) -> str:
-    cfg = getattr(params.ingest, kind)
-    return str(root / cfg.path) if cfg.source != "synthetic" else f"ingest.{kind} (synthetic)"
+def _source_name(cfg: Ingest, root: Path, kind: str) -> str:
+    source = getattr(cfg, kind)
+    return str(root / source.path) if source.source != "synthetic" else f"ingest.{kind} (synthetic)"
 
 
-def _refuse_degenerate(params: Params, root: Path, frames: dict[str, pl.DataFrame], dropped: dict[str, int]) -> None:
+def _refuse_degenerate(cfg: Ingest, root: Path, frames: dict[str, pl.DataFrame], dropped: dict[str, int]) -> None:
     """Refuse, with the counts, a dataset that cannot be split: a split left empty, or an intent missing from a
     split (too few distinct rows: it needs one in train, one in test and, if validation > 0, one there)."""
-    needed = [s for s in SPLITS if s != "validation" or params.ingest.split.validation > 0]
+    needed = [s for s in SPLITS if s != "validation" or cfg.split.validation > 0]
     counts = {s: dict(frames[s]["intent"].value_counts().iter_rows()) for s in SPLITS}
     intents = sorted(set().union(*counts.values()))
     short = [i for i in intents if any(counts[s].get(i, 0) == 0 for s in needed)]
@@ -215,7 +215,7 @@ def _refuse_degenerate(params: Params, root: Path, frames: dict[str, pl.DataFram
         )
         more = f" (and {len(short) - 5} more intents)" if len(short) > 5 else ""
         raise IngestError(
-            f"{_source_name(params, root, 'utterances')}: too few distinct rows to split: {rows} rows after "
+            f"{_source_name(cfg, root, 'utterances')}: too few distinct rows to split: {rows} rows after "
             f"dropping {dropped['duplicates']} duplicate(s) and {dropped['conflicting']} conflicting"
             + (f"; {shown}{more}" if short else "")
             + f"; every intent needs at least {len(needed)} distinct rows, one per split"
@@ -224,7 +224,7 @@ def _refuse_degenerate(params: Params, root: Path, frames: dict[str, pl.DataFram
     if empty:
         rows = ", ".join(f"{s} {frames[f'dialogues_{s}'].height}" for s in SPLITS)
         raise IngestError(
-            f"{_source_name(params, root, 'dialogues')}: too few distinct dialogues to split: {rows} after "
+            f"{_source_name(cfg, root, 'dialogues')}: too few distinct dialogues to split: {rows} after "
             f"deduplication; the {', '.join(empty)} split(s) would be empty (an outcome needs at least 3 dialogues "
             "to reach every split)"
         )
@@ -245,24 +245,24 @@ def _split_utterances(utterances: pl.DataFrame, fractions: dict[str, float], see
     return pl.concat([train, heldout]).sort("id").drop("heldout_pool")
 
 
-def run_ingest(params: Params, root: Path, out_dir: Path) -> IngestResult:
+def run_ingest(cfg: Ingest, seed: int, root: Path, out_dir: Path) -> IngestResult:
     """Read, validate, deduplicate and split both sources, then write them; nothing is written on any error.
 
     Refused before anything is read: an ``out_dir`` holding anything but sparring's own earlier ingest output
     (:class:`~sparring.atomic.OutputRefused`). Refused after reading: a dataset too small to split (IngestError)."""
     start = time.perf_counter()
     check_replaceable(out_dir, recognizes=OUTPUT_FILES)
-    fractions = params.ingest.split.model_dump()
-    utterances, dropped = deduplicate(load_utterances(params, root))  # keeps the first: train-pool rows win
-    utterances = _split_utterances(utterances, fractions, params.seed)
+    fractions = cfg.split.model_dump()
+    utterances, dropped = deduplicate(load_utterances(cfg, seed, root))  # keeps the first: train-pool rows win
+    utterances = _split_utterances(utterances, fractions, seed)
     # Intents are too many to stratify a few hundred dialogues by; their outcomes are what simulators match.
-    dialogues = stratified_split(load_dialogues(params, root), "outcome", fractions, params.seed)
+    dialogues = stratified_split(load_dialogues(cfg, seed, root), "outcome", fractions, seed)
 
     frames: dict[str, pl.DataFrame] = {}
     for split in SPLITS:
         frames[split] = utterances.filter(pl.col("split") == split).drop("split")
         frames[f"dialogues_{split}"] = dialogues.filter(pl.col("split") == split).drop("split")
-    _refuse_degenerate(params, root, frames, dropped)
+    _refuse_degenerate(cfg, root, frames, dropped)
 
     def write_all(folder: Path) -> None:
         for name, frame in frames.items():
