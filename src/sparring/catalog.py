@@ -1,0 +1,114 @@
+"""The pipeline's data catalog: where every stage's inputs and outputs live, relative to the project root, each
+path written once here, and the loaders that read them. (Not to be confused with `sparring.world.catalog`, the
+bank's products.)
+
+The Stage declarations (assets/, hence dvc.yaml) name their outs from these constants and the assets read their
+inputs through `Catalog`, so a folder moves by changing one line. Loaders import their libraries when called:
+`sparring stage ingest` starts without torch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import polars as pl
+
+    from sparring.world.scenarios import Scenario
+
+# Each stage's outputs (the folders DVC caches, the files it tracks).
+INGEST = "data/ingest"  # {,dialogues_}{train,validation,test}.parquet (sparring.data.ingest writes them)
+SCENARIOS = "data/scenarios"  # train.jsonl, heldout.jsonl, gym.jsonl
+JUDGE = "models/judge"  # the intent oracle and the realism discriminator (sparring.judge.loading's layout)
+TOKENIZER = "models/tokenizer"
+SIMULATOR_SFT = "models/simulator_sft"
+SIMULATOR_RL = "models/simulator_rl"
+AGENT_SFT = "models/agent_sft"  # DA0
+PEER_MEMBERS = "models/peer_members"  # one checkpoint folder per member of another model family
+CYCLES = "models/cycles"  # cycle_<k>/: state, metrics, checkpoints (sparring.train.cycles's layout)
+PEER_RL = "models/peer_rl"  # one checkpoint folder per member, played by evaluate as `peer_<member>`
+REPORTS = "reports"  # <stage>.json for every stage, headline/ and plots/ beside them
+METRICS = f"{REPORTS}/metrics.json"  # evaluate's document, ../shared/METRICS.md's layout
+FIGURES = f"{REPORTS}/figures"
+REPORT_MD = f"{REPORTS}/report.md"
+REPORT_HTML = f"{REPORTS}/report.html"
+SCRATCH = "scratch"  # trainers' working folders and the stages' logs: not tracked
+# The scenario sets `scenarios` writes: train (demos, gyms), heldout (every measurement), gym (unplayed openings).
+SCENARIO_SETS = ("train", "heldout", "gym")
+# The simulator checkpoint `coevolution.simulator` (sft | rl) names.
+SIMULATORS = {"sft": SIMULATOR_SFT, "rl": SIMULATOR_RL}
+
+
+def cycle_dir(k: int) -> str:
+    """Co-evolution cycle k's folder."""
+    return f"{CYCLES}/cycle_{k}"
+
+
+def stage_report(stage: str) -> str:
+    """reports/<stage>.json: every stage's metrics and the detail beside them."""
+    return f"{REPORTS}/{stage}.json"
+
+
+def scenario_file(folder: Path, name: str) -> Path:
+    """Scenario set ``name`` (one of SCENARIO_SETS) in a scenarios folder: the one being written, or SCENARIOS."""
+    return folder / f"{name}.jsonl"
+
+
+@dataclass(frozen=True)
+class Catalog:
+    """The catalog under one project root: its paths and what they hold, loaded."""
+
+    root: Path
+
+    def path(self, relative: str) -> Path:
+        return self.root / relative
+
+    def scratch(self, *parts: str) -> Path:
+        return self.root.joinpath(SCRATCH, *parts)
+
+    def utterances(self, split: str) -> pl.DataFrame:
+        """Ingested utterances of one split (train, validation, test): id, text, intent, tool, style, source."""
+        import polars as pl
+
+        return pl.read_parquet(self.root / INGEST / f"{split}.parquet")
+
+    def dialogues(self, split: str) -> pl.DataFrame:
+        """Ingested dialogues of one split: id, intent, persona, outcome, turns."""
+        import polars as pl
+
+        return pl.read_parquet(self.root / INGEST / f"dialogues_{split}.parquet")
+
+    def scenarios(self, name: str, limit: int | None = None) -> list[Scenario]:
+        """Scenario set ``name`` (SCENARIO_SETS), its first ``limit`` if given."""
+        from sparring.world.scenarios import load_scenarios
+
+        return load_scenarios(scenario_file(self.root / SCENARIOS, name))[:limit]
+
+    def tokenizer(self) -> Any:
+        from transformers import AutoTokenizer
+
+        return AutoTokenizer.from_pretrained(self.root / TOKENIZER)
+
+    def judge_models(self) -> tuple[Any, Any]:
+        """The judge_models stage's intent oracle and realism discriminator."""
+        from sparring.judge.loading import load_judge_models
+
+        return load_judge_models(self.root / JUDGE)
+
+    def checkpoint(self, relative: str) -> tuple[Any, Any]:
+        """The model and tokenizer saved under ``relative`` (AGENT_SFT, SIMULATOR_SFT, a cycle's agent...)."""
+        from sparring.agents.checkpoints import load_checkpoint
+
+        return load_checkpoint(self.root / relative)
+
+    def report(self, stage: str, profile: str) -> dict[str, Any] | None:
+        """reports/<stage>.json if that stage last ran on ``profile`` (another profile's report is stale)."""
+        import json
+
+        path = self.root / stage_report(stage)
+        if not path.is_file():
+            return None
+        report = json.loads(path.read_text())
+        return report if report.get("profile") == profile else None
