@@ -8,7 +8,7 @@ import polars as pl
 from transformers import AutoTokenizer
 
 from pipelines.checks import report_check
-from pipelines.stages import Stage, StageContext, StageOutput, stage_asset
+from pipelines.stages import Plot, Stage, StageContext, StageOutput, stage_asset
 from sparring.agents.chat import AGENT_SYSTEM_PROMPT
 from sparring.agents.checkpoints import save_checkpoint
 from sparring.agents.models import build_model, count_parameters
@@ -40,6 +40,10 @@ STAGE = Stage(
     ),
     outs=("models/agent_sft",),
     upstream=("ingest", "scenarios", "tokenizer"),
+    headline_metrics=("strict_pass_camo",),
+    series=Plot("step", "train_loss", "DA0 warm start: training loss (intent phase, then episodes)"),
+    group="warm_start",
+    kinds=("pytorch", "huggingface", "mlflow"),
 )
 
 

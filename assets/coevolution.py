@@ -20,7 +20,7 @@ from typing import Any
 
 from dagster import MetadataValue
 
-from pipelines.stages import Stage, StageContext, StageOutput, stage_asset
+from pipelines.stages import Plot, Stage, StageContext, StageOutput, stage_asset
 from sparring.judge.loading import load_judge
 from sparring.params import PROFILES, load_params
 from sparring.train.cycle_state import CycleState
@@ -46,6 +46,8 @@ CODE = (
     "assets/coevolution.py",
 )
 PARAMS_FILE = Path(__file__).resolve().parents[1] / "params.yaml"
+# Each cycle's data series: the W_DA trajectory so far (dvc.yaml plots the last cycle's, the whole run's).
+W_DA = Plot("cycle", "w_da", "co-evolution: W_DA (the agent's win rate in the arena) per cycle")
 
 
 def cycle_dir(k: int) -> str:
@@ -61,6 +63,10 @@ def cycle_stage(k: int, first: tuple[str, ...]) -> Stage:
         deps=CODE,
         outs=(cycle_dir(k),),
         upstream=first if k == 1 else (f"cycle_{k - 1}",),
+        headline_metrics=("w_da",),
+        series=W_DA,
+        group="coevolution",
+        kinds=("pytorch", "mlflow"),
     )
 
 

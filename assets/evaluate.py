@@ -66,6 +66,9 @@ STAGE = Stage(
         "scenarios",
         "judge_models",
     ),
+    headline_metrics=("final.strict_pass_coop", "final.strict_pass_advpool"),
+    group="evaluation",
+    kinds=("pytorch", "scikitlearn"),
 )
 PEER_DIR = "models/peer_rl"  # peer_rl's members, one checkpoint folder each, played as `peer_<member>`
 # What the stage's MLflow run, Dagster metadata and `sparring run`'s table show per agent.

@@ -21,6 +21,9 @@ STAGE = Stage(
         "assets/ingest.py",
     ),
     outs=("data/ingest",),
+    headline_metrics=("rows_train",),
+    group="data",
+    kinds=("python", "polars"),
 )
 
 

@@ -24,6 +24,9 @@ STAGE = Stage(
     outs=("models/judge",),
     upstream=("ingest",),
     priority=1,  # simulator_sft waits for it: the longest chain
+    headline_metrics=("oracle_acc",),
+    group="data",
+    kinds=("scikitlearn", "huggingface"),
 )
 
 

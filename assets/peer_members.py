@@ -35,6 +35,8 @@ STAGE = Stage(
     outs=(OUT,),
     upstream=("ingest", "scenarios", "tokenizer"),
     priority=-1,  # only peer_rl, after the last cycle, needs it: it fills an idle core
+    group="peer_reward",
+    kinds=("pytorch", "huggingface"),
 )
 
 

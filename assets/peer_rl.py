@@ -44,6 +44,8 @@ STAGE = Stage(
     ),
     outs=(OUT,),
     upstream=(f"cycle_{N_CYCLES}", "peer_members", "ingest", "tokenizer"),
+    group="peer_reward",
+    kinds=("pytorch", "mlflow"),
 )
 
 

@@ -29,6 +29,8 @@ STAGE = Stage(
     outs=(FIGURES_DIR, "reports/report.md", "reports/report.html"),
     upstream=("evaluate",),
     figures=tuple(f"{FIGURES_DIR}/{name}.png" for name in FIGURES),
+    group="evaluation",
+    kinds=("matplotlib", "mlflow"),
 )
 
 

@@ -20,6 +20,8 @@ STAGE = Stage(
     deps=("src/sparring/world", "src/sparring/agents/leaving.py", "src/sparring/seeds.py", "assets/scenarios.py"),
     outs=("data/scenarios",),
     upstream=("ingest",),
+    headline_metrics=("n_train",),
+    group="data",
 )
 
 

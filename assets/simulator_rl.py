@@ -43,6 +43,9 @@ STAGE = Stage(
     upstream=("ingest", "scenarios", "judge_models", "simulator_sft", "agent_sft"),
     # started first when ready: evaluate waits for it, and its ~20 min outlast the cycles and peer_rl beside it
     priority=1,
+    headline_metrics=("rl.outcome_f1", "sft.outcome_f1", "rl_better_on"),
+    group="warm_start",
+    kinds=("pytorch", "huggingface", "mlflow"),
 )
 # Fidelity figures on which "better" is lower; the rest of COMPARED are better higher.
 LOWER_IS_BETTER = ("group_outcome_rate_error", "trajectory_distance")

@@ -6,7 +6,7 @@ import polars as pl
 from transformers import AutoTokenizer
 
 from pipelines.checks import report_check
-from pipelines.stages import Stage, StageContext, StageOutput, stage_asset
+from pipelines.stages import Plot, Stage, StageContext, StageOutput, stage_asset
 from sparring.agents.checkpoints import save_checkpoint
 from sparring.agents.models import build_model, count_parameters
 from sparring.agents.policies import LMPolicy
@@ -38,6 +38,10 @@ STAGE = Stage(
     outs=("models/simulator_sft",),
     upstream=("ingest", "scenarios", "tokenizer", "judge_models"),
     priority=1,  # the longest chain to the cycles: start it before anything else that is ready
+    headline_metrics=("sim_faithfulness",),
+    series=Plot("step", "train_loss", "simulator SFT: training loss (drills, then SFT)"),
+    group="warm_start",
+    kinds=("pytorch", "huggingface", "mlflow"),
 )
 
 

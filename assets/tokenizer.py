@@ -31,6 +31,9 @@ STAGE = Stage(
     ),
     outs=("models/tokenizer",),
     upstream=("ingest", "scenarios"),
+    headline_metrics=("vocab_size",),
+    group="data",
+    kinds=("huggingface",),
 )
 
 

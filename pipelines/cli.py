@@ -152,19 +152,17 @@ def _failures(result: Any) -> list[str]:
     return lines
 
 
-def _summary(root: Path, stages: list[str], headline_only: bool = False) -> None:
+def _summary(root: Path, stages: list[Any], headline_only: bool = False) -> None:
     """Each stage's wall time and metrics (with ``headline_only``, its headline metrics: the rest are in
     reports/<stage>.json)."""
-    from pipelines.stages import HEADLINE, stage_kind
-
     title = "sparring — stage summary" + (" (headline metrics; all of them in reports/<stage>.json)" * headline_only)
     table = Table(title=title, show_lines=False)
     for column in ("stage", "metric", "value"):
         table.add_column(column)
     for stage in stages:
-        report = json.loads((root / "reports" / f"{stage}.json").read_text())
-        table.add_row(stage, "wall_seconds", f"{report['wall_seconds']:.2f}")
-        keys = HEADLINE.get(stage_kind(stage), ()) if headline_only else report["metrics"]
+        report = json.loads((root / stage.report).read_text())
+        table.add_row(stage.name, "wall_seconds", f"{report['wall_seconds']:.2f}")
+        keys = stage.headline_metrics if headline_only else report["metrics"]
         for key in (k for k in keys if k in report["metrics"]):
             value = report["metrics"][key]
             table.add_row("", key, f"{value:g}" if isinstance(value, float) else str(value))
@@ -191,9 +189,9 @@ QUICK_NOTE = (
 
 def _agents_summary(root: Path) -> None:
     """reports/metrics.json as two short tables: cycles (who trained, W_DA) and agents x key held-out metrics."""
-    from assets.evaluate import METRICS_FILE
+    from sparring.catalog import METRICS
 
-    path = root / METRICS_FILE
+    path = root / METRICS
     if not path.is_file():
         return
     doc = json.loads(path.read_text())
@@ -223,9 +221,10 @@ def _agents_summary(root: Path) -> None:
     for row in rows:
         agents.add_row(*row)
     console.print(agents)
-    report = root / "reports" / "report.html"
-    if report.is_file():
-        console.print(f"report: {report.relative_to(root)} (and reports/report.md)", highlight=False)
+    from sparring.catalog import REPORT_HTML, REPORT_MD
+
+    if (root / REPORT_HTML).is_file():
+        console.print(f"report: {REPORT_HTML} (and {REPORT_MD})", highlight=False)
 
 
 def _tell_dvc(root: Path, ran: str) -> None:
@@ -263,7 +262,7 @@ def run(
     took = time.perf_counter() - began
     say(f"sparring run: finished in {took:.1f} s")
     _tell_dvc(root, params.profile)
-    _summary(root, [s.name for s in stages], headline_only=True)
+    _summary(root, stages, headline_only=True)
     _agents_summary(root)
     say(critical_line(root, stages, params.profile, took))
 
@@ -296,7 +295,7 @@ def stage(
         fail(f"unknown stage {name!r} (stages: {', '.join(known)})")
     experiment = load_params(root / "params.yaml").tracking.experiment
     _execute(found[1].resolve_job_def("main"), root=root, verbose=verbose, experiment=experiment)
-    _summary(root, [name])
+    _summary(root, [found[0]])
 
 
 def ui_command(port: int) -> list[str]:

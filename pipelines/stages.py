@@ -7,8 +7,9 @@ same code, update the same files, and both log to MLflow. tests/test_pipeline.py
 asset graph agree.
 
 Besides its own outputs, every stage writes reports/<stage>.json (all its metrics), reports/headline/<stage>.json
-(a few headline numbers: DVC's metrics, so `dvc metrics show` stays a short table) and, for the stages in `PLOTS`,
-reports/plots/<stage>.json (a data series for `dvc plots show`).
+(a few headline numbers: DVC's metrics, so `dvc metrics show` stays a short table) and, for the stages with a
+`series`, reports/plots/<stage>.json (a data series for `dvc plots show`). Where each stage's files live is
+sparring.catalog's: the assets read their inputs through `StageContext.catalog`.
 """
 
 # No `from __future__ import annotations`: Dagster reads the asset function's annotations at definition time.
@@ -41,6 +42,7 @@ from dagster import (
 from pipelines.progress import previous_seconds, say, stage_progress
 from pipelines.resources import VERBOSE_ENV, MlflowTracking, ProjectResource
 from sparring.atomic import adopt_dir, write_json
+from sparring.catalog import REPORTS, Catalog, stage_report
 from sparring.params import Params
 
 # Every stage reads these: switching the profile or the seed reruns everything.
@@ -48,50 +50,21 @@ COMMON_PARAMS = ("profile", "seed")
 # params.py reads params.yaml; settings.py holds the defaults of every key params.yaml leaves out
 COMMON_DEPS = ("src/sparring/params.py", "src/sparring/settings.py", "pipelines/stages.py")
 CYCLE = re.compile(r"cycle_(\d+)")
-# The few numbers per stage that `dvc metrics show` prints (a stage's full metrics stay in reports/<stage>.json).
-# Keyed by stage name; every cycle_k shares "cycle".
-HEADLINE = {
-    "ingest": ("rows_train",),
-    "scenarios": ("n_train",),
-    "judge_models": ("oracle_acc",),
-    "tokenizer": ("vocab_size",),
-    "simulator_sft": ("sim_faithfulness",),
-    "simulator_rl": ("rl.outcome_f1", "sft.outcome_f1", "rl_better_on"),
-    "agent_sft": ("strict_pass_camo",),
-    "cycle": ("w_da",),
-    "evaluate": ("final.strict_pass_coop", "final.strict_pass_advpool"),
-}
-# Stages that write a data series for `dvc plots show`: the SFT stages their training loss (what they log with
-# `StageLog.curves`), each cycle the W_DA trajectory so far (its report's state); plot id -> (x, y, title).
-PLOTS = {
-    "simulator_sft": ("step", "train_loss", "simulator SFT: training loss (drills, then SFT)"),
-    "agent_sft": ("step", "train_loss", "DA0 warm start: training loss (intent phase, then episodes)"),
-    "cycle": ("cycle", "w_da", "co-evolution: W_DA (the agent's win rate in the arena) per cycle"),
-}
-
-
-# What each stage is, as the Dagster UI groups and badges it (Dagster shows at most three kinds per asset).
-GROUPS = {
-    "ingest": "data", "scenarios": "data", "judge_models": "data", "tokenizer": "data",
-    "simulator_sft": "warm_start", "agent_sft": "warm_start", "simulator_rl": "warm_start", "cycle": "coevolution",
-    "peer_rl": "peer_reward",
-    "peer_members": "peer_reward",
-    "evaluate": "evaluation", "report": "evaluation",
-}  # fmt: skip
-KINDS = {
-    "ingest": {"python", "polars"}, "scenarios": {"python"}, "judge_models": {"scikitlearn", "huggingface"},
-    "tokenizer": {"huggingface"}, "simulator_sft": {"pytorch", "huggingface", "mlflow"},
-    "simulator_rl": {"pytorch", "huggingface", "mlflow"},
-    "agent_sft": {"pytorch", "huggingface", "mlflow"}, "cycle": {"pytorch", "mlflow"}, "peer_rl": {"pytorch", "mlflow"},
-    "peer_members": {"pytorch", "huggingface"},
-    "evaluate": {"pytorch", "scikitlearn"}, "report": {"matplotlib", "mlflow"},
-}  # fmt: skip
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def stage_kind(name: str) -> str:
-    """The name HEADLINE and PLOTS know a stage by: its own, or "cycle" for every cycle_k."""
-    return "cycle" if CYCLE.fullmatch(name) else name
+def is_cycle(name: str) -> bool:
+    return CYCLE.fullmatch(name) is not None
+
+
+@dataclass(frozen=True)
+class Plot:
+    """A data series for `dvc plots show`: an SFT stage's training loss (what it logs with `StageLog.curves`), or
+    each cycle's W_DA trajectory so far (its report's state)."""
+
+    x: str
+    y: str
+    title: str
 
 
 @dataclass(frozen=True)
@@ -105,18 +78,23 @@ class Stage:
     upstream: tuple[str, ...] = ()  # stages whose outs it reads
     figures: tuple[str, ...] = ()  # PNGs among its outs that `dvc plots show` draws
     priority: int = 0  # of the stages ready at once, the multiprocess executor starts the highest first
+    # The few metrics `dvc metrics show` prints (reports/headline/<stage>.json); all of them stay in its report.
+    headline_metrics: tuple[str, ...] = ()
+    series: Plot | None = None  # its data series for `dvc plots show`, if any
+    group: str = "pipeline"  # what it is, as the Dagster UI groups it
+    kinds: tuple[str, ...] = ("python",)  # the Dagster UI's badges (it shows three at most)
 
     @property
     def report(self) -> str:
-        return f"reports/{self.name}.json"
+        return stage_report(self.name)
 
     @property
     def headline(self) -> str:
-        return f"reports/headline/{self.name}.json"
+        return f"{REPORTS}/headline/{self.name}.json"
 
     @property
     def plot(self) -> str | None:
-        return f"reports/plots/{self.name}.json" if stage_kind(self.name) in PLOTS else None
+        return f"{REPORTS}/plots/{self.name}.json" if self.series else None
 
 
 @dataclass
@@ -125,6 +103,11 @@ class StageContext:
     params: Params
     log: Any  # pipelines.resources.StageLog
     dagster: AssetExecutionContext
+
+    @property
+    def catalog(self) -> Catalog:
+        """The stage's inputs and outputs under this project's root."""
+        return Catalog(self.root)
 
 
 @dataclass
@@ -167,13 +150,13 @@ def code_version(stage: Stage, root: Path = ROOT) -> str:
 
 
 def _headline(stage: Stage, metrics: dict[str, Any]) -> dict[str, Any]:
-    return {k: metrics[k] for k in HEADLINE.get(stage_kind(stage.name), ()) if k in metrics}
+    return {k: metrics[k] for k in stage.headline_metrics if k in metrics}
 
 
 def _plot_points(stage: Stage, log: Any, report: dict[str, Any]) -> list[dict[str, Any]]:
     """The stage's data series: an SFT stage's logged loss (steps counted across its phases), or a cycle's W_DA
     trajectory so far, with the adversary's arena success beside it (from the state it leaves)."""
-    if stage_kind(stage.name) == "cycle":
+    if is_cycle(stage.name):
         state = report.get("state", {})
         history, adv = state.get("w_da_history", []), state.get("adv_success_history", [])
         points = [{"cycle": k, "w_da": float(w)} for k, w in enumerate(history, start=1)]
@@ -221,8 +204,8 @@ def stage_asset(stage: Stage) -> Callable[[Callable[[StageContext], StageOutput]
             description=stage.description,
             deps=list(stage.upstream),
             metadata={"dvc_outs": list(stage.outs), "params_sections": [*COMMON_PARAMS, *stage.params]},
-            kinds=KINDS.get(stage_kind(stage.name), {"python"}),
-            group_name=GROUPS.get(stage_kind(stage.name), "pipeline"),
+            kinds=set(stage.kinds),
+            group_name=stage.group,
             code_version=code_version(stage),
             op_tags={"dagster/priority": str(stage.priority)},
         )
@@ -265,12 +248,12 @@ def stage_asset(stage: Stage) -> Callable[[Callable[[StageContext], StageOutput]
 def _plots(stages: list[Stage]) -> list[dict[str, Any]]:
     """dvc.yaml's top-level plots: each SFT stage's loss, and the last cycle's W_DA trajectory (the whole run's)."""
     plots = []
-    cycles = [s for s in stages if stage_kind(s.name) == "cycle"]
+    cycles = [s for s in stages if is_cycle(s.name)]
     for s in stages:
-        if s.plot and (stage_kind(s.name) != "cycle" or s is cycles[-1]):
-            x, y, title = PLOTS[stage_kind(s.name)]
-            plot_id = "w_da" if stage_kind(s.name) == "cycle" else f"{s.name}_loss"
-            plots.append({plot_id: {"x": x, "y": {s.plot: y}, "title": title, "template": "linear"}})
+        if s.series and s.plot and (not is_cycle(s.name) or s is cycles[-1]):
+            plot_id = "w_da" if is_cycle(s.name) else f"{s.name}_loss"
+            series = {"x": s.series.x, "y": {s.plot: s.series.y}, "title": s.series.title, "template": "linear"}
+            plots.append({plot_id: series})
         plots += list(s.figures)  # images: DVC shows them as they are
     return plots
 
@@ -298,7 +281,7 @@ def render_dvc_yaml(stages: list[Stage]) -> str:
 
 def stage_module(name: str) -> str:
     """The module that declares stage ``name``: assets/<name>.py, or assets/coevolution.py for every cycle."""
-    return "assets.coevolution" if CYCLE.fullmatch(name) else f"assets.{name}"
+    return "assets.coevolution" if is_cycle(name) else f"assets.{name}"
 
 
 def stage_definitions(name: str) -> tuple[Stage, Any] | None:

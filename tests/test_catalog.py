@@ -1,10 +1,11 @@
-"""The pipeline's catalog loads what the stages write, and library functions take their own settings section, not the
-whole Params."""
+"""The pipeline's catalog loads what the stages write, each Stage carries its own headline, plot, group and kinds,
+and library functions take their own settings section, not the whole Params."""
 
 import ast
 import json
 from pathlib import Path
 
+from pipelines.definitions import STAGE_ASSETS, STAGES
 from sparring import catalog
 from sparring.catalog import Catalog, scenario_file
 from sparring.world.scenarios import save_scenarios
@@ -22,6 +23,18 @@ def test_library_functions_take_a_section_not_params():
                 if any(a.annotation is not None and ast.unparse(a.annotation) == "Params" for a in args):
                     takers.append(f"{path.relative_to(ROOT)}:{node.name}")
     assert takers == []
+
+
+def test_stage_tables_are_fields_of_each_stage():
+    by_name = {s.name: s for s in STAGES}
+    assert by_name["ingest"].headline_metrics == ("rows_train",) and by_name["ingest"].group == "data"
+    assert by_name["agent_sft"].series is not None and by_name["agent_sft"].plot == "reports/plots/agent_sft.json"
+    assert by_name["tokenizer"].plot is None  # no series: no plot file
+    cycles = [s for s in STAGES if s.name.startswith("cycle_")]
+    assert cycles and all(c.series == cycles[0].series and c.headline_metrics == ("w_da",) for c in cycles)
+    for stage, asset in STAGE_ASSETS:
+        spec = next(iter(asset.specs))
+        assert spec.group_name == stage.group and set(stage.kinds) <= set(spec.kinds), stage.name
 
 
 def test_catalog_loads_what_the_stages_write(tmp_path):
