@@ -21,13 +21,12 @@ from typing import Any
 from dagster import MetadataValue
 
 from pipelines.stages import Plot, Stage, StageContext, StageOutput, stage_asset
+from sparring.catalog import AGENT_SFT, JUDGE, SCENARIOS, SIMULATORS, cycle_dir
 from sparring.judge.loading import load_judge
 from sparring.params import PROFILES, load_params
 from sparring.train.cycle_state import CycleState
 from sparring.train.cycles import cycle_phases, fingerprint, is_finished, load_metrics, run_cycle_folder
-from sparring.world.scenarios import load_scenarios
 
-CYCLES_DIR = "models/cycles"
 CODE = (
     "src/sparring/settings.py",
     "src/sparring/seeds.py",
@@ -48,10 +47,6 @@ CODE = (
 PARAMS_FILE = Path(__file__).resolve().parents[1] / "params.yaml"
 # Each cycle's data series: the W_DA trajectory so far (dvc.yaml plots the last cycle's, the whole run's).
 W_DA = Plot("cycle", "w_da", "co-evolution: W_DA (the agent's win rate in the arena) per cycle")
-
-
-def cycle_dir(k: int) -> str:
-    return f"{CYCLES_DIR}/cycle_{k}"
 
 
 def cycle_stage(k: int, first: tuple[str, ...]) -> Stage:
@@ -99,14 +94,14 @@ HEADLINE = (
 
 def cycle_fingerprint(ctx: StageContext, k: int) -> dict[str, Any]:
     """What cycle k is made from: its params, its input folders' contents and its code."""
-    p, root = ctx.params, ctx.root
-    inputs = {"scenarios": root / "data" / "scenarios", "judge": root / "models" / "judge"}
+    p, data = ctx.params, ctx.catalog
+    inputs = {"scenarios": data.path(SCENARIOS), "judge": data.path(JUDGE)}
     if k == 1:
-        simulator = simulator_dir(p.coevolution.simulator)
-        inputs.update({"agent_sft": root / "models" / "agent_sft", simulator: root / "models" / simulator})
+        simulator = SIMULATORS[p.coevolution.simulator]
+        inputs.update({"agent_sft": data.path(AGENT_SFT), Path(simulator).name: data.path(simulator)})
     else:
-        inputs["previous"] = root / cycle_dir(k - 1)
-    inputs.update({f"code:{c}": root / c for c in CODE})
+        inputs["previous"] = data.path(cycle_dir(k - 1))
+    inputs.update({f"code:{c}": data.path(c) for c in CODE})
     params = {"cycle": k, "seed": p.seed, "coevolution": p.coevolution.model_dump(), "judge": p.judge.model_dump()}
     return fingerprint(params, inputs)
 
@@ -115,17 +110,12 @@ def _numeric(metrics: dict[str, Any]) -> dict[str, float]:
     return {k: float(v) for k, v in metrics.items() if isinstance(v, int | float)}
 
 
-def simulator_dir(simulator: str) -> str:
-    """The simulator checkpoint's folder under models/ that ``coevolution.simulator`` (sft | rl) names."""
-    return f"simulator_{simulator}"
-
-
 def previous_state(root: Path, k: int, max_cycles: int, simulator: str = "sft") -> CycleState:
     """The state cycle k starts from: DA0 and the simulator (``coevolution.simulator``'s) for cycle 1, else cycle
     k-1's folder; a state past the active profile's ``max_cycles`` (a profile with fewer cycles than the graph) is
     marked stopped."""
     if k == 1:
-        previous = CycleState(agent_dir="models/agent_sft", simulator_dir=f"models/{simulator_dir(simulator)}")
+        previous = CycleState(agent_dir=AGENT_SFT, simulator_dir=SIMULATORS[simulator])
     else:
         previous = CycleState.load(root / cycle_dir(k - 1))
     if not previous.stopped and previous.cycle >= max_cycles:
@@ -162,8 +152,7 @@ def cycle_output(state: CycleState, metrics: dict[str, Any], resumed: bool, prin
 def make_cycle_asset(stage: Stage, k: int) -> Any:
     @stage_asset(stage)
     def _cycle(ctx: StageContext) -> StageOutput:
-        p, root = ctx.params, ctx.root
-        out = root / cycle_dir(k)
+        out = ctx.catalog.path(cycle_dir(k))
         began = time.perf_counter()
         print_ = cycle_fingerprint(ctx, k)
         phases = {"fingerprint": {"seconds": time.perf_counter() - began}}
@@ -172,25 +161,10 @@ def make_cycle_asset(stage: Stage, k: int) -> Any:
             ctx.dagster.log.info(f"cycle {k}: {out} was made from these inputs already: reusing it")
             state, metrics = CycleState.load(out), load_metrics(out)
         else:
-            cfg, scenarios = p.coevolution, root / "data" / "scenarios"
-            state, metrics = run_cycle_folder(
-                previous_state(root, k, cfg.max_cycles, cfg.simulator),
-                k,
-                root,
-                out,
-                load_scenarios(scenarios / "train.jsonl"),
-                load_scenarios(scenarios / "heldout.jsonl"),
-                load_judge(root / "models" / "judge", p.judge, cfg.agent_grpo.max_turns),
-                cfg,
-                print_,
-                seed=p.seed,
-                agent_gym=load_scenarios(scenarios / "gym.jsonl") if cfg.agent_gym == "unplayed" else None,
-                log=ctx.dagster.log.info,
-            )
+            state, metrics = _run_cycle(ctx, k, print_)
             phases.update(cycle_phases(metrics))  # a reused cycle's figures are its first run's: not this one's
             if metrics.get("trained") in ("agent", "adversary"):
-                side = metrics["trained"]
-                ctx.log.checkpoint(out / side, side)
+                ctx.log.checkpoint(out / metrics["trained"], metrics["trained"])
         if not metrics.get("stopped"):  # the parent run's curves: W_DA, the adversary's success, who trained
             ctx.log.trajectory("coevolution.w_da", metrics["w_da"], k)
             ctx.log.trajectory("coevolution.adv_success", metrics["arena_adv_success"], k)
@@ -201,6 +175,25 @@ def make_cycle_asset(stage: Stage, k: int) -> Any:
         return output
 
     return _cycle
+
+
+def _run_cycle(ctx: StageContext, k: int, print_: dict[str, Any]) -> tuple[CycleState, dict[str, Any]]:
+    """Cycle k from the state before it, into its folder."""
+    p, data, cfg = ctx.params, ctx.catalog, ctx.params.coevolution
+    return run_cycle_folder(
+        previous_state(ctx.root, k, cfg.max_cycles, cfg.simulator),
+        k,
+        ctx.root,
+        data.path(cycle_dir(k)),
+        data.scenarios("train"),
+        data.scenarios("heldout"),
+        load_judge(data.path(JUDGE), p.judge, cfg.agent_grpo.max_turns),
+        cfg,
+        print_,
+        seed=p.seed,
+        agent_gym=data.scenarios("gym") if cfg.agent_gym == "unplayed" else None,
+        log=ctx.dagster.log.info,
+    )
 
 
 # The cycle assets, in order: ASSETS[k - 1] is `cycle_k`'s (Dagster's asset key is the stage's name).

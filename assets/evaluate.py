@@ -9,19 +9,20 @@ strategies found in the adversaries' messages. The file's layout is ../shared/ME
 
 from __future__ import annotations
 
-import json
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 from dagster import AssetCheckSeverity
 
-from assets.coevolution import N_CYCLES, cycle_dir
+from assets.coevolution import N_CYCLES
 from assets.coevolution import STAGES as CYCLE_STAGES
 from pipelines.checks import report_check
 from pipelines.progress import CriticalPath, critical_path, upstream_closure
 from pipelines.stages import Stage, StageContext, StageOutput, stage_asset
 from sparring.agents.scripted import ExpertAgent
 from sparring.atomic import write_json
+from sparring.catalog import AGENT_SFT, JUDGE, METRICS, PEER_RL, REPORTS, Catalog, cycle_dir
 from sparring.evaluate import checks
 from sparring.evaluate.episodes import compact_episodes
 from sparring.evaluate.parallel import evaluate_heldout_parallel
@@ -29,9 +30,7 @@ from sparring.evaluate.strategies import discover_strategies, strategy_records
 from sparring.judge.loading import load_judge
 from sparring.train.cycle_state import CycleState
 from sparring.train.cycles import load_metrics
-from sparring.world.scenarios import load_scenarios
 
-METRICS_FILE = "reports/metrics.json"
 STAGE = Stage(
     name="evaluate",
     description="Held-out evaluation of DA0, each cycle's agent, the final agent and the peer cohort against the "
@@ -56,7 +55,7 @@ STAGE = Stage(
         "assets/evaluate.py",
     ),
     outs=(),
-    metrics=(METRICS_FILE,),
+    metrics=(METRICS,),
     upstream=(
         f"cycle_{N_CYCLES}",
         "peer_rl",
@@ -70,7 +69,6 @@ STAGE = Stage(
     group="evaluation",
     kinds=("pytorch", "scikitlearn"),
 )
-PEER_DIR = "models/peer_rl"  # peer_rl's members, one checkpoint folder each, played as `peer_<member>`
 # What the stage's MLflow run, Dagster metadata and `sparring run`'s table show per agent.
 KEY_METRICS = (
     "strict_pass_coop",
@@ -94,14 +92,6 @@ def simulator_summary(sft_report: dict[str, Any] | None, rl_report: dict[str, An
     return {"sft": {k: v for k, v in (sft_report or {}).get("metrics", {}).items() if k not in NOT_FIDELITY}}
 
 
-def _report(ctx: StageContext, stage: str) -> dict[str, Any] | None:
-    path = ctx.root / "reports" / f"{stage}.json"
-    if not path.is_file():
-        return None
-    report = json.loads(path.read_text())
-    return report if report.get("profile") == ctx.params.profile else None  # another profile's run: stale
-
-
 def _peer_summary(peer: dict[str, Any] | None) -> dict[str, Any]:
     """peer_rl's report as METRICS.md's `peer`: before/after and collapse per member, and the cohort's κ/c/w (the
     per-step logs stay in reports/peer_rl.json)."""
@@ -111,14 +101,14 @@ def _peer_summary(peer: dict[str, Any] | None) -> dict[str, Any]:
     return {"members": members, **{k: peer[k] for k in ("kappa", "c", "w", "reward") if k in peer}}
 
 
-def _wall_seconds(ctx: StageContext) -> tuple[dict[str, float], CriticalPath]:
+def _wall_seconds(data: Catalog, profile: str) -> tuple[dict[str, float], CriticalPath]:
     """Every other stage's wall time in its last run of this profile, and the critical path through the stages
     evaluate waited for (the chain that set when it could start): evaluate runs before the run ends and before
     `report`, so the path leaves out both; `sparring run` names the whole run's when it ends."""
     wall: dict[str, float] = {}
     graph: dict[str, Any] = {STAGE.name: STAGE.upstream}
-    for file in sorted((ctx.root / "reports").glob("*.json")):
-        report = _report(ctx, file.stem) if file.stem not in ("metrics", STAGE.name) else None
+    for file in sorted(data.path(REPORTS).glob("*.json")):
+        report = data.report(file.stem, profile) if file.stem not in ("metrics", STAGE.name) else None
         if report is not None and "wall_seconds" in report:
             wall[file.stem] = report["wall_seconds"]
             graph[file.stem] = report.get("upstream", ())
@@ -127,32 +117,36 @@ def _wall_seconds(ctx: StageContext) -> tuple[dict[str, float], CriticalPath]:
     return wall, found._replace(seconds=round(found.seconds, 3))
 
 
-@stage_asset(STAGE)
-def evaluate(ctx: StageContext) -> StageOutput:
-    p, root = ctx.params, ctx.root
+def _agents(data: Catalog, peer: dict[str, Any] | None) -> tuple[dict[str, Path], list[dict[str, Any]], CycleState]:
+    """The agents to play (DA0, each cycle's that ran, the final one, each peer member), the cycles' metrics, and
+    the state the last cycle left (the simulator and the adversary pool)."""
     cycles = []  # the cycles that ran (the rest recorded that co-evolution had stopped)
-    agents: dict[str, Any] = {"da0": root / "models" / "agent_sft"}
+    agents: dict[str, Path] = {"da0": data.path(AGENT_SFT)}
     for k, stage in enumerate(CYCLE_STAGES, start=1):
-        folder = root / cycle_dir(k)
-        metrics = load_metrics(folder)
+        metrics = load_metrics(data.path(cycle_dir(k)))
         if metrics.get("stopped"):
             continue
         cycles.append(metrics)
-        agents[stage.name] = root / CycleState.load(folder).agent_dir
-    final = CycleState.load(root / cycle_dir(N_CYCLES))
-    agents["final"] = root / final.agent_dir
-    peer = _report(ctx, "peer_rl")
+        agents[stage.name] = data.path(CycleState.load(data.path(cycle_dir(k))).agent_dir)
+    final = CycleState.load(data.path(cycle_dir(N_CYCLES)))
+    agents["final"] = data.path(final.agent_dir)
     for member in (peer or {}).get("members", {}):
-        agents[f"peer_{member}"] = root / PEER_DIR / member
+        agents[f"peer_{member}"] = data.path(PEER_RL) / member
+    return agents, cycles, final
 
-    heldout = load_scenarios(root / "data" / "scenarios" / "heldout.jsonl")[: p.evaluate.eval_scenarios]
-    e = p.evaluate
+
+@stage_asset(STAGE)
+def evaluate(ctx: StageContext) -> StageOutput:
+    p, data, e = ctx.params, ctx.catalog, ctx.params.evaluate
+    peer = data.report("peer_rl", p.profile)
+    agents, cycles, final = _agents(data, peer)
+    heldout = data.scenarios("heldout", e.eval_scenarios)
     played = evaluate_heldout_parallel(
         agents,
-        root / final.simulator_dir,
-        [root / d for d in final.adversary_dirs],
+        data.path(final.simulator_dir),
+        [data.path(d) for d in final.adversary_dirs],
         heldout,
-        partial(load_judge, root / "models" / "judge", p.judge, p.coevolution.agent_grpo.max_turns),
+        partial(load_judge, data.path(JUDGE), p.judge, p.coevolution.agent_grpo.max_turns),
         p.coevolution,
         workers=e.workers,
         torch_threads=p.runtime.torch_threads,
@@ -163,17 +157,32 @@ def evaluate(ctx: StageContext) -> StageOutput:
         pass_k_scenarios=e.pass_k_scenarios,
         main_only=[name for name in agents if name.startswith("peer_")],  # routers: peer_rl measures them
     )
+    document = _document(ctx, played, len(heldout), cycles, final, peer)
+    write_json(document, data.path(METRICS))
+    ctx.log.artifact(data.path(METRICS))
     results = played.agents
+    headline = {f"{agent}.{m}": values[m] for agent, values in results.items() for m in KEY_METRICS if m in values}
+    report = {"stop_reason": final.stopped, "phases": played.phases, "worker_phases": played.worker_phases}
+    report["episodes"] = compact_episodes(played.episodes)  # per-episode outcomes, for paired comparisons
+    return StageOutput(metrics={**headline, "n_heldout": len(heldout), "cycles_run": len(cycles)}, report=report)
+
+
+def _document(
+    ctx: StageContext, played: Any, n_heldout: int, cycles: list, final: CycleState, peer: dict[str, Any] | None
+) -> dict[str, Any]:
+    """reports/metrics.json: the agents' figures with the ceiling, cross-play, the adversaries' strategies, the
+    cycles, the peer cohort, both simulators' fidelity and the stages' times."""
+    p, data = ctx.params, ctx.catalog
     records = [r for g, eps in sorted(played.adversary_episodes.items()) for r in strategy_records(eps, g - 1)]
     strategies = discover_strategies(
-        records, n_generations=len(played.adversary_episodes), seed=p.seed, max_clusters=e.strategy_clusters
+        records, n_generations=len(played.adversary_episodes), seed=p.seed, max_clusters=p.evaluate.strategy_clusters
     )
-    wall, critical = _wall_seconds(ctx)
-    document = {
+    wall, critical = _wall_seconds(data, p.profile)
+    return {
         "profile": p.profile,
         "seed": p.seed,
-        "n_heldout": len(heldout),
-        "agents": results,
+        "n_heldout": n_heldout,
+        "agents": played.agents,
         "ceiling": played.ceiling,
         "cross_play": played.cross_play,
         "strategies": strategies,
@@ -184,29 +193,17 @@ def evaluate(ctx: StageContext) -> StageOutput:
         "trained_history": final.trained_history,
         "adversary_generations": len(final.adversary_dirs),
         "peer": _peer_summary(peer),
-        "simulator": simulator_summary(_report(ctx, "simulator_sft"), _report(ctx, "simulator_rl")),
+        "simulator": simulator_summary(data.report("simulator_sft", p.profile), data.report("simulator_rl", p.profile)),
         "wall_seconds": wall,
         "critical_path": critical._asdict(),
     }
-    write_json(document, root / METRICS_FILE)
-    ctx.log.artifact(root / METRICS_FILE)
-    headline = {f"{agent}.{m}": values[m] for agent, values in results.items() for m in KEY_METRICS if m in values}
-    return StageOutput(
-        metrics={**headline, "n_heldout": len(heldout), "cycles_run": len(cycles)},
-        report={
-            "stop_reason": final.stopped,
-            "phases": played.phases,
-            "worker_phases": played.worker_phases,
-            "episodes": compact_episodes(played.episodes),  # per-episode outcomes, for paired comparisons
-        },
-    )
 
 
 final_no_worse_than_da0 = report_check(
     "evaluate", "final_no_worse_than_da0", checks.final_no_worse_than_da0.__doc__.replace("\n", " "),
-    checks.final_no_worse_than_da0, METRICS_FILE,
+    checks.final_no_worse_than_da0, METRICS,
 )  # fmt: skip
 no_unauthorized_actions = report_check(
     "evaluate", "no_unauthorized_actions", checks.no_unauthorized_actions.__doc__.replace("\n", " "),
-    checks.no_unauthorized_actions, METRICS_FILE, severity=AssetCheckSeverity.ERROR,
+    checks.no_unauthorized_actions, METRICS, severity=AssetCheckSeverity.ERROR,
 )  # fmt: skip

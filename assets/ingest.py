@@ -6,6 +6,7 @@ from dagster import AssetCheckResult, MetadataValue, asset_check
 
 from pipelines.resources import ProjectResource
 from pipelines.stages import Stage, StageContext, StageOutput, stage_asset
+from sparring.catalog import INGEST
 from sparring.data.ingest import check_splits, run_ingest
 
 STAGE = Stage(
@@ -20,7 +21,7 @@ STAGE = Stage(
         "src/sparring/world/vocab.py",
         "assets/ingest.py",
     ),
-    outs=("data/ingest",),
+    outs=(INGEST,),
     headline_metrics=("rows_train",),
     group="data",
     kinds=("python", "polars"),
@@ -29,7 +30,7 @@ STAGE = Stage(
 
 @stage_asset(STAGE)
 def ingest(ctx: StageContext) -> StageOutput:
-    result = run_ingest(ctx.params.ingest, ctx.params.seed, ctx.root, ctx.root / STAGE.outs[0])
+    result = run_ingest(ctx.params.ingest, ctx.params.seed, ctx.root, ctx.catalog.path(INGEST))
     ctx.log.json_artifact(result.label_counts, "label_counts.json")
     distribution = "| intent | train | validation | test |\n|---|---|---|---|\n" + "\n".join(
         f"| {i} | {n} | {result.label_counts['validation'].get(i, 0)} | {result.label_counts['test'].get(i, 0)} |"
@@ -47,5 +48,5 @@ def ingest(ctx: StageContext) -> StageOutput:
 
 @asset_check(asset="ingest", description="Every intent in train and test; no utterance in two splits.")
 def ingest_splits_are_sound(project: ProjectResource) -> AssetCheckResult:
-    problems = check_splits(project.path() / STAGE.outs[0])
+    problems = check_splits(project.path() / INGEST)
     return AssetCheckResult(passed=not problems, metadata={"problems": MetadataValue.json(problems[:20])})

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import polars as pl
+from functools import partial
 
 from pipelines.stages import Stage, StageContext, StageOutput, stage_asset
 from sparring.atomic import replace_dir
+from sparring.catalog import JUDGE
+from sparring.judge.loading import save_judge_models
 from sparring.judge.models import build_judge_models
 
 STAGE = Stage(
@@ -21,7 +21,7 @@ STAGE = Stage(
         "src/sparring/world/taxonomy.json",
         "assets/judge_models.py",
     ),
-    outs=("models/judge",),
+    outs=(JUDGE,),
     upstream=("ingest",),
     priority=1,  # simulator_sft waits for it: the longest chain
     headline_metrics=("oracle_acc",),
@@ -32,23 +32,18 @@ STAGE = Stage(
 
 @stage_asset(STAGE)
 def judge_models(ctx: StageContext) -> StageOutput:
-    data = ctx.root / "data" / "ingest"
-    dialogues = pl.read_parquet(data / "dialogues_train.parquet")
+    dialogues = ctx.catalog.dialogues("train")
     # Later customer turns (identity answers, confirmations) are real speech the utterances lack.
     later_turns = [t["text"] for turns in dialogues["turns"].to_list() for t in turns[1:] if t["role"] == "customer"]
     oracle, discriminator, metrics = build_judge_models(
-        pl.read_parquet(data / "train.parquet"),
-        pl.read_parquet(data / "test.parquet"),
+        ctx.catalog.utterances("train"),
+        ctx.catalog.utterances("test"),
         seed=ctx.params.seed,
         max_train=ctx.params.judge.max_train,
         extra_real=later_turns,
     )
-
-    def write(folder: Path) -> None:
-        oracle.save(folder / "oracle")
-        discriminator.save(folder / "discriminator")
-
-    replace_dir(ctx.root / STAGE.outs[0], write)  # the folder is replaced whole, once both models are saved
+    # the folder is replaced whole, once both models are saved
+    replace_dir(ctx.catalog.path(JUDGE), partial(save_judge_models, oracle=oracle, discriminator=discriminator))
     return StageOutput(
         metrics={k: v for k, v in metrics.items() if isinstance(v, int | float)},
         report={"source": ctx.params.ingest.utterances.source},

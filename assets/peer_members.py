@@ -4,20 +4,18 @@ nothing of theirs, and `peer_rl` (after the last cycle) only loads what it wrote
 
 from __future__ import annotations
 
-import polars as pl
-from transformers import AutoTokenizer
+from typing import Any
 
 from pipelines.stages import Stage, StageContext, StageOutput, stage_asset
 from sparring.agents.chat import AGENT_SYSTEM_PROMPT
 from sparring.agents.checkpoints import save_checkpoint
 from sparring.agents.models import count_parameters
 from sparring.atomic import replace_dir
+from sparring.catalog import PEER_MEMBERS
 from sparring.timing import Phases
 from sparring.train.demos import expert_demonstrations
 from sparring.train.peer_cohort import warm_start_member
-from sparring.world.scenarios import load_scenarios
 
-OUT = "models/peer_members"
 STAGE = Stage(
     name="peer_members",
     description="The peer cohort's members of other model families (peer_rl.members with a model), each "
@@ -32,7 +30,7 @@ STAGE = Stage(
         "src/sparring/world",
         "assets/peer_members.py",
     ),
-    outs=(OUT,),
+    outs=(PEER_MEMBERS,),
     upstream=("ingest", "scenarios", "tokenizer"),
     priority=-1,  # only peer_rl, after the last cycle, needs it: it fills an idle core
     group="peer_reward",
@@ -42,32 +40,22 @@ STAGE = Stage(
 
 @stage_asset(STAGE)
 def peer_members(ctx: StageContext) -> StageOutput:
-    p, root, phases = ctx.params, ctx.root, Phases()
-    tokenizer = AutoTokenizer.from_pretrained(root / "models" / "tokenizer")
-    train = pl.read_parquet(root / "data" / "ingest" / "train.parquet")
+    p, data, phases = ctx.params, ctx.catalog, Phases()
+    tokenizer, train = data.tokenizer(), data.utterances("train")
     texts, intents = train["text"].to_list(), train["intent"].to_list()
-    scenarios = load_scenarios(root / "data" / "scenarios" / "train.jsonl")
+    scenarios = data.scenarios("train")
     played: dict[tuple, list] = {}  # members sharing a recipe (the default's do) share its demos
     built, metrics = {}, {}
     for name, member in p.peer_rl.members.items():
         if member.model is None:  # the final co-evolved agent: peer_rl loads it from the last cycle
             continue
-        recipe = member.warm_start or p.agent_sft
-        demos = []
-        if member.demos:
-            system = AGENT_SYSTEM_PROMPT if recipe.system_prompt else ""
-            key = (recipe.demos, recipe.object_refs, system)
-            if key not in played:
-                with phases.time(f"{name}.expert_episodes") as counts:
-                    played[key] = expert_demonstrations(
-                        scenarios[: recipe.demos], p.seed, refs=recipe.object_refs, agent_system=system
-                    )
-                    counts["episodes"] = len(scenarios[: recipe.demos])
-            demos = played[key]
-        scratch = root / "scratch" / "peer_members" / name
-        built[name] = warm_start_member(
-            member, tokenizer, texts, intents, demos, p.agent_sft, scratch, seed=p.seed, phases=phases
+        demos = (
+            _demos(name, member.warm_start or p.agent_sft, scenarios, played, p.seed, phases) if member.demos else []
         )
+        built[name] = warm_start_member(
+            member, tokenizer, texts, intents, demos, p.agent_sft, data.scratch(STAGE.name, name), seed=p.seed,
+            phases=phases,
+        )  # fmt: skip
         metrics[f"{name}.parameters"] = float(count_parameters(built[name]))
 
     def write_all(folder):  # noqa: ANN001, ANN202
@@ -75,6 +63,19 @@ def peer_members(ctx: StageContext) -> StageOutput:
             save_checkpoint(model, tokenizer, folder / name)
 
     with phases.time("save_checkpoints"):
-        replace_dir(root / OUT, write_all)
+        replace_dir(data.path(PEER_MEMBERS), write_all)
     metrics["members"] = float(len(built))
     return StageOutput(metrics=metrics, report={"members": sorted(built), "phases": phases.as_dict()})
+
+
+def _demos(name: str, recipe: Any, scenarios: list, played: dict[tuple, list], seed: int, phases: Phases) -> list:
+    """Member ``name``'s expert demos as its warm-start recipe makes them, played once per recipe."""
+    system = AGENT_SYSTEM_PROMPT if recipe.system_prompt else ""
+    key = (recipe.demos, recipe.object_refs, system)
+    if key not in played:
+        with phases.time(f"{name}.expert_episodes") as counts:
+            played[key] = expert_demonstrations(
+                scenarios[: recipe.demos], seed, refs=recipe.object_refs, agent_system=system
+            )
+            counts["episodes"] = len(scenarios[: recipe.demos])
+    return played[key]

@@ -5,23 +5,24 @@ from __future__ import annotations
 
 import random
 import sys
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
 from typing import Any
 
 import polars as pl
-from transformers import AutoTokenizer
 
-from assets.coevolution import N_CYCLES, cycle_dir
+from assets.coevolution import N_CYCLES
 from pipelines.stages import Stage, StageContext, StageOutput, stage_asset
-from sparring.agents.checkpoints import load_checkpoint, save_checkpoint
+from sparring.agents.checkpoints import save_checkpoint
 from sparring.atomic import replace_dir
+from sparring.catalog import PEER_MEMBERS, PEER_RL, cycle_dir
 from sparring.data.ingest import load_unlabeled
 from sparring.timing import Phases
 from sparring.train.cycle_state import CycleState
 from sparring.train.peer_cohort import accuracy, probe, route_intents
 from sparring.train.peer_reward import summarize, train_cohort
 
-OUT = "models/peer_rl"
-MEMBERS = "models/peer_members"  # what peer_members warm-started, one checkpoint folder per member
 STAGE = Stage(
     name="peer_rl",
     description="Peer-reward RL (Co-RL): the final agent and members of other model families, each its own GRPO "
@@ -42,7 +43,7 @@ STAGE = Stage(
         "src/sparring/world/taxonomy.json",
         "assets/peer_rl.py",
     ),
-    outs=(OUT,),
+    outs=(PEER_RL,),
     upstream=(f"cycle_{N_CYCLES}", "peer_members", "ingest", "tokenizer"),
     group="peer_reward",
     kinds=("pytorch", "mlflow"),
@@ -52,60 +53,79 @@ STAGE = Stage(
 def _members(ctx: StageContext, phases: Phases) -> dict[str, Any]:
     """The cohort: the final co-evolved agent (loaded as evaluate loads it) and the members peer_members
     warm-started."""
-    root, models = ctx.root, {}
-    final_agent = CycleState.load(root / cycle_dir(N_CYCLES)).agent_dir
+    data, models = ctx.catalog, {}
+    final_agent = CycleState.load(data.path(cycle_dir(N_CYCLES))).agent_dir
     for name, member in ctx.params.peer_rl.members.items():
-        folder = root / (final_agent if member.model is None else f"{MEMBERS}/{name}")
-        if not folder.is_dir():
-            raise FileNotFoundError(f"peer_rl: member {name!r} has no checkpoint at {folder}: run peer_members first")
+        folder = final_agent if member.model is None else f"{PEER_MEMBERS}/{name}"
+        if not data.path(folder).is_dir():
+            raise FileNotFoundError(
+                f"peer_rl: member {name!r} has no checkpoint at {data.path(folder)}: run peer_members first"
+            )
         with phases.time(f"load_{name}"):
-            models[name] = load_checkpoint(folder)[0]
+            models[name] = data.checkpoint(folder)[0]
     return models
 
 
 @stage_asset(STAGE)
 def peer_rl(ctx: StageContext) -> StageOutput:
-    p, root = ctx.params, ctx.root
-    cfg, data, phases = p.peer_rl, root / "data" / "ingest", Phases()
-    tokenizer = AutoTokenizer.from_pretrained(root / "models" / "tokenizer")
-    validation, test = (pl.read_parquet(data / f"{s}.parquet") for s in ("validation", "test"))
+    p, data, cfg, phases = ctx.params, ctx.catalog, ctx.params.peer_rl, Phases()
+    tokenizer, validation, test = data.tokenizer(), data.utterances("validation"), data.utterances("test")
     # ingest.unlabeled, without the texts accuracy is measured on (validation: the probe, test: before/after)
-    unlabeled = load_unlabeled(p.ingest, p.seed, root, pl.concat([validation, test])["text"])
+    unlabeled = load_unlabeled(p.ingest, p.seed, ctx.root, pl.concat([validation, test])["text"])
     models = _members(ctx, phases)
-    m_texts, m_gold = test["text"].to_list()[: cfg.measure], test["intent"].to_list()[: cfg.measure]
+    measured = test["text"].to_list()[: cfg.measure], test["intent"].to_list()[: cfg.measure]
     with phases.time("measure_before") as counts:
-        before = {k: accuracy(route_intents(m, tokenizer, m_texts), m_gold) for k, m in models.items()}
-        counts["episodes"] = len(m_texts) * len(models)  # one routing per utterance and member
+        before = {k: accuracy(route_intents(m, tokenizer, measured[0]), measured[1]) for k, m in models.items()}
+        counts["episodes"] = len(measured[0]) * len(models)  # one routing per utterance and member
     with phases.time("probe"):
         diversity = probe(
             models, tokenizer, validation["text"].to_list()[: cfg.probe], validation["intent"].to_list()[: cfg.probe]
         )
     order = list(range(unlabeled.height))
     random.Random(p.seed).shuffle(order)
-    order = order[: cfg.pool]
-    pool = [unlabeled["text"][i] for i in order]
-    gold = [unlabeled["intent"][i] for i in order]  # withheld: only the pseudo-label accuracy reads them
+    pool = [unlabeled["text"][i] for i in order[: cfg.pool]]
+    gold = [unlabeled["intent"][i] for i in order[: cfg.pool]]  # withheld: only the pseudo-label accuracy reads them
+    result = train_cohort(
+        models, tokenizer, pool, cfg, data.scratch(STAGE.name, "grpo"), gold=gold, seed=p.seed, say=_warning(ctx)
+    )
+    phases.add("cohort_grpo", result.seconds, episodes=result.routings)  # lock-step GRPO: rollouts and updates
+    with phases.time("save_checkpoints"):
+        replace_dir(data.path(PEER_RL), partial(_save_all, result.models, tokenizer))
+    members, metrics = _after(ctx, result, tokenizer, before, measured, phases)
+    diversity_figures = {k: diversity[k] for k in ("kappa", "c", "w")}
+    metrics.update(**diversity_figures, train_seconds=result.seconds)
+    report = {"members": members, **diversity_figures, "pairs": diversity["pairs"], "reward": cfg.reward}
+    report.update(n_pool=len(pool), n_measure=len(measured[0]), phases=phases.as_dict())
+    return StageOutput(metrics=metrics, report=report)
 
+
+def _warning(ctx: StageContext) -> Callable[[str], None]:
     def say(message: str) -> None:
         print(message, file=sys.stderr, flush=True)  # the stage's log (scratch/logs/peer_rl.log)
         ctx.dagster.log.warning(message)
 
-    result = train_cohort(
-        models, tokenizer, pool, cfg, root / "scratch" / "peer_rl" / "grpo", gold=gold, seed=p.seed, say=say
-    )
-    phases.add("cohort_grpo", result.seconds, episodes=result.routings)  # lock-step GRPO: rollouts and updates
+    return say
 
-    def write_all(folder):  # noqa: ANN001, ANN202
-        for name, model in result.models.items():
-            save_checkpoint(model, tokenizer, folder / name)
 
-    with phases.time("save_checkpoints"):
-        replace_dir(root / OUT, write_all)
+def _save_all(models: dict[str, Any], tokenizer: Any, folder: Path) -> None:
+    for name, model in models.items():
+        save_checkpoint(model, tokenizer, folder / name)
+
+
+def _after(
+    ctx: StageContext,
+    result: Any,
+    tokenizer: Any,
+    before: dict[str, float],
+    measured: tuple[list, list],
+    phases: Phases,
+) -> tuple[dict[str, Any], dict[str, float]]:
+    """Each member after training: its accuracy, collapse, agreement and reward, logged to its own MLflow run."""
     members, metrics = {}, {}
     for name, model in result.models.items():
         with phases.time("measure_after") as counts:
-            after = accuracy(route_intents(model, tokenizer, m_texts), m_gold)
-            counts["episodes"] = len(m_texts)
+            after = accuracy(route_intents(model, tokenizer, measured[0]), measured[1])
+            counts["episodes"] = len(measured[0])
         s = summarize(result.logs[name])
         agreement = {k[len("agree_") :]: v for k, v in s.items() if k.startswith("agree_")}
         members[name] = {
@@ -121,23 +141,11 @@ def peer_rl(ctx: StageContext) -> StageOutput:
             "reward_mean": s["reward_mean"],
             "steps": result.logs[name].steps,
         }
-        ctx.log.checkpoint(root / OUT / name, name)  # an MLflow logged model `peer_rl-<member>`
+        ctx.log.checkpoint(ctx.catalog.path(PEER_RL) / name, name)  # an MLflow logged model `peer_rl-<member>`
         with ctx.log.child_run(name) as run:
             for row in result.logs[name].steps:
                 run.metrics({k: v for k, v in row.items() if k != "step"}, step=int(row["step"]))
             run.metrics({"before": before[name], "after": after, "collapsed": float(s["collapsed"])})
         metrics.update({f"{name}.before": before[name], f"{name}.after": after})
         metrics[f"{name}.collapsed"] = float(s["collapsed"])
-    metrics.update(kappa=diversity["kappa"], c=diversity["c"], w=diversity["w"], train_seconds=result.seconds)
-    report = {
-        "members": members,
-        "kappa": diversity["kappa"],
-        "c": diversity["c"],
-        "w": diversity["w"],
-        "pairs": diversity["pairs"],
-        "reward": cfg.reward,
-        "n_pool": len(pool),
-        "n_measure": len(m_texts),
-        "phases": phases.as_dict(),
-    }
-    return StageOutput(metrics=metrics, report=report)
+    return members, metrics

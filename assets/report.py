@@ -6,15 +6,17 @@ from __future__ import annotations
 
 import base64
 import json
+from pathlib import Path
 
 from dagster import MetadataValue
 
 from pipelines.stages import Stage, StageContext, StageOutput, stage_asset
 from sparring.atomic import replace_dir, write_text
+from sparring.catalog import FIGURES as FIGURES_DIR
+from sparring.catalog import METRICS, REPORT_HTML, REPORT_MD
 from sparring.evaluate.figures import FIGURES
 from sparring.evaluate.report import build_report, summary_rows, to_markdown
 
-FIGURES_DIR = "reports/figures"
 STAGE = Stage(
     name="report",
     description="The end-of-run report: summary table, strict PASS per generation, W_DA, cross-play heatmap, "
@@ -26,7 +28,7 @@ STAGE = Stage(
         "src/sparring/evaluate/crossplay.py",  # FAILURE_KINDS: the failure table's columns
         "assets/report.py",
     ),
-    outs=(FIGURES_DIR, "reports/report.md", "reports/report.html"),
+    outs=(FIGURES_DIR, REPORT_MD, REPORT_HTML),
     upstream=("evaluate",),
     figures=tuple(f"{FIGURES_DIR}/{name}.png" for name in FIGURES),
     group="evaluation",
@@ -36,29 +38,19 @@ STAGE = Stage(
 
 @stage_asset(STAGE)
 def report(ctx: StageContext) -> StageOutput:
-    root = ctx.root
-    metrics = json.loads((root / "reports" / "metrics.json").read_text(encoding="utf-8"))
+    data = ctx.catalog
+    metrics = json.loads(data.path(METRICS).read_text(encoding="utf-8"))
     if metrics.get("profile") != ctx.params.profile:
         raise ValueError(
-            f"reports/metrics.json is the {metrics.get('profile')!r} profile's; run `evaluate` on "
-            f"{ctx.params.profile!r} first"
+            f"{METRICS} is the {metrics.get('profile')!r} profile's; run `evaluate` on {ctx.params.profile!r} first"
         )
     built: dict[str, str] = {}
-
-    def draw(folder):  # the whole figures folder is swapped in at once
-        markdown, page, blocks = build_report(metrics, folder)
-        inline = to_markdown(blocks, figures_link="")  # for Dagster: the same report, its plots as data URIs
-        for name in FIGURES:
-            data = base64.b64encode((folder / f"{name}.png").read_bytes()).decode()
-            inline = inline.replace(f"]({name}.png)", f"](data:image/png;base64,{data})")
-        built.update(markdown=markdown, html=page, inline=inline)
-
-    replace_dir(root / FIGURES_DIR, draw)
-    write_text(built["markdown"], root / "reports" / "report.md")
-    write_text(built["html"], root / "reports" / "report.html")
-    for name in ("report.md", "report.html"):
-        ctx.log.parent_artifact(root / "reports" / name, "report")
-    ctx.log.parent_artifacts(root / FIGURES_DIR, "report/figures")
+    replace_dir(data.path(FIGURES_DIR), lambda folder: built.update(_draw(metrics, folder)))  # swapped in whole
+    write_text(built["markdown"], data.path(REPORT_MD))
+    write_text(built["html"], data.path(REPORT_HTML))
+    for name in (REPORT_MD, REPORT_HTML):
+        ctx.log.parent_artifact(data.path(name), "report")
+    ctx.log.parent_artifacts(data.path(FIGURES_DIR), "report/figures")
     rows = summary_rows(metrics)
     table = "\n".join(["| " + " | ".join(rows[0]) + " |", "|" + "---|" * len(rows[0])]
                       + ["| " + " | ".join(r) + " |" for r in rows[1:]])  # fmt: skip
@@ -67,6 +59,17 @@ def report(ctx: StageContext) -> StageOutput:
         metadata={
             "report": MetadataValue.md(built["inline"]),
             "summary": MetadataValue.md(table),
-            "report_html": MetadataValue.path(str(root / "reports" / "report.html")),
+            "report_html": MetadataValue.path(str(data.path(REPORT_HTML))),
         },
     )
+
+
+def _draw(metrics: dict, folder: Path) -> dict[str, str]:
+    """The report as markdown and HTML with its figures drawn into ``folder``, and for Dagster the same markdown
+    with the figures inline as data URIs."""
+    markdown, page, blocks = build_report(metrics, folder)
+    inline = to_markdown(blocks, figures_link="")
+    for name in FIGURES:
+        data = base64.b64encode((folder / f"{name}.png").read_bytes()).decode()
+        inline = inline.replace(f"]({name}.png)", f"](data:image/png;base64,{data})")
+    return {"markdown": markdown, "html": page, "inline": inline}

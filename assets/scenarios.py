@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from collections import Counter
 
-import polars as pl
-
 from pipelines.stages import Stage, StageContext, StageOutput, stage_asset
 from sparring.agents.leaving import gives_up
 from sparring.atomic import replace_dir
+from sparring.catalog import SCENARIOS, scenario_file
 from sparring.seeds import derive_seed
 from sparring.world.scenarios import check_disjoint, sample_scenarios, save_scenarios, unplayed_scenarios
 
@@ -18,7 +17,7 @@ STAGE = Stage(
     "agent gym's unplayed sets.",
     params=("scenarios",),
     deps=("src/sparring/world", "src/sparring/agents/leaving.py", "src/sparring/seeds.py", "assets/scenarios.py"),
-    outs=("data/scenarios",),
+    outs=(SCENARIOS,),
     upstream=("ingest",),
     headline_metrics=("n_train",),
     group="data",
@@ -27,10 +26,10 @@ STAGE = Stage(
 
 @stage_asset(STAGE)
 def scenarios(ctx: StageContext) -> StageOutput:
-    cfg, ingested = ctx.params.scenarios, ctx.root / "data" / "ingest"
+    cfg, train = ctx.params.scenarios, ctx.catalog.utterances("train")
     sets = {
         name: sample_scenarios(
-            pl.read_parquet(ingested / f"{split}.parquet"),
+            train if split == "train" else ctx.catalog.utterances(split),
             n=n,
             seed=ctx.params.seed,
             personas=dict(cfg.personas),
@@ -40,7 +39,7 @@ def scenarios(ctx: StageContext) -> StageOutput:
     }
     check_disjoint(sets["train"], sets["heldout"])
     sets["gym"] = unplayed_scenarios(  # the agent gym's openings that no demonstration played
-        pl.read_parquet(ingested / "train.parquet"),
+        train,
         sets["train"],
         cfg.n_gym,
         derive_seed(ctx.params.seed, "fresh-gym", 0),
@@ -52,9 +51,9 @@ def scenarios(ctx: StageContext) -> StageOutput:
 
     def write(folder):
         for name, items in sets.items():
-            save_scenarios(items, folder / f"{name}.jsonl")
+            save_scenarios(items, scenario_file(folder, name))
 
-    replace_dir(ctx.root / STAGE.outs[0], write)
+    replace_dir(ctx.catalog.path(SCENARIOS), write)
     personas = Counter(s.persona for s in sets["heldout"])
     metrics = {
         "n_train": len(sets["train"]),

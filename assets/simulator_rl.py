@@ -5,18 +5,15 @@ from __future__ import annotations
 
 from typing import Any
 
-import polars as pl
-
 from pipelines.stages import Stage, StageContext, StageOutput, stage_asset
-from sparring.agents.checkpoints import load_checkpoint, save_checkpoint
+from sparring.agents.checkpoints import save_checkpoint
 from sparring.agents.policies import LMPolicy
+from sparring.catalog import AGENT_SFT, SIMULATOR_RL, SIMULATOR_SFT
 from sparring.evaluate.ending_ceiling import simulator_ceiling
 from sparring.evaluate.fidelity import simulator_fidelity
-from sparring.judge.models import IntentOracle, RealismDiscriminator
 from sparring.judge.rewards import TrainedBackend
 from sparring.timing import Phases
 from sparring.train.simulator_rl import train_simulator_rl
-from sparring.world.scenarios import load_scenarios
 
 STAGE = Stage(
     name="simulator_rl",
@@ -39,7 +36,7 @@ STAGE = Stage(
         "src/sparring/judge",
         "assets/simulator_rl.py",
     ),
-    outs=("models/simulator_rl",),
+    outs=(SIMULATOR_RL,),
     upstream=("ingest", "scenarios", "judge_models", "simulator_sft", "agent_sft"),
     # started first when ready: evaluate waits for it, and its ~20 min outlast the cycles and peer_rl beside it
     priority=1,
@@ -52,8 +49,8 @@ LOWER_IS_BETTER = ("group_outcome_rate_error", "trajectory_distance")
 COMPARED = ("outcome_f1", "group_outcome_rate_error", "trajectory_distance")
 
 
-def _fidelity(ctx: StageContext, model: Any, tokenizer: Any, da0: Any, judge: dict[str, Any]) -> dict[str, float]:
-    p, data = ctx.params, ctx.root / "data"
+def _fidelity(ctx: StageContext, model: Any, tokenizer: Any, da0: Any, judge: tuple[Any, Any]) -> dict[str, float]:
+    p, data = ctx.params, ctx.catalog
     cfg = p.simulator_rl
     # Sampled, not greedy: a simulator stands for a population of customers, and greedy decoding would give every
     # context one ending, so no persona's ending rates could match the real ones.
@@ -64,10 +61,9 @@ def _fidelity(ctx: StageContext, model: Any, tokenizer: Any, da0: Any, judge: di
     agent = LMPolicy(da0, tokenizer, role="agent", max_new_tokens=p.agent_sft.max_new_tokens, greedy=True)
     return simulator_fidelity(
         policy,
-        load_scenarios(data / "scenarios" / "heldout.jsonl")[: cfg.eval_dialogues],
-        pl.read_parquet(data / "ingest" / "dialogues_test.parquet"),
-        judge["oracle"],
-        judge["discriminator"],
+        data.scenarios("heldout", cfg.eval_dialogues),
+        data.dialogues("test"),
+        *judge,
         seed=p.seed,
         max_dialogues=cfg.eval_dialogues,
         agent_under_test=agent,
@@ -85,14 +81,10 @@ def better_count(sft: dict[str, float], rl: dict[str, float]) -> int:
 
 @stage_asset(STAGE)
 def simulator_rl(ctx: StageContext) -> StageOutput:
-    p, data, models = ctx.params, ctx.root / "data", ctx.root / "models"
-    cfg, phases = p.simulator_rl, Phases()
-    judge = {
-        "oracle": IntentOracle.load(models / "judge" / "oracle"),
-        "discriminator": RealismDiscriminator.load(models / "judge" / "discriminator"),
-    }
-    da0, _ = load_checkpoint(models / "agent_sft")
-    model, tokenizer = load_checkpoint(models / "simulator_sft")
+    p, data, phases = ctx.params, ctx.catalog, Phases()
+    judge = data.judge_models()
+    da0, _ = data.checkpoint(AGENT_SFT)
+    model, tokenizer = data.checkpoint(SIMULATOR_SFT)
     with phases.time("fidelity_sft") as counts:  # before training: GRPO trains these weights in place
         sft = _fidelity(ctx, model, tokenizer, da0, judge)
         counts["episodes"] = int(sft.get("n_sim_episodes", 0) + sft.get("n_replayed", 0))
@@ -100,14 +92,9 @@ def simulator_rl(ctx: StageContext) -> StageOutput:
 
     with phases.time("grpo") as counts:
         result, history = train_simulator_rl(
-            model,
-            tokenizer,
-            pl.read_parquet(data / "ingest" / "dialogues_train.parquet"),
-            cfg,
-            embedder=embed,
-            judge=TrainedBackend(judge["oracle"], judge["discriminator"]),
+            model, tokenizer, data.dialogues("train"), p.simulator_rl, embedder=embed, judge=TrainedBackend(*judge),
             seed=p.seed,
-        )
+        )  # fmt: skip
         counts["episodes"] = result.rollout_episodes
     ctx.log.curves(result.curves)
     for row in history:
@@ -115,22 +102,33 @@ def simulator_rl(ctx: StageContext) -> StageOutput:
             if name != "step":
                 ctx.log.trajectory(f"train_{name}", value, int(row["step"]))
     with phases.time("save_checkpoint"):
-        save_checkpoint(result.model, tokenizer, models / "simulator_rl")
-        ctx.log.checkpoint(models / "simulator_rl", "")
+        save_checkpoint(result.model, tokenizer, data.path(SIMULATOR_RL))
+        ctx.log.checkpoint(data.path(SIMULATOR_RL), "")
     with phases.time("fidelity_rl") as counts:
         rl = _fidelity(ctx, result.model, tokenizer, da0, judge)
         counts["episodes"] = int(rl.get("n_sim_episodes", 0) + rl.get("n_replayed", 0))
-    ceiling = {}
-    if cfg.ceiling_draws:
-        with phases.time("ceiling") as counts:  # the best ending fidelity any simulator reaches on these sessions
-            test = pl.read_parquet(data / "ingest" / "dialogues_test.parquet").head(cfg.eval_dialogues)
-            train = pl.read_parquet(data / "ingest" / "dialogues_train.parquet")
-            ceiling = simulator_ceiling(train, test, cfg.ceiling_draws, p.seed)
-            counts["episodes"] = cfg.ceiling_draws * len(test)
+    ceiling = _ceiling(ctx, phases)
+    report = {"phases": phases.as_dict(), "sft": sft, "rl": rl, "ceiling": ceiling, "train_history": history}
+    metrics = {**_metrics(sft, rl, result, history), **{f"ceiling.{k}": v for k, v in ceiling.items()}}
+    return StageOutput(metrics=metrics, report={**report, "steps": result.steps})
+
+
+def _ceiling(ctx: StageContext, phases: Phases) -> dict[str, float]:
+    """The best ending fidelity any simulator reaches on the same held-out sessions, against the same expert."""
+    cfg = ctx.params.simulator_rl
+    if not cfg.ceiling_draws:
+        return {}
+    with phases.time("ceiling") as counts:
+        test = ctx.catalog.dialogues("test").head(cfg.eval_dialogues)
+        counts["episodes"] = cfg.ceiling_draws * len(test)
+        return simulator_ceiling(ctx.catalog.dialogues("train"), test, cfg.ceiling_draws, ctx.params.seed)
+
+
+def _metrics(sft: dict[str, float], rl: dict[str, float], result: Any, history: list[dict]) -> dict[str, float]:
+    """Both simulators' fidelity side by side, how many figures RL wins, and the training's first and last step."""
     metrics = {
         **{f"sft.{k}": v for k, v in sft.items()},
         **{f"rl.{k}": v for k, v in rl.items()},
-        **{f"ceiling.{k}": v for k, v in ceiling.items()},
         "rl_better_on": better_count(sft, rl),  # of outcome F1, group error, trajectory distance
         "train_seconds": round(result.seconds, 2),
         "train_episodes": result.rollout_episodes,
@@ -141,14 +139,4 @@ def simulator_rl(ctx: StageContext) -> StageOutput:
         first, last = history[0], history[-1]
         metrics.update({f"train_first_{k}": v for k, v in first.items() if k != "step"})
         metrics.update({f"train_last_{k}": v for k, v in last.items() if k != "step"})
-    return StageOutput(
-        metrics=metrics,
-        report={
-            "phases": phases.as_dict(),
-            "sft": sft,
-            "rl": rl,
-            "ceiling": ceiling,
-            "train_history": history,
-            "steps": result.steps,
-        },
-    )
+    return metrics

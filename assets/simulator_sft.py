@@ -2,20 +2,18 @@
 
 from __future__ import annotations
 
-import polars as pl
-from transformers import AutoTokenizer
+from typing import Any
 
 from pipelines.checks import report_check
 from pipelines.stages import Plot, Stage, StageContext, StageOutput, stage_asset
 from sparring.agents.checkpoints import save_checkpoint
 from sparring.agents.models import build_model, count_parameters
 from sparring.agents.policies import LMPolicy
+from sparring.catalog import SIMULATOR_SFT
 from sparring.evaluate import checks
 from sparring.evaluate.fidelity import simulator_fidelity
-from sparring.judge.models import IntentOracle, RealismDiscriminator
 from sparring.timing import Phases, sft_phases
 from sparring.train.simulator import scripted_episodes, simulator_conversations, train_simulator
-from sparring.world.scenarios import load_scenarios
 
 STAGE = Stage(
     name="simulator_sft",
@@ -35,7 +33,7 @@ STAGE = Stage(
         "src/sparring/data/synthetic.py",
         "assets/simulator_sft.py",
     ),
-    outs=("models/simulator_sft",),
+    outs=(SIMULATOR_SFT,),
     upstream=("ingest", "scenarios", "tokenizer", "judge_models"),
     priority=1,  # the longest chain to the cycles: start it before anything else that is ready
     headline_metrics=("sim_faithfulness",),
@@ -47,58 +45,49 @@ STAGE = Stage(
 
 @stage_asset(STAGE)
 def simulator_sft(ctx: StageContext) -> StageOutput:
-    p, data, models = ctx.params, ctx.root / "data", ctx.root / "models"
-    cfg, phases = p.simulator_sft, Phases()
-    tokenizer = AutoTokenizer.from_pretrained(models / "tokenizer")
-    train_scenarios = load_scenarios(data / "scenarios" / "train.jsonl")
-    utterances = pl.read_parquet(data / "ingest" / "train.parquet")
+    p, data, cfg, phases = ctx.params, ctx.catalog, ctx.params.simulator_sft, Phases()
+    tokenizer, utterances = data.tokenizer(), data.utterances("train")
     with phases.time("scripted_episodes") as counts:
-        episodes = scripted_episodes(train_scenarios[: cfg.scripted_episodes], p.seed)
+        episodes = scripted_episodes(data.scenarios("train", cfg.scripted_episodes), p.seed)
         counts["episodes"] = len(episodes)
     conversations = simulator_conversations(
-        pl.read_parquet(data / "ingest" / "dialogues_train.parquet"),
-        utterances,
-        episodes,
-        seed=p.seed,
-        max_utterances=cfg.openings,
+        data.dialogues("train"), utterances, episodes, seed=p.seed, max_utterances=cfg.openings
     )
     with phases.time("build_model"):
         model = build_model(p.model, tokenizer, seed=p.seed)
-    scratch = ctx.root / "scratch" / "simulator_sft"
     # The drills are for a model from config: a pretrained one reads its goal already.
     result = train_simulator(
-        model, tokenizer, conversations, utterances, cfg, scratch, seed=p.seed, drills=p.model.name_or_path is None
-    )
+        model, tokenizer, conversations, utterances, cfg, data.scratch(STAGE.name), seed=p.seed,
+        drills=p.model.name_or_path is None,
+    )  # fmt: skip
     sft_phases(phases, result)
     ctx.log.curves(result.curves)
     with phases.time("save_checkpoint"):
-        save_checkpoint(result.model, tokenizer, models / "simulator_sft")
-        ctx.log.checkpoint(models / "simulator_sft", "")
-
+        save_checkpoint(result.model, tokenizer, data.path(SIMULATOR_SFT))
+        ctx.log.checkpoint(data.path(SIMULATOR_SFT), "")
     policy = LMPolicy(result.model, tokenizer, role="customer", max_new_tokens=cfg.max_new_tokens, greedy=True)
     with phases.time("fidelity") as counts:  # held-out episodes, replays, perplexity, judge models
         fidelity = simulator_fidelity(
-            policy,
-            load_scenarios(data / "scenarios" / "heldout.jsonl")[: cfg.eval_scenarios],
-            pl.read_parquet(data / "ingest" / "dialogues_test.parquet"),
-            IntentOracle.load(models / "judge" / "oracle"),
-            RealismDiscriminator.load(models / "judge" / "discriminator"),
-            seed=p.seed,
-            max_dialogues=cfg.eval_scenarios,
-        )
+            policy, data.scenarios("heldout", cfg.eval_scenarios), data.dialogues("test"), *data.judge_models(),
+            seed=p.seed, max_dialogues=cfg.eval_scenarios,
+        )  # fmt: skip
         counts["episodes"] = int(fidelity.get("n_sim_episodes", 0) + fidelity.get("n_replayed", 0))
+    metrics = {**fidelity, "parameters": count_parameters(result.model), "train_conversations": len(conversations)}
+    return StageOutput(metrics={**metrics, **_training_metrics(result)}, report={"phases": phases.as_dict()})
+
+
+def _training_metrics(result: Any) -> dict[str, float]:
+    """The SFT phase's figures, and each drill's beside them."""
+    sft = result.phases["sft"]
     metrics = {
-        **fidelity,
-        "parameters": count_parameters(result.model),
-        "train_conversations": len(conversations),
-        "train_seconds": round(result.phases["sft"].seconds, 2),  # the SFT phase; the drills' come below
-        "train_tokens_per_s": round(result.phases["sft"].tokens_per_s, 1),
-        "final_loss": result.phases["sft"].final_loss,
+        "train_seconds": round(sft.seconds, 2),
+        "train_tokens_per_s": round(sft.tokens_per_s, 1),
+        "final_loss": sft.final_loss,
     }
     for name, phase in result.phases.items():
         if name != "sft":
             metrics.update({f"{name}_seconds": round(phase.seconds, 2), f"{name}_final_loss": phase.final_loss})
-    return StageOutput(metrics=metrics, report={"phases": phases.as_dict()})
+    return metrics
 
 
 simulator_is_faithful = report_check(

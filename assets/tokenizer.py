@@ -3,17 +3,15 @@ pretrained `model.name_or_path`, that model's own tokenizer with sparring's toke
 
 from __future__ import annotations
 
-import polars as pl
-
 from pipelines.stages import Stage, StageContext, StageOutput, stage_asset
 from sparring.agents.chat import known_intents
 from sparring.agents.scripted import CooperativeCustomer, ExpertAgent
 from sparring.agents.tokenizer import SOURCE_KEY, stage_tokenizer
 from sparring.atomic import replace_dir
+from sparring.catalog import TOKENIZER
 from sparring.rollout import run_episodes
 from sparring.timing import Phases
 from sparring.train.demos import tokenizer_corpus
-from sparring.world.scenarios import load_scenarios
 
 STAGE = Stage(
     name="tokenizer",
@@ -29,7 +27,7 @@ STAGE = Stage(
         "src/sparring/train/sft.py",
         "assets/tokenizer.py",
     ),
-    outs=("models/tokenizer",),
+    outs=(TOKENIZER,),
     upstream=("ingest", "scenarios"),
     headline_metrics=("vocab_size",),
     group="data",
@@ -39,12 +37,12 @@ STAGE = Stage(
 
 @stage_asset(STAGE)
 def tokenizer(ctx: StageContext) -> StageOutput:
-    cfg, data, phases = ctx.params.tokenizer, ctx.root / "data", Phases()
-    texts = pl.read_parquet(data / "ingest" / "train.parquet")["text"].to_list()
-    dialogues = pl.read_parquet(data / "ingest" / "dialogues_train.parquet")
+    cfg, phases = ctx.params.tokenizer, Phases()
+    texts = ctx.catalog.utterances("train")["text"].to_list()
+    dialogues = ctx.catalog.dialogues("train")
     texts += [t["text"] for turns in dialogues["turns"].to_list() for t in turns]
     # Tool results are JSON with ids and field names: without them in the corpus they split into bytes.
-    scenarios = load_scenarios(data / "scenarios" / "train.jsonl")[: cfg.demo_episodes]
+    scenarios = ctx.catalog.scenarios("train", cfg.demo_episodes)
     with phases.time("expert_episodes") as counts:
         episodes = run_episodes(scenarios, ExpertAgent(), CooperativeCustomer(), seed=ctx.params.seed)
         counts["episodes"] = len(episodes)
@@ -52,7 +50,7 @@ def tokenizer(ctx: StageContext) -> StageOutput:
     texts = tokenizer_corpus(texts, [], [e.messages for e in episodes])
     with phases.time("build_tokenizer"):  # a trained BPE, or a pretrained model's vocabulary + sparring's tokens
         tok = stage_tokenizer(ctx.params.model.name_or_path, texts, cfg.vocab_size, sorted(known_intents()))
-    replace_dir(ctx.root / STAGE.outs[0], tok.save_pretrained)  # its tokenizer_config.json records `source`
+    replace_dir(ctx.catalog.path(TOKENIZER), tok.save_pretrained)  # its tokenizer_config.json records `source`
     sample = texts[: min(2000, len(texts))]
     with phases.time("tokenize_sample") as counts:
         n_tokens = sum(len(ids) for ids in tok(sample, add_special_tokens=False)["input_ids"])

@@ -10,6 +10,7 @@ from typing import Any
 from dagster import AssetCheckResult, AssetChecksDefinition, AssetCheckSeverity, MetadataValue, asset_check
 
 from pipelines.resources import ProjectResource
+from sparring.catalog import stage_report
 
 
 def report_check(
@@ -22,7 +23,7 @@ def report_check(
 ) -> AssetChecksDefinition:
     """An asset check on ``asset`` applying ``check`` to ``report`` (default: reports/<asset>.json); a missing or
     unreadable report fails it, naming the file."""
-    path = report or f"reports/{asset}.json"
+    path = report or stage_report(asset)
 
     @asset_check(asset=asset, name=name, description=description)
     def _check(project: ProjectResource) -> AssetCheckResult:

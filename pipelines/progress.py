@@ -20,6 +20,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NamedTuple, TextIO
 
+from sparring.catalog import stage_report
 from sparring.progress import LOGGER, format_duration, progress_interval
 
 HEARTBEAT_SECONDS = 60.0  # a stage whose code logged nothing for this long still shows it is running
@@ -33,7 +34,7 @@ def say(message: str, stream: TextIO | None = None) -> None:
 def previous_seconds(root: Path, stage: str, profile: str) -> float | None:
     """The wall time of the stage's last run on ``profile`` (its reports/<stage>.json), or None."""
     try:
-        report = json.loads((root / "reports" / f"{stage}.json").read_text(encoding="utf-8"))
+        report = json.loads((root / stage_report(stage)).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
     seconds = report.get("wall_seconds")

@@ -1,8 +1,10 @@
-"""The pipeline's catalog loads what the stages write, each Stage carries its own headline, plot, group and kinds,
-and library functions take their own settings section, not the whole Params."""
+"""Thin assets over one catalog: each asset function is short, every stage's outputs are the catalog's paths, no
+asset spells a data path itself, and library functions take their own settings section, not the whole Params."""
 
 import ast
+import inspect
 import json
+import re
 from pathlib import Path
 
 from pipelines.definitions import STAGE_ASSETS, STAGES
@@ -11,6 +13,48 @@ from sparring.catalog import Catalog, scenario_file
 from sparring.world.scenarios import save_scenarios
 
 ROOT = Path(__file__).resolve().parents[1]
+MAX_ASSET_LINES = 40
+TOP_FOLDERS = ("data", "models", "reports", "scratch")  # where the stages' files live (sparring.catalog)
+SPELLED_PATH = re.compile(rf"({'|'.join(TOP_FOLDERS)})/\S*")  # a path alone, not prose that names one
+
+
+def stage_function(asset):
+    """The plain `fn(StageContext) -> StageOutput` that `stage_asset` wrapped."""
+    return inspect.getclosurevars(asset.op.compute_fn.decorated_fn).nonlocals["fn"]
+
+
+def test_every_asset_function_is_at_most_40_lines():
+    lengths = {stage.name: len(inspect.getsourcelines(stage_function(asset))[0]) for stage, asset in STAGE_ASSETS}
+    assert len(lengths) == len(STAGES)
+    assert {name: n for name, n in lengths.items() if n > MAX_ASSET_LINES} == {}
+
+
+def test_every_stage_writes_catalog_paths():
+    named = {v for k, v in vars(catalog).items() if k.isupper() and isinstance(v, str)}
+    cycles = {catalog.cycle_dir(k) for k in range(1, len(STAGES) + 1)}
+    for stage in STAGES:
+        assert set(stage.outs) <= named | cycles, stage.name
+        assert all(m in named for m in stage.metrics), stage.name
+        assert stage.report == catalog.stage_report(stage.name)
+
+
+def spelled_paths(source: str) -> list[str]:
+    """Paths under the pipeline's top folders written out in ``source``: "models/x" literals, or root / "data"."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and SPELLED_PATH.fullmatch(node.value):
+            found.append(node.value)
+        elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div) and isinstance(node.right, ast.Constant):
+            if node.right.value in TOP_FOLDERS:
+                found.append(ast.unparse(node))
+    return found
+
+
+def test_no_asset_spells_a_data_path():
+    planted = 'x = root / "models" / "judge"\ny = "data/ingest/train.parquet"'
+    assert set(spelled_paths(planted)) == {"root / 'models'", "data/ingest/train.parquet"}
+    for module in sorted((ROOT / "assets").glob("*.py")):
+        assert spelled_paths(module.read_text()) == [], f"{module.name}: take these paths from sparring.catalog"
 
 
 def test_library_functions_take_a_section_not_params():

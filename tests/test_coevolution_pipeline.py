@@ -13,7 +13,6 @@ import sys
 import time
 from dataclasses import replace
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 import yaml
@@ -169,6 +168,7 @@ def test_metrics_json_critical_path_runs_through_the_stages_evaluate_waited_for(
     """From each report's time and upstream; report.json left by the last run (after evaluate) is not on it, nor is
     another profile's report."""
     from assets.evaluate import _wall_seconds
+    from sparring.catalog import Catalog
 
     reports = tmp_path / "reports"
     reports.mkdir()
@@ -183,8 +183,7 @@ def test_metrics_json_critical_path_runs_through_the_stages_evaluate_waited_for(
     for name, (profile, wall, upstream) in planted.items():
         report = {"stage": name, "profile": profile, "wall_seconds": wall, "upstream": upstream}
         (reports / f"{name}.json").write_text(json.dumps(report))
-    ctx = SimpleNamespace(root=tmp_path, params=SimpleNamespace(profile="quick"))
-    wall, path = _wall_seconds(ctx)
+    wall, path = _wall_seconds(Catalog(tmp_path), "quick")
     assert set(wall) == {"ingest", "simulator_rl", f"cycle_{N_CYCLES}", "peer_rl", "report"}
     assert path._asdict() == {"stages": ["ingest", f"cycle_{N_CYCLES}", "peer_rl"], "seconds": 71.0}
 
