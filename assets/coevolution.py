@@ -97,7 +97,7 @@ def cycle_fingerprint(ctx: StageContext, k: int) -> dict[str, Any]:
     p, data = ctx.params, ctx.catalog
     inputs = {"scenarios": data.path(SCENARIOS), "judge": data.path(JUDGE)}
     if k == 1:
-        simulator = SIMULATORS[p.coevolution.simulator]
+        simulator = SIMULATORS[p.coevolution.simulator]  # keyed by its folder's name, as stored fingerprints are
         inputs.update({"agent_sft": data.path(AGENT_SFT), Path(simulator).name: data.path(simulator)})
     else:
         inputs["previous"] = data.path(cycle_dir(k - 1))
