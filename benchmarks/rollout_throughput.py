@@ -3,8 +3,8 @@
 One tokenizer (trained on a small synthetic corpus), one tiny random-init model spec for both sides (agent and
 customer are two models of it), the same scenarios for every measurement:
 
-(a) ``run_episodes`` on all scenarios at once (KV reuse across turns and a bfloat16 cache, the defaults; and
-    without reuse, and with a float32 cache, for reference);
+(a) ``run_episodes`` on all scenarios at once (KV reuse across turns and this machine's default cache dtype; and
+    without reuse, and with the other cache dtype, for reference);
 (b) the same engine called once per scenario (batch of 1), as a loop would;
 (c) raw batched ``model.generate`` replaying exactly the prompts (a) sent to the policies, same sampling and
     ``max_new_tokens``: the ceiling for an engine that re-encodes its prompts.
@@ -14,8 +14,7 @@ Each figure is the best of ``--repeats`` runs; (b) runs ``--loop-episodes`` scen
 (per-episode rates are comparable: every episode of two random-init models runs all ``max_turns`` rounds).
 ``--max-new-tokens`` defaults to params' customer messages (``adversary_grpo.max_new_tokens``, also the simulator's:
 64; the agent's are 96); random-init models write every message to that limit. Shorter messages make pre-fill, which
-batching cannot share out, a larger part of the work: at 24 tokens the speedup measured ~8-9x (at 64: 8.8-12.3x,
-median 10.6x over nine runs).
+batching cannot share out, a larger part of the work (docs/results.md, "Rollout rates on today's VM").
 Usage: ``python benchmarks/rollout_throughput.py [--episodes 64] [--max-new-tokens 64] [--max-turns 3]``.
 """
 
@@ -29,7 +28,7 @@ import torch
 
 from sparring.agents.chat import known_intents
 from sparring.agents.models import ModelSpec, build_model, count_parameters
-from sparring.agents.policies import LMPolicy
+from sparring.agents.policies import LMPolicy, default_kv_cache_dtype
 from sparring.agents.scripted import customer_goal
 from sparring.agents.tokenizer import train_tokenizer
 from sparring.data.synthetic import utterance_frame
@@ -106,7 +105,8 @@ def main() -> None:
     print(f"episodes={len(scenarios)} max_turns={args.max_turns} max_new_tokens={args.max_new_tokens}")
 
     pols, no_reuse_pols = policies(models, tok, args), policies(models, tok, args, reuse_kv=False)
-    f32_pols = policies(models, tok, args, kv_cache_dtype="auto")
+    other = "bfloat16" if default_kv_cache_dtype() == "auto" else "auto"  # the dtype not picked
+    other_pols = policies(models, tok, args, kv_cache_dtype=other)
     timed_rollout(scenarios[:4], pols, args)  # warm-up: first-call allocations and lazy imports
     # Best of --repeats for every measurement: on a shared 2-core VM the slowest runs measure the neighbours.
     runs = [timed_rollout(scenarios, pols, args, record=i == 0) for i in range(args.repeats)]
@@ -127,10 +127,10 @@ def main() -> None:
     print(f"(a') batched, no KV reuse: {no_reuse.total_s:7.2f} s  {len(scenarios) / no_reuse.total_s:7.2f} "
           f"episodes/s  {nr_tok_s:8.1f} tokens/s")  # fmt: skip
 
-    f32 = min((timed_rollout(scenarios, f32_pols, args) for _ in range(args.repeats)), key=lambda r: r.total_s)
-    f32_tok_s = sum(f32.generated_tokens.values()) / f32.total_s
-    print(f"(a'') batched, float32 cache: {f32.total_s:7.2f} s  {len(scenarios) / f32.total_s:7.2f} "
-          f"episodes/s  {f32_tok_s:8.1f} tokens/s  (kv_cache_dtype='auto')")  # fmt: skip
+    alt = min((timed_rollout(scenarios, other_pols, args) for _ in range(args.repeats)), key=lambda r: r.total_s)
+    alt_tok_s = sum(alt.generated_tokens.values()) / alt.total_s
+    print(f"(a'') batched, kv_cache_dtype={other!r}: {alt.total_s:7.2f} s  {len(scenarios) / alt.total_s:7.2f} "
+          f"episodes/s  {alt_tok_s:8.1f} tokens/s")  # fmt: skip
 
     step = max(1, len(scenarios) // args.loop_episodes) if args.loop_episodes else 1
     loop_set = scenarios[::step][: args.loop_episodes or len(scenarios)]  # spread over the set
@@ -154,7 +154,8 @@ def main() -> None:
         "episodes_per_s": round(eps_s, 3),
         "tokens_per_s": round(tok_s, 1),
         "no_kv_reuse_tokens_per_s": round(nr_tok_s, 1),
-        "float32_cache_tokens_per_s": round(f32_tok_s, 1),
+        "default_cache": default_kv_cache_dtype(),
+        f"{other}_cache_tokens_per_s": round(alt_tok_s, 1),
         "loop_episodes_per_s": round(loop_eps_s, 3),
         "loop_tokens_per_s": round(loop_tok_s, 1),
         "raw_generate_tokens_per_s": round(raw_tok_s, 1),

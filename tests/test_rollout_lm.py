@@ -6,6 +6,7 @@ import polars as pl
 import pytest
 import torch
 
+from sparring.agents import policies
 from sparring.agents.chat import ASSISTANT, END_OF_TURN, INTENT, USER, known_intents
 from sparring.agents.models import ModelSpec, build_model
 from sparring.agents.policies import ContinuesUtterance, LMPolicy, OpensWithUtterance, TurnOutput, TurnRequest
@@ -147,11 +148,21 @@ def test_logprobs_match_a_teacher_forced_forward_pass(tok, models, scenarios):
 
 
 def test_a_bfloat16_cache_is_bfloat16_and_moves_logprobs_little(run, models):
-    assert run[1].inner.kv_dtype == run[2].inner.kv_dtype == torch.bfloat16  # the default, for a float32 model
+    assert run[1].inner.kv_dtype == run[2].inner.kv_dtype == torch.bfloat16  # asked for, for a float32 model
     eps = run[0][:3]
     gaps = _logprob_gaps(eps, models[0])
     # Narrowed for real (float32 agrees to 1e-4, above), yet within a few thousandths of a nat.
     assert len(gaps) > 30 and 1e-4 < max(gaps) < 1e-2 and sum(gaps) / len(gaps) < 2e-3
+
+
+def test_the_default_cache_is_bfloat16_only_where_the_machine_computes_in_it(tok, models, monkeypatch):
+    """None picks per machine: bfloat16 on a CPU with bfloat16 arithmetic (or a GPU), the model's float32 elsewhere
+    (narrowing on a CPU without it made decoding slower, docs/results.md)."""
+    for has_bf16, want in ((True, torch.bfloat16), (False, None)):  # None: the model's own dtype
+        monkeypatch.setattr(policies, "cpu_has_bf16", lambda has_bf16=has_bf16: has_bf16)
+        assert policies.default_kv_cache_dtype("cpu") == ("bfloat16" if has_bf16 else "auto")
+        assert LMPolicy(models[0], tok, "agent").kv_dtype == want
+    assert policies.default_kv_cache_dtype("cuda") == "bfloat16"
 
 
 def test_generated_messages_have_clean_edges_and_stop_once(run, tok):

@@ -14,6 +14,7 @@ import os
 import weakref
 from collections.abc import Hashable, Iterable
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 import torch
@@ -232,6 +233,21 @@ class ContinuesUtterance:
         self.policy.release(keys)
 
 
+def cpu_has_bf16() -> bool:
+    """Whether this CPU does bfloat16 arithmetic in hardware (AVX512-BF16 or AMX-BF16, as /proc/cpuinfo lists)."""
+    try:
+        flags = Path("/proc/cpuinfo").read_text(encoding="utf-8").split()
+    except OSError:
+        return False
+    return "avx512_bf16" in flags or "amx_bf16" in flags
+
+
+def default_kv_cache_dtype(device: torch.device | str = "cpu") -> str:
+    """The cache dtype batched decoding is fastest with here: bfloat16 on a GPU or a CPU with bfloat16 arithmetic;
+    elsewhere the model's own (a CPU without it converts every cached value it reads)."""
+    return "bfloat16" if torch.device(device).type == "cuda" or cpu_has_bf16() else "auto"
+
+
 class LMPolicy:
     """A policy over a causal LM: one batched, left-padded, KV-cached ``generate`` per ``act``.
 
@@ -244,9 +260,10 @@ class LMPolicy:
     full pre-fill. The engine calls :meth:`release` when conversations end.
 
     ``kv_cache_dtype`` (as vLLM's option of that name): "bfloat16" keeps a float32 SDPA model's buffered cache in
-    bfloat16. Batched decoding on CPU is bound by reading the cache, so rollouts of 64 episodes ran 1.1-1.3x faster
-    (benchmarks/rollout_throughput.py); logits move by ~1e-3, and GRPO recomputes its logprobs in the model's
-    precision anyway (TRL uses a rollout's logprobs only for vLLM importance sampling). "auto": the model's dtype.
+    bfloat16, which halves the bytes batched decoding reads but pays off only where the CPU has bfloat16 arithmetic
+    (or on a GPU); "auto": the model's dtype; None (default): :func:`default_kv_cache_dtype` picks for this machine
+    (docs/results.md, "Rollout rates on today's VM"). GRPO recomputes its logprobs in the model's precision anyway
+    (TRL uses a rollout's logprobs only for vLLM importance sampling).
     """
 
     # Over 60 lines: one argument check per sampling option, each with the message a caller needs.
@@ -264,7 +281,7 @@ class LMPolicy:
         share_prefix: int = 16,
         clean_edges: bool = True,
         max_prompt_tokens: int | None = None,
-        kv_cache_dtype: str = "bfloat16",
+        kv_cache_dtype: str | None = None,
     ) -> None:
         if role not in ROLES:
             raise ValueError(f"role must be one of {ROLES}, got {role!r}")
@@ -283,6 +300,7 @@ class LMPolicy:
         except Exception:
             self.buffered = False
         self.reuse_kv = reuse_kv and self.buffered
+        kv_cache_dtype = kv_cache_dtype or default_kv_cache_dtype(model.device)
         if kv_cache_dtype not in ("auto", "bfloat16"):
             raise ValueError(f"kv_cache_dtype must be 'auto' or 'bfloat16', got {kv_cache_dtype!r}")
         narrow = kv_cache_dtype == "bfloat16" and self.buffered and model.dtype == torch.float32
