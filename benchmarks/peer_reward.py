@@ -10,11 +10,19 @@ Cohorts, all from the same warm starts of a seed:
 - ``heterogeneous``: llama, qwen2 and gpt_neox of different sizes, ring reward (A←B←C←A);
 - ``same_family``: three llamas of one size, different init seeds, ring reward;
 - ``self_majority``: the heterogeneous members, each rewarded by its own plurality vote (TTRL);
-- ``heterogeneous_majority``: the heterogeneous members, rewarded by the other two's pooled samples.
+- ``heterogeneous_majority``: the heterogeneous members, rewarded by the other two's pooled samples;
+- ``pretrained_ring``: SmolLM2-135M-Instruct + LoRA (``smollm``, warm-started on the same synthetic utterances,
+  ``--smollm-steps`` steps of 16) between qwen2 and neox, ring reward (three families).
 
-Before/after: greedy intent accuracy on the measurement part. Last line JSON.
+The bound comes first: before any RL, every member's own accuracy on the measurement part and its target-label
+accuracy on ``--bound-pool`` rows of the pool (the withheld-label accuracy of the labels its cohort's reward would
+teach it, from every member's greedy vote: :func:`~sparring.train.peer_cohort.target_label_accuracy`); under a
+reward a member can at most learn those labels. ``--bound-only`` stops there. Then before/after: greedy intent
+accuracy on the measurement part, with a paired bootstrap 95% interval of the members' mean gain per seed.
+Last line JSON: the first cohort in the issue's shape (``seeds`` -> members' before / after / target_label_acc,
+mean_gain, gain_ci; ``reward``), every cohort under ``cohorts``, the members' warm-start and routing costs.
 
-Usage: ``python benchmarks/peer_reward.py [--seeds 3] [--steps 30] [--per-intent 40] [--epochs 4]``
+Usage: ``python benchmarks/peer_reward.py [--seeds 3] [--intents 77] [--cohorts pretrained_ring] [--bound-only]``
 """
 
 from __future__ import annotations
@@ -25,6 +33,7 @@ import io
 import json
 import random
 import statistics
+import sys
 import tempfile
 import time
 from collections.abc import Sequence
@@ -35,13 +44,24 @@ import polars as pl
 
 from sparring.agents.chat import known_intents
 from sparring.agents.models import build_model
+from sparring.agents.pretrained import SMOLLM2_ALIAS
 from sparring.agents.tokenizer import train_tokenizer
 from sparring.data.sources import read_text_csv
 from sparring.data.synthetic import generate_utterances
+from sparring.rollout import agent_opening
 from sparring.runtime import apply_torch_threads
 from sparring.settings import AgentSFTSettings, ModelSpec, PeerMember, PeerRewardSettings, SFTSettings
-from sparring.train.peer_cohort import accuracy, probe, route_intents, warm_start_member
-from sparring.train.peer_reward import summarize, train_cohort
+from sparring.train.peer_cohort import (
+    accuracy,
+    member_tokenizer,
+    route_intents,
+    target_label_accuracy,
+    warm_start_member,
+)
+from sparring.train.peer_reward import Label, diversity, summarize, train_cohort
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from coevolution_acceptance import paired_bootstrap  # noqa: E402  (a sibling script)
 
 BANKING77 = Path(__file__).resolve().parents[2] / "shared" / "data" / "banking77" / "train.csv"
 TINY = {"num_layers": 2, "num_heads": 2, "num_kv_heads": 1, "max_position_embeddings": 256}
@@ -51,12 +71,17 @@ SPECS = {  # name -> (spec, init seed offset)
     "neox": (ModelSpec(arch="gpt_neox", hidden_size=96, intermediate_size=256, **TINY), 0),
     "llama_b": (ModelSpec(arch="llama", hidden_size=64, intermediate_size=192, **TINY), 101),
     "llama_c": (ModelSpec(arch="llama", hidden_size=64, intermediate_size=192, **TINY), 202),
+    "smollm": (
+        ModelSpec(name_or_path=SMOLLM2_ALIAS, lora={"r": 8, "lora_alpha": 16, "target_modules": ["q_proj", "v_proj"]}),
+        0,
+    ),
 }
 COHORTS = {  # name -> (members, reward)
     "heterogeneous": (("llama", "qwen2", "neox"), "ring"),
     "same_family": (("llama", "llama_b", "llama_c"), "ring"),
     "self_majority": (("llama", "qwen2", "neox"), "self"),
     "heterogeneous_majority": (("llama", "qwen2", "neox"), "majority"),  # the others' pooled samples
+    "pretrained_ring": (("neox", "smollm", "qwen2"), "ring"),  # neox <- smollm <- qwen2 <- neox
 }
 
 
@@ -88,6 +113,23 @@ def quiet() -> contextlib.AbstractContextManager:
     return stack
 
 
+def member_settings(name: str, args: argparse.Namespace) -> PeerMember:
+    """A member of the benchmark: intent phase only; SmolLM2 with its own step budget, its names' rows from their
+    words (16 utterances a step: its steps cost ~100x a tiny member's)."""
+    spec = SPECS[name][0]
+    if spec.name_or_path is None:
+        return PeerMember(model=spec, demos=False)
+    phase = SFTSettings(
+        max_steps=args.smollm_steps,
+        batch_size=16,
+        learning_rate=args.smollm_lr,
+        warmup_steps=10,
+        max_length=96,
+        assistant_only_loss=True,
+    )
+    return PeerMember(model=spec, demos=False, name_rows="words", warm_start=AgentSFTSettings(intent=phase))
+
+
 def fresh_copy(model: Any, spec: ModelSpec, tokenizer: Any) -> Any:
     """A new model of ``spec`` holding ``model``'s weights (each cohort trains its own copy of a warm start)."""
     copy = build_model(spec, tokenizer)
@@ -96,73 +138,180 @@ def fresh_copy(model: Any, spec: ModelSpec, tokenizer: Any) -> Any:
     return copy
 
 
-def run_seed(seed: int, args: argparse.Namespace, scratch: Path) -> dict[str, Any]:
-    """Warm-start every member of the seed once, then train each cohort from copies of those warm starts."""
-    keep = intent_slice(args.intents)
-    data = split_banking77(seed, args.measure, args.probe, keep)
-    synth = generate_utterances(args.per_intent, seed=seed).filter(pl.col("intent").is_in(keep))
-    texts, intents = synth["text"].to_list(), synth["intent"].to_list()
-    tokenizer = train_tokenizer(texts + data["pool"][0], 1500, sorted(known_intents()))  # no Banking77 label
+def warm_start_members(
+    names: Sequence[str],
+    texts: Sequence[str],
+    intents: Sequence[str],
+    shared: Any,
+    args: argparse.Namespace,
+    scratch: Path,
+    seed: int,
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, dict[str, float]]]:
+    """Every named member warm-started on the synthetic ``texts``/``intents`` alone: models, tokenizers, seconds."""
     intent_phase = SFTSettings(
         epochs=args.epochs, batch_size=16, learning_rate=5e-3, warmup_steps=20, max_length=96, assistant_only_loss=True
     )
     recipe = AgentSFTSettings(intent=intent_phase)
-    warm: dict[str, Any] = {}
-    before: dict[str, float] = {}
-    m_texts, m_gold = data["measure"]
-    for name, (spec, offset) in SPECS.items():
-        t0 = time.perf_counter()
+    warm, tokenizers, costs = {}, {}, {}
+    for name in names:
+        member = member_settings(name, args)
+        tokenizers[name] = member_tokenizer(member, shared, sorted(known_intents()))
+        start = time.perf_counter()
         with quiet():
-            member = PeerMember(model=spec, demos=False)
-            warm[name] = warm_start_member(member, tokenizer, texts, intents, [], recipe, scratch / name, seed + offset)
-        before[name] = accuracy(route_intents(warm[name], tokenizer, m_texts), m_gold)
-        print(f"seed {seed} warm start {name}: {time.perf_counter() - t0:.0f} s, intent acc {before[name]:.3f}")
+            warm[name] = warm_start_member(
+                member, tokenizers[name], texts, intents, [], recipe, scratch / name, seed + SPECS[name][1]
+            )
+        costs[name] = {"warm_start_seconds": round(time.perf_counter() - start, 1)}
+    return warm, tokenizers, costs
+
+
+def route_parts(model: Any, tokenizer: Any, parts: dict[str, list[str]]) -> tuple[dict[str, list[Label]], dict]:
+    """Greedy routings of every part's texts in one batched pass, and its rate (prompt + 2 generated tokens each)."""
+    texts = [t for part in parts.values() for t in part]
+    start = time.perf_counter()
+    votes = route_intents(model, tokenizer, texts)
+    seconds = time.perf_counter() - start
+    system = getattr(model.config, "agent_system_prompt", "")
+    opening = [agent_opening(t, system) for t in texts]
+    prompt = sum(len(tokenizer.apply_chat_template(m, add_generation_prompt=True, return_dict=False)) for m in opening)
+    out, at = {}, 0
+    for key, part in parts.items():
+        out[key], at = votes[at : at + len(part)], at + len(part)
+    rate = {"route_seconds": round(seconds, 1), "routings_per_s": len(texts) / seconds}
+    return out, {**rate, "route_tokens_per_s": (prompt + 2 * len(texts)) / seconds}
+
+
+def correct(votes: Sequence[Label], gold: Sequence[str]) -> list[float]:
+    return [float(v == g) for v, g in zip(votes, gold, strict=True)]
+
+
+def run_seed(seed: int, args: argparse.Namespace, scratch: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Warm-start every member of the seed once, measure the bound, then train each cohort from copies of those
+    warm starts (unless ``--bound-only``)."""
+    keep = intent_slice(args.intents)
+    data = split_banking77(seed, args.measure, args.probe, keep)
+    synth = generate_utterances(args.per_intent, seed=seed).filter(pl.col("intent").is_in(keep))
+    texts, intents = synth["text"].to_list(), synth["intent"].to_list()
+    shared = train_tokenizer(texts + data["pool"][0], 1500, sorted(known_intents()))  # texts only: no label
+    names = list(dict.fromkeys(n for c in args.cohorts for n in COHORTS[c][0]))
+    warm, tokenizers, costs = warm_start_members(names, texts, intents, shared, args, scratch, seed)
     pool_texts, pool_gold = data["pool"]
     order = list(range(len(pool_texts)))
     random.Random(seed + 1).shuffle(order)
-    n = args.steps * args.batch
-    pool, gold = [pool_texts[i] for i in order[:n]], [pool_gold[i] for i in order[:n]]
-    out: dict[str, Any] = {}
-    for cohort, (names, reward) in COHORTS.items():
-        base = PeerRewardSettings(members={k: PeerMember(model=SPECS[k][0], demos=False) for k in names})
-        settings = base.replace(
-            reward=reward,
-            grpo=base.grpo.replace(
-                max_steps=args.steps,
-                scenarios_per_step=args.batch,
-                num_generations=args.g,
-                learning_rate=args.lr,
-            ),
-            collapse_window=args.batch * 4,
-        )
-        models = {k: fresh_copy(warm[k], SPECS[k][0], tokenizer) for k in names}
-        diversity = probe(models, tokenizer, *data["probe"])
-        with quiet():
-            result = train_cohort(models, tokenizer, pool, settings, scratch / cohort, gold=gold, seed=seed)
-        members = {}
-        for k in names:
-            after = accuracy(route_intents(result.models[k], tokenizer, m_texts), m_gold)
-            s = summarize(result.logs[k])
-            members[k] = {
-                "before": before[k],
-                "after": after,
-                "collapsed": s["collapsed"],
-                "pseudo_label_acc": s.get("target_acc_all"),
-                "own_vote_acc": s.get("vote_acc_all"),
-                "reward_mean": s["reward_mean"],
-                "entropy": s["entropy"],
-            }
-            print(
-                f"seed {seed} {cohort:>13} {k:>7}: {before[k]:.3f} -> {after:.3f}  collapsed {s['collapsed']}  "
-                f"target acc {s.get('target_acc_all', float('nan')):.3f}  own vote acc "
-                f"{s.get('vote_acc_all', float('nan')):.3f}  reward {s['reward_mean']:.3f}"
-            )
+    bound_texts, bound_gold = (
+        [pool_texts[i] for i in order[: args.bound_pool]],
+        [pool_gold[i] for i in order[: args.bound_pool]],
+    )
+    (m_texts, m_gold), (p_texts, p_gold) = data["measure"], data["probe"]
+    votes = {}
+    for name in names:
+        parts = {"measure": m_texts, "probe": p_texts, "pool": bound_texts}
+        votes[name], rate = route_parts(warm[name], tokenizers[name], parts)
+        costs[name].update(rate)
+        before, on_pool = accuracy(votes[name]["measure"], m_gold), accuracy(votes[name]["pool"], bound_gold)
         print(
-            f"seed {seed} {cohort:>13}: kappa {diversity['kappa']:.3f}  c {diversity['c']:.3f}  w {diversity['w']:.3f}"
-            f"  ({result.seconds:.0f} s)"
+            f"seed {seed} {name:>7}: own acc {before:.3f} (pool {on_pool:.3f}); warm start "
+            f"{costs[name]['warm_start_seconds']:.0f} s; routing {rate['routings_per_s']:.1f} utterances/s, "
+            f"{rate['route_tokens_per_s']:.0f} tokens/s",
+            flush=True,
         )
-        out[cohort] = {"members": members, "kappa": diversity["kappa"], "c": diversity["c"], "w": diversity["w"]}
-    return out
+    out: dict[str, Any] = {}
+    for cohort in args.cohorts:
+        members, reward = COHORTS[cohort]
+        pool_votes = {k: votes[k]["pool"] for k in members}
+        bound = {r: target_label_accuracy(pool_votes, bound_gold, r) for r in ("ring", "majority", "self")}
+        rows = {}
+        for k in members:
+            rows[k] = {
+                "before": accuracy(votes[k]["measure"], m_gold),
+                "after": None,
+                "target_label_acc": bound[reward][k],
+                "own_pool_acc": accuracy(votes[k]["pool"], bound_gold),
+                "target_label_acc_by_reward": {r: bound[r][k] for r in bound},
+            }
+            r = rows[k]
+            print(
+                f"seed {seed} bound {cohort:>22} {k:>7}: own {r['before']:.3f} (pool {r['own_pool_acc']:.3f})  "
+                f"target labels ({reward}) {r['target_label_acc']:.3f}  [ring {bound['ring'][k]:.3f}, majority "
+                f"{bound['majority'][k]:.3f}, self {bound['self'][k]:.3f}]",
+                flush=True,
+            )
+        div = diversity({k: votes[k]["probe"] for k in members}, p_gold)
+        entry = {
+            "members": rows,
+            "mean_gain": None,
+            "gain_ci": None,
+            "kappa": div["kappa"],
+            "c": div["c"],
+            "w": div["w"],
+        }
+        out[cohort] = entry
+    n = args.steps * args.batch
+    pool = ([pool_texts[i] for i in order[:n]], [pool_gold[i] for i in order[:n]])
+    for cohort in [] if args.bound_only else args.cohorts:  # every bound is printed before any RL
+        rows = out[cohort]["members"]
+        out[cohort].update(train_and_measure(cohort, seed, args, warm, tokenizers, votes, rows, pool, data, scratch))
+    return out, costs
+
+
+def train_and_measure(
+    cohort: str,
+    seed: int,
+    args: argparse.Namespace,
+    warm: dict[str, Any],
+    tokenizers: dict[str, Any],
+    votes: dict[str, Any],
+    rows: dict[str, dict[str, Any]],
+    pool: tuple[list[str], list[str]],
+    data: dict,
+    scratch: Path,
+) -> dict[str, Any]:
+    """One cohort's Co-RL from copies of the warm starts; fills ``rows``' after and training figures, and returns
+    the members' mean gain with its paired bootstrap 95% interval over the measured utterances."""
+    names, reward = COHORTS[cohort]
+    base = PeerRewardSettings(members={k: member_settings(k, args) for k in names})
+    settings = base.replace(
+        reward=reward,
+        grpo=base.grpo.replace(
+            max_steps=args.steps, scenarios_per_step=args.batch, num_generations=args.g, learning_rate=args.lr
+        ),
+        collapse_window=args.batch * 4,
+    )
+    models = {k: fresh_copy(warm[k], SPECS[k][0], tokenizers[k]) for k in names}
+    with quiet():
+        result = train_cohort(
+            models, {k: tokenizers[k] for k in names}, pool[0], settings, scratch / cohort, gold=pool[1], seed=seed
+        )
+    m_texts, m_gold = data["measure"]
+    before_ok, after_ok = [], []
+    for k in names:
+        after_votes = route_intents(result.models[k], tokenizers[k], m_texts)
+        s = summarize(result.logs[k])
+        rows[k].update(
+            after=accuracy(after_votes, m_gold),
+            collapsed=s["collapsed"],
+            collapse_reason=s["collapse_reason"],
+            pseudo_label_acc=s.get("target_acc_all"),
+            own_vote_acc=s.get("vote_acc_all"),
+            reward_mean=s["reward_mean"],
+            entropy=s["entropy"],
+        )
+        before_ok.append(correct(votes[k]["measure"], m_gold))
+        after_ok.append(correct(after_votes, m_gold))
+        r = rows[k]
+        print(
+            f"seed {seed} {cohort:>22} {k:>7}: {r['before']:.3f} -> {r['after']:.3f}  collapsed {s['collapsed']}  "
+            f"pseudo-label acc {s.get('target_acc_all', float('nan')):.3f}  reward {s['reward_mean']:.3f}",
+            flush=True,
+        )
+    before_mean = [statistics.mean(col) for col in zip(*before_ok, strict=True)]  # per utterance, over members
+    after_mean = [statistics.mean(col) for col in zip(*after_ok, strict=True)]
+    low, high = paired_bootstrap(before_mean, after_mean, seed=seed)
+    gain = statistics.mean(after_mean) - statistics.mean(before_mean)
+    print(
+        f"seed {seed} {cohort:>22}: mean gain {gain:+.3f}  95% CI [{low:+.3f}, {high:+.3f}]  ({result.seconds:.0f} s)"
+    )
+    return {"mean_gain": gain, "gain_ci": [low, high], "train_seconds": round(result.seconds, 1)}
 
 
 def main() -> None:
@@ -174,47 +323,47 @@ def main() -> None:
     ap.add_argument("--lr", type=float, default=1e-4)
     ap.add_argument("--intents", type=int, default=10, help="Banking77 intents in the slice (77: all)")
     ap.add_argument("--per-intent", type=int, default=60, help="synthetic warm-start utterances per intent")
-    ap.add_argument("--epochs", type=float, default=12, help="warm start's intent-phase epochs")
+    ap.add_argument("--epochs", type=float, default=12, help="a tiny member's intent-phase epochs")
+    ap.add_argument("--smollm-steps", type=int, default=120, help="SmolLM2's intent-phase steps (16 utterances)")
+    ap.add_argument("--smollm-lr", type=float, default=1e-3, help="SmolLM2's intent-phase peak lr (LoRA + name rows)")
     ap.add_argument("--measure", type=int, default=400, help="Banking77 rows accuracy is measured on")
     ap.add_argument("--probe", type=int, default=150, help="Banking77 rows of the diversity probe")
+    ap.add_argument("--bound-pool", type=int, default=600, help="pool rows the target-label accuracy is measured on")
+    ap.add_argument("--cohorts", nargs="+", choices=list(COHORTS), default=list(COHORTS), help="the first: JSON's")
+    ap.add_argument("--bound-only", action="store_true", help="stop after the bound table (no RL)")
     args = ap.parse_args()
     apply_torch_threads(1)
     start = time.perf_counter()
-    runs = []
+    runs, costs = [], []
     with tempfile.TemporaryDirectory(prefix="sparring-peer-") as tmp:
         for seed in range(args.seeds):
-            runs.append(run_seed(seed, args, Path(tmp) / f"seed{seed}"))
-    summary: dict[str, Any] = {}
-    print("\ncohort          before  after   gain   collapsed  pseudo-label acc  own vote acc")
-    for cohort in COHORTS:
-        ms = [m for r in runs for m in r[cohort]["members"].values()]
-        row = {
-            "before": statistics.mean(m["before"] for m in ms),
-            "after": statistics.mean(m["after"] for m in ms),
-            "collapsed": sum(m["collapsed"] for m in ms),
-            "pseudo_label_acc": statistics.mean(m["pseudo_label_acc"] for m in ms),
-            "own_vote_acc": statistics.mean(m["own_vote_acc"] for m in ms),
-            "kappa": statistics.mean(r[cohort]["kappa"] for r in runs),
-            "c": statistics.mean(r[cohort]["c"] for r in runs),
-            "w": statistics.mean(r[cohort]["w"] for r in runs),
-            "per_seed": [{k: [m["before"], m["after"]] for k, m in r[cohort]["members"].items()} for r in runs],
-        }
-        row["gain"] = row["after"] - row["before"]
-        summary[cohort] = row
-        print(
-            f"{cohort:<15} {row['before']:.3f}   {row['after']:.3f}  {row['gain']:+.3f}  {row['collapsed']:>3}"
-            f"        {row['pseudo_label_acc']:.3f}             {row['own_vote_acc']:.3f}"
-        )
-    ordering = sorted(COHORTS, key=lambda c: -summary[c]["gain"])
-    print("ordering by gain:", " > ".join(ordering))
-    summary.update(
-        ordering=ordering,
-        seeds=args.seeds,
-        steps=args.steps,
-        n_measure=args.measure,
-        intents=args.intents,
-        wall_seconds=round(time.perf_counter() - start, 1),
-    )
+            run, cost = run_seed(seed, args, Path(tmp) / f"seed{seed}")
+            runs.append(run)
+            costs.append(cost)
+    cohorts = {
+        c: {"reward": COHORTS[c][1], "seeds": {str(seed): run[c] for seed, run in enumerate(runs)}}
+        for c in args.cohorts
+    }
+    if not args.bound_only:
+        print("\ncohort                  before  after   gain   collapsed")
+        for c in args.cohorts:
+            ms = [m for run in runs for m in run[c]["members"].values()]
+            before, after = statistics.mean(m["before"] for m in ms), statistics.mean(m["after"] for m in ms)
+            collapsed = sum(m["collapsed"] for m in ms)
+            print(f"{c:<23} {before:.3f}   {after:.3f}  {after - before:+.3f}  {collapsed:>3}")
+    first = args.cohorts[0]
+    summary = {
+        **cohorts[first],
+        "cohort": first,
+        "cohorts": cohorts,
+        "costs": {str(seed): cost for seed, cost in enumerate(costs)},
+        "bound_only": args.bound_only,
+        "intents": args.intents,
+        "n_measure": args.measure,
+        "n_bound_pool": args.bound_pool,
+        "steps": None if args.bound_only else args.steps,
+        "wall_seconds": round(time.perf_counter() - start, 1),
+    }
     print(json.dumps(summary))
 
 

@@ -266,6 +266,9 @@ class PeerMember(Settings):
     model: ModelSpec | None = Field(None, description="a model built from this spec (null: the final co-evolved agent)")
     warm_start: AgentSFTSettings | None = Field(None, description="its warm start (null: params' agent_sft)")
     demos: bool = Field(True, description="run the warm start's phase 2 (expert demos); false: the intent phase alone")
+    name_rows: Literal["resize", "words"] = Field(
+        "resize", description="a pretrained member's added name tokens start at the resize's init, or their words' mean"
+    )
 
 
 class PeerRewardSettings(Settings):

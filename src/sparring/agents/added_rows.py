@@ -15,10 +15,13 @@ those, so a reloaded adapter reproduces the trained model.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import torch
 from transformers import TrainerCallback
+
+from sparring.agents.chat import NAME_PATTERN
 
 BASE_ROWS_ATTR = "sparring_base_rows"  # set on an embedding weight whose rows from this index on train
 
@@ -64,6 +67,22 @@ def train_added_rows(model: Any, base_rows: int) -> int:
         weight.register_hook(mask)
         setattr(weight, BASE_ROWS_ATTR, base_rows)
     return added
+
+
+def rows_from_name_words(model: Any, tokenizer: Any, base_tokenizer: Any) -> int:
+    """Set the row of every token ``tokenizer`` adds to ``base_tokenizer``'s vocabulary that is a name
+    (``card_arrival``: an intent, tool or call word) to the mean of the base rows of its words (`` card arrival``),
+    in the input embedding and an untied head; markers keep their resize init. A name's row then starts where the
+    pretrained model reads and writes what it says, instead of at the common mean. Returns the rows set."""
+    name = re.compile(NAME_PATTERN)
+    base_size = len(base_tokenizer)
+    added = {t: i for t, i in tokenizer.get_added_vocab().items() if i >= base_size and name.fullmatch(t)}
+    with torch.no_grad():
+        for token, row in added.items():
+            words = base_tokenizer.encode(" " + token.replace("_", " "), add_special_tokens=False)
+            for weight in _weights(model):
+                weight[row] = weight[words].mean(dim=0)
+    return len(added)
 
 
 def trained_row_weights(model: Any) -> list[torch.nn.Parameter]:

@@ -350,8 +350,9 @@ def train_cohort(
     say: Callable[[str], None] = print,
 ) -> CohortResult:
     """Co-RL on the unlabeled ``pool``: every member (in ``models``' order: the ring's) trains ``grpo.max_steps``
-    steps of ``scenarios_per_step`` utterances x G routings in lockstep. ``gold``: the pool's withheld labels, for
-    the pseudo-label accuracy only. The models are trained in place and returned."""
+    steps of ``scenarios_per_step`` utterances x G routings in lockstep. ``tokenizer``: the cohort's, or one per
+    member name (a pretrained member reads its own vocabulary). ``gold``: the pool's withheld labels, for the
+    pseudo-label accuracy only. The models are trained in place and returned."""
     if not pool:
         raise ValueError("peer_rl: the unlabeled pool is empty")
     names = list(models)
@@ -362,11 +363,12 @@ def train_cohort(
     texts = [pool[i % len(pool)] for i in range(n)]
     labels = [gold[i % len(gold)] for i in range(n)] if gold is not None else None
     board, lock = Board(names, settings, labels, say), Lockstep(len(names))
+    tokenizers = tokenizer if isinstance(tokenizer, dict) else dict.fromkeys(names, tokenizer)
     trainers = [
         build_trainer(
             models[name],
-            tokenizer,
-            make_member_rollout(k, name, tokenizer, texts, board, lock),
+            tokenizers[name],
+            make_member_rollout(k, name, tokenizers[name], texts, board, lock),
             n,
             settings.grpo,
             output_dir / name,
