@@ -91,6 +91,13 @@ def intent_slice(n: int) -> list[str]:
     return names if n >= len(names) else names[:: len(names) // n][:n]
 
 
+def warm_start_data(per_intent: int, seed: int, intents: Sequence[str]) -> tuple[list[str], list[str]]:
+    """What every member is warm-started on: the synthetic generator's utterances of ``intents`` and their labels
+    (our own), never a Banking77 row."""
+    synth = generate_utterances(per_intent, seed=seed).filter(pl.col("intent").is_in(list(intents)))
+    return synth["text"].to_list(), synth["intent"].to_list()
+
+
 def split_banking77(
     seed: int, n_measure: int, n_probe: int, intents: Sequence[str]
 ) -> dict[str, tuple[list[str], list[str]]]:
@@ -190,8 +197,7 @@ def run_seed(seed: int, args: argparse.Namespace, scratch: Path) -> tuple[dict[s
     warm starts (unless ``--bound-only``)."""
     keep = intent_slice(args.intents)
     data = split_banking77(seed, args.measure, args.probe, keep)
-    synth = generate_utterances(args.per_intent, seed=seed).filter(pl.col("intent").is_in(keep))
-    texts, intents = synth["text"].to_list(), synth["intent"].to_list()
+    texts, intents = warm_start_data(args.per_intent, seed, keep)
     shared = train_tokenizer(texts + data["pool"][0], 1500, sorted(known_intents()))  # texts only: no label
     names = list(dict.fromkeys(n for c in args.cohorts for n in COHORTS[c][0]))
     warm, tokenizers, costs = warm_start_members(names, texts, intents, shared, args, scratch, seed)
