@@ -121,8 +121,8 @@ def quiet() -> contextlib.AbstractContextManager:
 
 
 def member_settings(name: str, args: argparse.Namespace) -> PeerMember:
-    """A member of the benchmark: intent phase only; SmolLM2 with its own step budget, its names' rows from their
-    words (16 utterances a step: its steps cost ~100x a tiny member's)."""
+    """A member of the benchmark: intent phase only; SmolLM2 with its own step budget (a pretrained step costs far
+    more than a tiny member's), its names' rows from their words."""
     spec = SPECS[name][0]
     if spec.name_or_path is None:
         return PeerMember(model=spec, demos=False)
