@@ -56,8 +56,9 @@ def run_arm(arm: str, per_intent: int, epochs: float, seed: int) -> dict[str, An
     rows = encode(tokenizer, held)
     intents = [c[1]["intent"] for c in held]
     before = accuracy(model, tokenizer, rows, intents)
-    settings = SFTSettings(epochs=epochs, batch_size=16, learning_rate=2e-3, warmup_steps=2, max_length=128,
-                           logging_steps=5)
+    settings = SFTSettings(
+        epochs=epochs, batch_size=16, learning_rate=2e-3, warmup_steps=2, max_length=128, logging_steps=5
+    )
     with tempfile.TemporaryDirectory() as scratch:
         result = train_sft(model, tokenizer, train, settings, Path(scratch), seed=seed)
     return {
@@ -86,16 +87,28 @@ def main() -> None:
         return
     results = {}
     for arm in ("frozen", "trainable"):
-        cmd = [sys.executable, __file__, "--arm", arm, "--per-intent", str(args.per_intent),
-               "--epochs", str(args.epochs), "--seed", str(args.seed)]
+        cmd = [
+            sys.executable,
+            __file__,
+            "--arm",
+            arm,
+            "--per-intent",
+            str(args.per_intent),
+            "--epochs",
+            str(args.epochs),
+            "--seed",
+            str(args.seed),
+        ]
         done = subprocess.run(cmd, capture_output=True, text=True)
         if done.returncode != 0:
             sys.exit(f"the {arm} arm failed:\n{done.stderr[-3000:]}")
         results[arm] = json.loads(done.stdout.strip().splitlines()[-1])
         r = results[arm]
-        print(f"{arm:9s}  trainable params {r['trainable_params']:>10,}  accuracy {r['accuracy_before']:.3f} -> "
-              f"{r['accuracy']:.3f}  loss {r['final_loss']:.3f}  {r['tokens_per_s']:.0f} tokens/s  "
-              f"peak RSS {r['peak_rss_mb']:.0f} MB")
+        print(
+            f"{arm:9s}  trainable params {r['trainable_params']:>10,}  accuracy {r['accuracy_before']:.3f} -> "
+            f"{r['accuracy']:.3f}  loss {r['final_loss']:.3f}  {r['tokens_per_s']:.0f} tokens/s  "
+            f"peak RSS {r['peak_rss_mb']:.0f} MB"
+        )
     frozen, trainable = results["frozen"], results["trainable"]
     summary = {
         **results,
@@ -103,8 +116,10 @@ def main() -> None:
         "peak_rss_ratio": round(trainable["peak_rss_mb"] / frozen["peak_rss_mb"], 3),
         "accuracy_gain": round(trainable["accuracy"] - frozen["accuracy"], 4),
     }
-    print(f"trainable / frozen: tokens/s x{summary['tokens_per_s_ratio']}, peak RSS x{summary['peak_rss_ratio']}, "
-          f"held-out accuracy {summary['accuracy_gain']:+.3f}")
+    print(
+        f"trainable / frozen: tokens/s x{summary['tokens_per_s_ratio']}, peak RSS x{summary['peak_rss_ratio']}, "
+        f"held-out accuracy {summary['accuracy_gain']:+.3f}"
+    )
     print(json.dumps(summary))
 
 

@@ -61,9 +61,7 @@ def main() -> None:
         pl.lit("real").alias("style"), pl.int_range(pl.len()).cast(pl.String).alias("id")
     )
     fractions = {"validation": 0.1, "test": 0.1}
-    rate, rows = best_rate(
-        lambda: stratified_split(deduplicate(frame)[0], "intent", fractions, 0), len, args.repeats
-    )
+    rate, rows = best_rate(lambda: stratified_split(deduplicate(frame)[0], "intent", fractions, 0), len, args.repeats)
     print(f"dedup + stratified split: {rows} rows, {rate:,.0f} rows/s")
     figures["dedup_split_rows_per_s"] = round(rate)
     print(json.dumps(figures))

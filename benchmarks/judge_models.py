@@ -28,9 +28,7 @@ from sparring.judge.models import IntentOracle, OracleConfig, build_judge_models
 
 
 def split(df: pl.DataFrame, seed: int) -> tuple[pl.DataFrame, pl.DataFrame]:
-    tr, te = train_test_split(
-        np.arange(df.height), test_size=0.2, stratify=df["intent"].to_numpy(), random_state=seed
-    )
+    tr, te = train_test_split(np.arange(df.height), test_size=0.2, stratify=df["intent"].to_numpy(), random_state=seed)
     return df[np.sort(tr)], df[np.sort(te)]
 
 
@@ -54,9 +52,7 @@ def main() -> None:
     parser.add_argument("--csv", default=None, help="Banking77-style CSV (text,category); read, never copied")
     parser.add_argument("--max-train", type=int, default=None)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument(
-        "--compare", action="store_true", help="also fit TF-IDF-only and embedding-only oracles"
-    )
+    parser.add_argument("--compare", action="store_true", help="also fit TF-IDF-only and embedding-only oracles")
     parser.add_argument("--synthetic-per-intent", type=int, default=60, help="0 skips the synthetic run")
     args = parser.parse_args()
     torch.set_num_threads(1)

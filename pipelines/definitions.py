@@ -40,9 +40,7 @@ STAGE_ASSETS: list[tuple[Stage, Any]] = [
 ]
 STAGES = [stage for stage, _ in STAGE_ASSETS]
 
-main_job = define_asset_job(
-    "main", selection=AssetSelection.all(), description="The whole pipeline, in order."
-)
+main_job = define_asset_job("main", selection=AssetSelection.all(), description="The whole pipeline, in order.")
 
 defs = Definitions(
     assets=[asset for _, asset in STAGE_ASSETS],
@@ -63,4 +61,3 @@ def main_job_def() -> Any:
     stage processes rebuild it by importing this module (``dagster.reconstructable`` needs a module-level
     function)."""
     return defs.resolve_job_def("main")
-

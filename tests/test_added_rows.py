@@ -16,8 +16,14 @@ BASE, VOCAB = 48, 64
 
 def _model(tie: bool) -> torch.nn.Module:
     config = AutoConfig.for_model(
-        "llama", vocab_size=VOCAB, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-        num_key_value_heads=2, intermediate_size=32, tie_word_embeddings=tie,
+        "llama",
+        vocab_size=VOCAB,
+        hidden_size=16,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        intermediate_size=32,
+        tie_word_embeddings=tie,
     )
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_config(config)

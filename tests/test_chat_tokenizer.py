@@ -345,7 +345,6 @@ def test_batched_encoding_pads_left(tok, reloaded):
         assert enc["attention_mask"][0][0] == 0 and enc["input_ids"][0][-1] == t.convert_tokens_to_ids(ASSISTANT)
 
 
-
 def test_object_ids_tokenize_alike_in_results_and_calls(tok):
     """An id the agent copies from a tool result into its call is the same short token run in both places."""
     for value in ("tx_042", "card_653", "ben_907"):

@@ -62,8 +62,12 @@ def test_the_tokenizer_keeps_the_models_own_turn_markers(chatml, own) -> None:
         theirs = own.apply_chat_template(messages, tokenize=False, add_generation_prompt=prompt)
         assert mine == theirs
     # The agent's syntax sits inside the assistant's turn.
-    agent = {"role": "assistant", "content": "Let me check.", "intent": "card_arrival",
-             "tool_calls": [{"function": {"name": "lookup_account", "arguments": {}}}]}
+    agent = {
+        "role": "assistant",
+        "content": "Let me check.",
+        "intent": "card_arrival",
+        "tool_calls": [{"function": {"name": "lookup_account", "arguments": {}}}],
+    }
     assert chatml.apply_chat_template([agent], tokenize=False) == (
         "<|im_start|>assistant\n<intent>card_arrival Let me check.<call>lookup_account {}</call><|im_end|>\n"
     )
@@ -103,8 +107,10 @@ def test_smollm2_stops_on_its_own_end_token_and_views_keep_the_generated_ids(cha
     end = chatml.convert_tokens_to_ids("<|im_end|>")
     assert model.generation_config.eos_token_id == end
     agent = LMPolicy(model, chatml, "agent", max_new_tokens=32, greedy=True)
-    question = [{"role": "system", "content": "You are a helpful assistant."},
-                {"role": "user", "content": "Hi, what is 2+2?"}]
+    question = [
+        {"role": "system", "content": "You are a helpful assistant."},
+        {"role": "user", "content": "Hi, what is 2+2?"},
+    ]
     prompt = chatml.apply_chat_template(question, add_generation_prompt=True, return_dict=False)
     (answer,) = agent.act([TurnRequest("agent", prompt, question, heldout[0])])
     assert answer.token_ids[-1] == end and len(answer.token_ids) < 32, answer

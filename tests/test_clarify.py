@@ -36,8 +36,10 @@ from sparring.world.vocab import CUSTOMER_MOVES, INTENT_SPECS
 
 def _object_scenarios(scenarios, persona=None):
     return [
-        s for s in scenarios
-        if INTENT_SPECS[s.intent].target is not None and len(s.expected_calls) > 1
+        s
+        for s in scenarios
+        if INTENT_SPECS[s.intent].target is not None
+        and len(s.expected_calls) > 1
         and (persona is None or s.persona == persona)
     ]
 
@@ -148,7 +150,10 @@ def test_simulator_data_holds_which_answers_and_denials(heldout):
     moves = Counter(c.name for e in episodes for c in e.log.tool_calls() if c.name in CUSTOMER_MOVES)
     assert moves["ask_customer"] > 0 and moves["confirm_request"] > 0
     denials = [
-        t.text for e in episodes for t in e.log.events if t.kind == "turn" and t.role == "customer"
+        t.text
+        for e in episodes
+        for t in e.log.events
+        if t.kind == "turn" and t.role == "customer"
         if answer_kind(t.text) == "no"
     ]
     assert denials  # the misconfirming expert makes the customer correct it

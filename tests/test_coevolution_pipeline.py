@@ -314,8 +314,19 @@ def test_the_learning_curve_benchmark_runs_its_arms_on_a_quick_run(uninterrupted
     png = tmp_path / "curves.png"
     args = ["--profile", "quick", "--steps", "2", "--every", "1", "--eval-scenarios", "3", "--plot", str(png)]
     done = subprocess.run(
-        [sys.executable, str(script), str(root), *args, "--arm", "mu2:num_iterations=2,epsilon_high=0.3", "--rft",
-         "--fresh-gym", "5", "--reward", "false_report=1.0"],  # fmt: skip
+        [
+            sys.executable,
+            str(script),
+            str(root),
+            *args,
+            "--arm",
+            "mu2:num_iterations=2,epsilon_high=0.3",
+            "--rft",
+            "--fresh-gym",
+            "5",
+            "--reward",
+            "false_report=1.0",
+        ],  # fmt: skip
         capture_output=True,
         text=True,
     )

@@ -12,9 +12,7 @@ BANKING77 = Path(__file__).resolve().parents[2] / "shared" / "data" / "banking77
 
 def test_csv_quoted_fields_may_hold_newlines(tmp_path):
     path = tmp_path / "u.csv"
-    path.write_text(
-        'text,category\n"my card,\nit never came",card_arrival\nhow do I top up?,topping_up_by_card\n'
-    )
+    path.write_text('text,category\n"my card,\nit never came",card_arrival\nhow do I top up?,topping_up_by_card\n')
     frame = read_intent_csv(path, 1000)
     assert frame.columns == ["text", "intent"]
     assert frame["text"].to_list() == ["my card,\nit never came", "how do I top up?"]

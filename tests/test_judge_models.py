@@ -233,12 +233,8 @@ def test_intent_named_outright() -> None:
     assert not intent_named_outright("the supercard arrivals board", "card_arrival")
     # Labels that are everyday speech can be exempted from the spaced spelling, never the underscore one.
     assert intent_named_outright("what is the exchange rate?", "exchange_rate")
-    assert not intent_named_outright(
-        "what is the exchange rate?", "exchange_rate", exempt_spaced={"exchange_rate"}
-    )
-    assert intent_named_outright(
-        "my issue is exchange_rate", "exchange_rate", exempt_spaced={"exchange_rate"}
-    )
+    assert not intent_named_outright("what is the exchange rate?", "exchange_rate", exempt_spaced={"exchange_rate"})
+    assert intent_named_outright("my issue is exchange_rate", "exchange_rate", exempt_spaced={"exchange_rate"})
 
 
 def test_stratified_sample_keeps_intent_shares() -> None:

@@ -29,12 +29,15 @@ torch.set_num_threads(1)
 
 LORA = {"r": 4, "lora_alpha": 8, "target_modules": ["q_proj", "v_proj"]}
 CONVERSATIONS = [
-    [{"role": "user", "content": "My card was declined at the supermarket."},
-     {"role": "assistant", "content": "<intent>declined_card_payment"}],
-    [{"role": "user", "content": "I lost my card yesterday."},
-     {"role": "assistant", "content": "<intent>lost_or_stolen_card"}],
-    [{"role": "user", "content": "Where is my new card?"},
-     {"role": "assistant", "content": "<intent>card_arrival"}],
+    [
+        {"role": "user", "content": "My card was declined at the supermarket."},
+        {"role": "assistant", "content": "<intent>declined_card_payment"},
+    ],
+    [
+        {"role": "user", "content": "I lost my card yesterday."},
+        {"role": "assistant", "content": "<intent>lost_or_stolen_card"},
+    ],
+    [{"role": "user", "content": "Where is my new card?"}, {"role": "assistant", "content": "<intent>card_arrival"}],
 ]
 
 
@@ -98,8 +101,14 @@ def saved(smollm2_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
 def test_the_folder_holds_the_adapter_and_names_its_base(saved: dict) -> None:
     folder, tokenizer = saved["folder"], saved["tokenizer"]
     names = {p.name for p in folder.iterdir()}
-    assert {"adapter_config.json", "adapter_model.safetensors", "sparring-checkpoint.json",
-            "sparring-added-rows.safetensors", "tokenizer_config.json", "generation_config.json"} <= names
+    assert {
+        "adapter_config.json",
+        "adapter_model.safetensors",
+        "sparring-checkpoint.json",
+        "sparring-added-rows.safetensors",
+        "tokenizer_config.json",
+        "generation_config.json",
+    } <= names
     assert "model.safetensors" not in names and "config.json" not in names, names  # no merged full model
     meta = json.loads((folder / "sparring-checkpoint.json").read_text())
     assert meta["base"] == str(saved["base_dir"]) and meta["format"] == "lora-adapter"
@@ -178,8 +187,15 @@ def test_sft_on_a_loaded_adapter_trains_the_adapter_and_the_added_rows_only(save
 
     model, tokenizer = load_checkpoint(saved["folder"])
     before = {n: p.detach().clone() for n, p in model.named_parameters()}
-    settings = SFTSettings(max_steps=2, batch_size=2, learning_rate=1e-3, warmup_steps=0, max_length=128,
-                           logging_steps=1, group_by_length=False)
+    settings = SFTSettings(
+        max_steps=2,
+        batch_size=2,
+        learning_rate=1e-3,
+        warmup_steps=0,
+        max_length=128,
+        logging_steps=1,
+        group_by_length=False,
+    )
     assert settings.weight_decay > 0
     result = train_sft(model, tokenizer, CONVERSATIONS, settings, tmp_path / "sft")
     trained = result.model

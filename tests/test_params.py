@@ -23,9 +23,7 @@ def test_project_params_load_in_every_profile(monkeypatch):
     quick = load_params(ROOT / "params.yaml", "quick")
     default = load_params(ROOT / "params.yaml", "default")
     scale = load_params(ROOT / "params.yaml", "scale")
-    assert (
-        quick.profile == "quick" and quick.ingest.utterances.per_intent < default.ingest.utterances.per_intent
-    )
+    assert quick.profile == "quick" and quick.ingest.utterances.per_intent < default.ingest.utterances.per_intent
     assert scale.ingest.utterances.per_intent > default.ingest.utterances.per_intent
     assert scale.runtime.torch_threads == 0 and default.runtime.torch_threads == 1
     # An override changes only the keys it names.

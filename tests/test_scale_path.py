@@ -77,8 +77,15 @@ def trained(smollm2_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict
     model.eval()
     adapter_dir = out / "adapter"
     model.save_pretrained(adapter_dir)
-    return {"model": model, "tokenizer": tokenizer, "before": before, "result": result,
-            "log": trainer.state.log_history, "adapter_dir": adapter_dir, "base_dir": smollm2_dir}
+    return {
+        "model": model,
+        "tokenizer": tokenizer,
+        "before": before,
+        "result": result,
+        "log": trainer.state.log_history,
+        "adapter_dir": adapter_dir,
+        "base_dir": smollm2_dir,
+    }
 
 
 def _batch(tokenizer, prompts: list[str]) -> dict[str, torch.Tensor]:

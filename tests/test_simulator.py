@@ -180,7 +180,10 @@ def test_a_dialogues_which_answer_is_the_details_placeholder_and_no_identity():
     from the scenario in rollouts), its digits are no identity fact, and an answer that leaves stays."""
     turns = [
         {"role": "customer", "text": "My card isn't working."},
-        {"role": "agent", "text": "For security, can you give me your full name and the last four digits of your card?"},  # noqa: E501
+        {
+            "role": "agent",
+            "text": "For security, can you give me your full name and the last four digits of your card?",
+        },  # noqa: E501
         {"role": "customer", "text": "Ana Lima, card ending in 4321."},
         {"role": "agent", "text": "Could you tell me which card it is — the type and the last 4 digits?"},
         {"role": "customer", "text": "Sure, the virtual card ending in 9876."},
@@ -190,8 +193,12 @@ def test_a_dialogues_which_answer_is_the_details_placeholder_and_no_identity():
     assert extract_identity(turns) == {"full_name": "Ana Lima", "card_last4": "4321"}
     row = {"intent": "card_not_working", "persona": "cooperative", "outcome": "resolved", "turns": turns}
     said = [m["content"] for m in dialogue_view(row) if m["role"] == "assistant"]
-    assert said == ["My card isn't working.", "[full_name], card ending in [my_card_last4].", "Sure. [details]",
-                    "Yes, exactly."]
+    assert said == [
+        "My card isn't working.",
+        "[full_name], card ending in [my_card_last4].",
+        "Sure. [details]",
+        "Yes, exactly.",
+    ]
     assert not asks_which_object(turns[1]["text"]) and not asks_which_object(turns[5]["text"])
     left = dialogue_view({**row, "turns": [*turns[:4], {"role": "customer", "text": "Forget it, bye."}]})
     assert left[-1]["content"] == "Forget it, bye."

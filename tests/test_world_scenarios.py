@@ -174,9 +174,7 @@ def test_sampling_and_worlds_are_deterministic(train):
     assert [s.scenario_id for s in other] != [s.scenario_id for s in train[:30]]
     # Row order of the input does not matter; a list of dicts works like a frame.
     shuffled = utterances("train").sample(fraction=1.0, shuffle=True, seed=1).to_dicts()
-    assert [s.to_dict() for s in sample_scenarios(shuffled, n=20, seed=5)] == [
-        s.to_dict() for s in train[:20]
-    ]
+    assert [s.to_dict() for s in sample_scenarios(shuffled, n=20, seed=5)] == [s.to_dict() for s in train[:20]]
     assert Scenario.from_dict(json.loads(json.dumps(train[0].to_dict()))) == train[0]
 
 

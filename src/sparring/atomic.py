@@ -97,8 +97,7 @@ def check_replaceable(out_dir: Path, recognizes: Iterable[str] = ()) -> None:
         return
     shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
     raise OutputRefused(
-        f"{out_dir}: holds files sparring did not write ({shown}); refusing to replace it: "
-        "choose a new or empty folder"
+        f"{out_dir}: holds files sparring did not write ({shown}); refusing to replace it: choose a new or empty folder"
     )
 
 

@@ -17,9 +17,7 @@ def project_root() -> Path:
     for folder in (here, *here.parents):
         if (folder / "params.yaml").is_file():
             return folder
-    raise FileNotFoundError(
-        f"no params.yaml in {here} or above; run from the project folder or set {ROOT_ENV}"
-    )
+    raise FileNotFoundError(f"no params.yaml in {here} or above; run from the project folder or set {ROOT_ENV}")
 
 
 def apply_torch_threads(n: int) -> int:

@@ -34,8 +34,16 @@ ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors")
 FORMAT = "lora-adapter"
 # Config fields that are not carried over from the saved model: set by loading the base / growing its embeddings.
 _NOT_OVERRIDDEN = frozenset(
-    {"_name_or_path", "transformers_version", "architectures", "vocab_size", "dtype", "torch_dtype",
-     "tie_word_embeddings", "_attn_implementation_autoset"}
+    {
+        "_name_or_path",
+        "transformers_version",
+        "architectures",
+        "vocab_size",
+        "dtype",
+        "torch_dtype",
+        "tie_word_embeddings",
+        "_attn_implementation_autoset",
+    }
 )
 
 

@@ -55,6 +55,7 @@ def agent_system_prompt(agent: Any) -> str:
     reads it from its model's config, where the agent's checkpoint keeps it), else ``AGENT_SYSTEM_PROMPT``."""
     return getattr(agent, "system_prompt", AGENT_SYSTEM_PROMPT)
 
+
 PAD = "<|pad|>"
 END_OF_TEXT = "<|endoftext|>"  # bos / document separator
 SYSTEM = "<|system|>"
@@ -72,7 +73,11 @@ CALL_MARKERS: tuple[str, ...] = (INTENT, CALL_OPEN, CALL_CLOSE)
 # Tools outside the taxonomy: the two that end a conversation, the two clarifying moves and the read of one
 # payment's record (world.vocab).
 CONTROL_TOOLS: tuple[str, ...] = (
-    "end_conversation", "transfer_to_human", "ask_customer", "confirm_request", "payment_details"
+    "end_conversation",
+    "transfer_to_human",
+    "ask_customer",
+    "confirm_request",
+    "payment_details",
 )
 # Intent and tool names; "?" because Banking77 really has an intent named "reverted_card_payment?".
 NAME_PATTERN = r"[A-Za-z0-9_?]+"
@@ -138,8 +143,7 @@ def _chat_template(fmt: ChatFormat) -> str:
         + _lit(fmt.prefix["assistant"])
         # `train: false` (a recovery demo's wrong turn) renders the same text outside the trained block
         + "{%- if message.train is defined and message.train is false -%}"
-        "{{- agent(message) -}}" + _lit(fmt.end)
-        + "{%- else -%}"
+        "{{- agent(message) -}}" + _lit(fmt.end) + "{%- else -%}"
         "{%- generation -%}{{- agent(message) -}}" + _lit(fmt.end) + "{%- endgeneration -%}"
         "{%- endif -%}"
         + (_lit(fmt.after) if fmt.after else "")
@@ -164,8 +168,10 @@ def chat_format(tokenizer: Any) -> ChatFormat:
         if tokenizer.eos_token == fmt.end:
             return fmt
     ends = ", ".join(f.end for f in FORMATS)
-    raise ValueError(f"tokenizer's eos {tokenizer.eos_token!r} ends no sparring chat format ({ends}); "
-                     "was it made by the tokenizer stage?")
+    raise ValueError(
+        f"tokenizer's eos {tokenizer.eos_token!r} ends no sparring chat format ({ends}); "
+        "was it made by the tokenizer stage?"
+    )
 
 
 @dataclass
@@ -225,9 +231,7 @@ def tool_call_dict(call: ParsedCall) -> dict[str, Any]:
     return {"type": "function", "function": {"name": call.name, "arguments": dict(call.arguments)}}
 
 
-def assistant_message(
-    text: str = "", call: ParsedCall | None = None, intent: str | None = None
-) -> dict[str, Any]:
+def assistant_message(text: str = "", call: ParsedCall | None = None, intent: str | None = None) -> dict[str, Any]:
     """An HF-style assistant message that the chat template renders as :func:`render_agent_message`."""
     message: dict[str, Any] = {"role": "assistant", "content": text.strip()}
     if intent:
@@ -323,9 +327,7 @@ def _parse(s: str, tools: Collection[str], intents: Collection[str]) -> ParsedMe
         opened, closed = s.find(CALL_OPEN), s.find(CALL_CLOSE)
         text = s[: min(p for p in (opened, closed) if p >= 0)]
         if n_open != 1 or n_close != 1:
-            errors.append(
-                f"expected one {CALL_OPEN}...{CALL_CLOSE}, got {n_open} opening and {n_close} closing"
-            )
+            errors.append(f"expected one {CALL_OPEN}...{CALL_CLOSE}, got {n_open} opening and {n_close} closing")
         elif closed < opened:
             errors.append(f"{CALL_CLOSE} before {CALL_OPEN}")
         else:
@@ -355,9 +357,7 @@ def parse_agent_message(
     if not isinstance(text, str):
         return ParsedMessage("", None, None, False, f"message is {type(text).__name__}, not str")
     try:
-        return _parse(
-            text, known_tools() if tools is None else tools, known_intents() if intents is None else intents
-        )
+        return _parse(text, known_tools() if tools is None else tools, known_intents() if intents is None else intents)
     except Exception as e:  # the judge must get a verdict, never a crash
         return ParsedMessage("", None, None, False, f"unparseable message ({type(e).__name__})")
 

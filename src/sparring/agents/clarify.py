@@ -92,7 +92,7 @@ def mark_restatement(text: str, intent: str) -> str:
 
 
 def answer_kind(text: str) -> str | None:
-    """"yes" or "no" when a customer's message opens with an answer to a yes/no question, else None."""
+    """ "yes" or "no" when a customer's message opens with an answer to a yes/no question, else None."""
     if _DENY.search(text):
         return "no"
     if _AFFIRM.search(text):

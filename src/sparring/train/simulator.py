@@ -56,6 +56,7 @@ STYLE_BEHAVIOUR: dict[str, str] = {
     "multi_part": "You mention other things on your mind besides your main problem.",
 }
 
+
 def utterance_view(text: str, intent: str, style: str = "", seed_phrasing: str = "") -> list[dict[str, str]]:
     """A one-turn opening: goal from intent + style (+ a seed phrasing), the utterance as the customer's first
     message."""
@@ -220,5 +221,3 @@ def train_simulator(
         model = phases["opening_drill"].model
     phases["sft"] = train_sft(model, tokenizer, conversations, settings.sft, output_dir, seed=seed)
     return combine(phases, {"copy_drill": 0, "opening_drill": 1, "sft": 2})
-
-

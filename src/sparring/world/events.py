@@ -251,13 +251,17 @@ def provenance_of(
         return ArgProvenance(name, value, Source("free_text"), [Source("free_text")])
     if param is not None and param.choices is not None and value in param.choices:
         # A read argument's value (case_queue) comes from the earlier result that stated it under its name.
-        read = [] if name not in READ_ARGS else [
-            Source("result_field", ev.index, path)
-            for ev in reversed(earlier)
-            if isinstance(ev, ToolCallEvent)
-            for path, scalar in ev.result_scalars()
-            if path and path[-1] == name and scalar == value
-        ][:MAX_CANDIDATES]
+        read = (
+            []
+            if name not in READ_ARGS
+            else [
+                Source("result_field", ev.index, path)
+                for ev in reversed(earlier)
+                if isinstance(ev, ToolCallEvent)
+                for path, scalar in ev.result_scalars()
+                if path and path[-1] == name and scalar == value
+            ][:MAX_CANDIDATES]
+        )
         return ArgProvenance(name, value, (read or [Source("vocabulary")])[0], read or [Source("vocabulary")])
     fields: list[Source] = []
     texts: list[Source] = []

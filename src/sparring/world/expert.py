@@ -41,9 +41,7 @@ def _matches(target: str, item: dict[str, Any], slots: dict[str, Any]) -> bool:
         return item["merchant"] == slots["merchant"] and same_amount()
     if target == "transfer":
         return (
-            item["counterparty"] == slots["counterparty"]
-            and item["direction"] == slots["direction"]
-            and same_amount()
+            item["counterparty"] == slots["counterparty"] and item["direction"] == slots["direction"] and same_amount()
         )
     if target == "top_up":
         return item["method"] == slots["method"] and same_amount()

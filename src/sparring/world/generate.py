@@ -34,9 +34,7 @@ LAST_NAMES = (
     "Smith Jones Taylor Brown Williams Wilson Johnson Davies Patel Wright Khan Walker Evans Roberts Green "
     "Hughes Clarke Okafor Novak Garcia Silva Kowalski Nakamura Rossi Murphy Campbell Price Bennett Fischer"
 ).split()
-STREETS = tuple(
-    "High Street|Station Road|Church Lane|Park Avenue|Mill Road|Victoria Street|Queens Way".split("|")
-)
+STREETS = tuple("High Street|Station Road|Church Lane|Park Avenue|Mill Road|Victoria Street|Queens Way".split("|"))
 CITIES = ("London", "Manchester", "Leeds", "Bristol", "Glasgow", "Cardiff", "Norwich", "York", "Brighton")
 MERCHANTS = tuple(
     "Tesco|Sainsbury's|Pret A Manger|Amazon|Uber|Deliveroo|Boots|Waitrose|Trainline|Spotify|Netflix|"
@@ -132,9 +130,7 @@ def _customer(ids: IdPool, rng: random.Random, used_names: set[str]) -> Customer
                 transaction_id=ids.new("tx"),
                 kind=kind,
                 merchant=merchant,
-                amount=float(rng.randrange(low, high, 10))
-                if kind == "atm_withdrawal"
-                else money(rng, low, high),
+                amount=float(rng.randrange(low, high, 10)) if kind == "atm_withdrawal" else money(rng, low, high),
                 currency="GBP",
                 date=iso(rng.randint(3, 40)),
                 card_id=None if kind == "direct_debit" else physical.card_id,

@@ -147,9 +147,7 @@ def card_services(ctx: Ctx, a: dict[str, Any]) -> dict[str, Any]:
         require(card.status == "frozen", f"card is not frozen (status {card.status})")
         card.status = "active"
     elif action in ("report_lost", "report_compromised", "replace"):
-        allowed = ("active", "frozen", "expiring") + (
-            () if action == "replace" else ("not_activated", "ordered")
-        )
+        allowed = ("active", "frozen", "expiring") + (() if action == "replace" else ("not_activated", "ordered"))
         require(card.status in allowed, f"cannot {action.replace('_', ' ')} a card that is {card.status}")
         card.status = {"report_lost": "lost", "report_compromised": "blocked", "replace": "replaced"}[action]
         out["new_card"] = view(issue_card(ctx, card.kind, replacing=card))
@@ -167,9 +165,7 @@ def card_services(ctx: Ctx, a: dict[str, Any]) -> dict[str, Any]:
         require(not card.contactless_enabled, "contactless is already enabled")
         card.contactless_enabled = True
     elif action == "activate":
-        require(
-            card.status in ("not_activated", "ordered"), f"card cannot be activated (status {card.status})"
-        )
+        require(card.status in ("not_activated", "ordered"), f"card cannot be activated (status {card.status})")
         card.status = "active"
     elif action == "add_to_wallet":
         require(card.status == "active", f"card is not active (status {card.status})")
@@ -219,9 +215,7 @@ def transfer_support(ctx: Ctx, a: dict[str, Any]) -> dict[str, Any]:
         return out
     if action == "approve_beneficiary":
         ben = ctx.get("beneficiary", a["beneficiary_id"])
-        require(
-            ben.status != "blocked", "this beneficiary is blocked for security reasons; a human must review"
-        )
+        require(ben.status != "blocked", "this beneficiary is blocked for security reasons; a human must review")
         require(ben.status == "pending_review", "this beneficiary is already allowed")
         ben.status = "allowed"
         return {"beneficiary": view(ben)}
@@ -272,9 +266,7 @@ def top_up_support(ctx: Ctx, a: dict[str, Any]) -> dict[str, Any]:
         require(tu.status == "failed", f"only failed top-ups can be retried (status {tu.status})")
         tu.status, tu.retries = "pending", tu.retries + 1
     elif action == "verify":
-        require(
-            tu.status == "awaiting_verification", f"top-up does not need verification (status {tu.status})"
-        )
+        require(tu.status == "awaiting_verification", f"top-up does not need verification (status {tu.status})")
         tu.status = "completed"
         ctx.cust.account.balance = round(ctx.cust.account.balance + tu.amount, 2)
     else:  # pragma: no cover
@@ -317,9 +309,7 @@ def identity_verification(ctx: Ctx, a: dict[str, Any]) -> dict[str, Any]:
         require(cust.id_verification == "not_started", f"verification is already {cust.id_verification}")
         cust.id_verification = "pending"
     elif action == "manual_review":
-        require(
-            cust.id_verification == "failed", f"no failed verification to review ({cust.id_verification})"
-        )
+        require(cust.id_verification == "failed", f"no failed verification to review ({cust.id_verification})")
         cust.id_verification = "in_review"
     elif action == "request_source_of_funds":
         require(cust.source_of_funds == "not_requested", "source of funds was already requested")

@@ -94,9 +94,7 @@ def _diff(a: Any, b: Any, path: str, out: list[str], limit: int) -> None:
         for k in sorted(set(a) | set(b), key=str):
             sub = f"{path}.{k}" if path else str(k)
             if k not in a or k not in b:
-                out.append(
-                    f"{sub}: {'missing' if k not in a else a[k]!r} != {'missing' if k not in b else b[k]!r}"
-                )
+                out.append(f"{sub}: {'missing' if k not in a else a[k]!r} != {'missing' if k not in b else b[k]!r}")
             else:
                 _diff(a[k], b[k], sub, out, limit)
             if len(out) >= limit:

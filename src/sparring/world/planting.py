@@ -187,9 +187,7 @@ def plant(world: World, customer_id: str, intent: str, slots: dict[str, Any], rn
     if kind == "card":
         card = next((c for c in cust.cards if c.last4 == slots["card_last4"]), None)
         if card is None:
-            card = Card(
-                world.random_id("card", rng), slots["card_kind"], "active", slots["card_last4"], "02/30"
-            )
+            card = Card(world.random_id("card", rng), slots["card_kind"], "active", slots["card_last4"], "02/30")
             cust.cards.append(card)
         for key, value in attrs.items():
             if key != "kind":
@@ -237,9 +235,7 @@ def plant(world: World, customer_id: str, intent: str, slots: dict[str, Any], rn
             cust.account.balance = round(max(cust.account.balance, slots["amount"] + 100.0), 2)
     elif kind == "beneficiary":
         cust.beneficiaries.append(
-            Beneficiary(
-                world.random_id("ben", rng), slots["beneficiary"], slots["account_last4"], attrs["status"]
-            )
+            Beneficiary(world.random_id("ben", rng), slots["beneficiary"], slots["account_last4"], attrs["status"])
         )
     elif kind == "top_up":
         cust.top_ups.append(

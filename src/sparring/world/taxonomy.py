@@ -39,8 +39,7 @@ def load_taxonomy() -> Taxonomy:
     raw = json.loads(resources.files("sparring.world").joinpath("taxonomy.json").read_text("utf-8"))
     tools = dict(raw["tools"])
     intents = {
-        name: Intent(name=name, tool=v["tool"], description=v["description"])
-        for name, v in raw["intents"].items()
+        name: Intent(name=name, tool=v["tool"], description=v["description"]) for name, v in raw["intents"].items()
     }
     unknown = sorted({i.tool for i in intents.values()} - set(tools))
     if unknown:

@@ -132,17 +132,13 @@ def _run(world: World, session: Session, name: str, args: dict[str, Any]) -> tup
             _restore(world, snapshot)  # a call is atomic: a crashing handler leaves no partial change
             raise
         touched = [
-            cid
-            for cid, c in world.customers.items()
-            if cid != session.customer_id and pickle.dumps(c) != snapshot[cid]
+            cid for cid, c in world.customers.items() if cid != session.customer_id and pickle.dumps(c) != snapshot[cid]
         ]
         if touched:
             # Defence in depth: handlers only reach the bound customer; measure and undo rather than trust.
             _restore(world, snapshot)
             ctx.security.append((UNAUTHORIZED_ACTION, {"tool": name, "customers": touched}))
-            return _fail(
-                "internal error: the call touched another customer's data and was undone"
-            ), ctx.security
+            return _fail("internal error: the call touched another customer's data and was undone"), ctx.security
         return {"ok": True, "error": None, **fields}, ctx.security
     except Refusal as r:
         return _fail(str(r), refused=True), [*ctx.security, (r.type, r.detail)]
@@ -171,9 +167,7 @@ def validate(spec: ToolSpec, args: dict[str, Any]) -> dict[str, Any]:
                 raise ToolError(f"argument {key!r} must be a non-empty string, got {value!r}"[:200])
             clean[key] = value.strip()
         if param.choices is not None and clean[key] not in param.choices:
-            raise ToolError(
-                f"argument {key!r} must be one of {list(param.choices)}, got {clean[key]!r}"[:300]
-            )
+            raise ToolError(f"argument {key!r} must be one of {list(param.choices)}, got {clean[key]!r}"[:300])
     if spec.selector is None:
         missing = [k for k in spec.required if k not in clean]
         if missing:

@@ -262,8 +262,11 @@ TOOLS: dict[str, ToolSpec] = {
     "ask_customer": ToolSpec(
         "ask_customer",
         "Ask the customer which object they mean (the message's text is the question); they answer next.",
-        {"about": Param(_S, "The kind of object to ask about.", ("card", "transaction", "transfer", "top_up",
-                                                                  "beneficiary"))},
+        {
+            "about": Param(
+                _S, "The kind of object to ask about.", ("card", "transaction", "transfer", "top_up", "beneficiary")
+            )
+        },
         required=("about",),
         needs_identity=False,
     ),
