@@ -67,6 +67,10 @@ class SFTSettings(Settings):
     assistant_only_loss: bool = Field(True, description="loss on the trained side's turns only, else on every token")
     group_by_length: bool = Field(True, description="batches of similar length (random batches padded 5.6x)")
     logging_steps: int = Field(10, ge=1, description="steps between logged curve points")
+    fused_head: bool = Field(
+        False,
+        description="TRL's fused LM head on every device (false: off Triton, the labelled positions' dense logits)",
+    )
 
 
 class AgentSFTSettings(Settings):

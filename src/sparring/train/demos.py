@@ -19,7 +19,7 @@ from sparring.agents.chat import AGENT_SYSTEM_PROMPT, message_text
 from sparring.agents.policies import Policy
 from sparring.agents.scripted import CamouflagingCustomer, CooperativeCustomer, ExpertAgent
 from sparring.rollout import agent_opening, run_episodes
-from sparring.settings import AgentSFTSettings
+from sparring.settings import AgentSFTSettings, SFTSettings
 from sparring.train.sft import SFTResult, combine, flatten, train_sft
 from sparring.world.scenarios import Scenario
 
@@ -175,18 +175,33 @@ def warm_start(
     hundred openings otherwise wear down what phase 1 learnt.
     """
     phases: dict[str, SFTResult] = {}
+    for name, (conversations, phase) in warm_start_phases(demos, texts, intents, settings, seed).items():
+        phases[name] = train_sft(model, tokenizer, conversations, phase, output_dir / name, seed=seed)
+        model = phases[name].model
+    return combine(phases, {"intent": 1, "demos": 2})
+
+
+def warm_start_phases(
+    demos: Sequence[Sequence[dict[str, Any]]],
+    texts: Sequence[str],
+    intents: Sequence[str],
+    settings: AgentSFTSettings,
+    seed: int = 0,
+) -> dict[str, tuple[list[list[dict[str, Any]]], SFTSettings]]:
+    """:func:`warm_start`'s phases in order, each its conversations and settings: ``intent`` (absent when
+    ``settings.intent`` is null or there are no utterances) and ``demos``."""
+    out: dict[str, tuple[list[list[dict[str, Any]]], SFTSettings]] = {}
     system = AGENT_SYSTEM_PROMPT if settings.system_prompt else None
     examples = intent_examples(texts, intents, system)
     if settings.intent is not None and examples:
-        phases["intent"] = train_sft(model, tokenizer, examples, settings.intent, output_dir / "intent", seed=seed)
-        model = phases["intent"].model
+        out["intent"] = (examples, settings.intent)
     # Rehearsed exchanges end as the demos' first replies do: ending at the intent instead, they taught the agent
     # to stop there in episodes.
     picked = random.Random(seed).sample(range(len(examples)), min(settings.intent_rehearsal, len(examples)))
     reply = first_reply(demos)
     rehearsed = [[*examples[i][:-1], {**examples[i][-1], "content": reply}] for i in picked]
-    phases["demos"] = train_sft(model, tokenizer, [*demos, *rehearsed], settings.sft, output_dir / "demos", seed=seed)
-    return combine(phases, {"intent": 1, "demos": 2})
+    out["demos"] = ([*demos, *rehearsed], settings.sft)
+    return out
 
 
 def first_reply(demos: Sequence[Sequence[dict[str, Any]]]) -> str:
