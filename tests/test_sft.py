@@ -1,11 +1,15 @@
-"""train_sft's one reach into TRL's privates: the switch that lets its fused LM head score only the labelled
-positions. It must change speed only, never the loss, and say so when the TRL it patches has moved on."""
+"""train_sft's two departures from TRL's SFTTrainer, both for speed only: off Triton devices, the loss on the labelled
+positions' dense logits instead of TRL's fused LM head (the same loss and metrics, TRL's kernel not called); and,
+where TRL's fused head runs (`fused_head`), the one reach into TRL's privates, the switch that lets it score only the
+labelled positions. Neither may change the loss, and the switch says so when the TRL it patches has moved on."""
 
 from __future__ import annotations
 
 from contextlib import nullcontext
 
 import pytest
+import trl.trainer.utils as trl_utils
+from trl.kernels import ChunkedLogProbFunction
 
 import sparring.train.sft as sft
 from sparring.agents.chat import known_intents
@@ -17,7 +21,10 @@ from sparring.train.demos import intent_examples
 
 SPEC = ModelSpec(hidden_size=32, num_layers=1, num_heads=2, num_kv_heads=1, intermediate_size=64)
 # The loss on the reply only: the case where scoring the labelled positions alone skips most of the head's work.
-SETTINGS = SFTSettings(max_steps=4, batch_size=8, learning_rate=3e-3, warmup_steps=1, logging_steps=1, max_length=64)
+SETTINGS = SFTSettings(
+    max_steps=4, batch_size=8, learning_rate=3e-3, warmup_steps=1, logging_steps=1, max_length=64, fused_head=True
+)
+METRICS = ("loss", "grad_norm", "entropy", "mean_token_accuracy")  # TRL's logged figures of a step
 
 
 @pytest.fixture(scope="module")
@@ -27,9 +34,57 @@ def data():
     return tok, intent_examples(frame["text"].to_list()[:64], frame["intent"].to_list()[:64])
 
 
-def losses(tok, convs, tmp_path) -> list[float]:
-    result = sft.train_sft(build_model(SPEC, tok, seed=0), tok, convs, SETTINGS, tmp_path, seed=0)
-    return [c["loss"] for c in result.curves if "loss" in c]
+def losses(tok, convs, tmp_path, settings: SFTSettings = SETTINGS) -> list[float]:
+    return [c["loss"] for c in run(tok, convs, tmp_path, settings).curves if "loss" in c]
+
+
+def run(tok, convs, tmp_path, settings: SFTSettings, model=None) -> sft.SFTResult:
+    return sft.train_sft(model or build_model(SPEC, tok, seed=0), tok, convs, settings, tmp_path, seed=0)
+
+
+class CountedKernel:
+    """Stands in for TRL's fused-head kernel, counting its calls."""
+
+    calls = 0
+
+    @classmethod
+    def apply(cls, *args):
+        cls.calls += 1
+        return ChunkedLogProbFunction.apply(*args)
+
+
+@pytest.fixture
+def kernel(monkeypatch):
+    CountedKernel.calls = 0
+    monkeypatch.setattr(trl_utils, "_ChunkedLogProbFunction", CountedKernel)
+    return CountedKernel
+
+
+@pytest.mark.parametrize("assistant_only_loss", [False, True], ids=["whole_text", "reply_only"])
+def test_the_dense_head_trains_as_trls_fused_head(data, tmp_path, kernel, assistant_only_loss):
+    """Every logged figure and the tokens counted agree, step by step, with the loss on every token (DA0's intent
+    phase) and on the reply only; TRL's kernel runs only in the fused arm."""
+    tok, convs = data
+    settings = SETTINGS.model_copy(update={"assistant_only_loss": assistant_only_loss})
+    dense = run(tok, convs, tmp_path / "dense", settings.model_copy(update={"fused_head": False}))
+    assert kernel.calls == 0
+    fused = run(tok, convs, tmp_path / "fused", settings)
+    assert kernel.calls == SETTINGS.max_steps
+    steps = [[c for c in r.curves if "loss" in c] for r in (dense, fused)]
+    assert len(steps[0]) == len(steps[1]) == SETTINGS.max_steps
+    for key in METRICS:
+        assert [c[key] for c in steps[0]] == pytest.approx([c[key] for c in steps[1]], rel=1e-4, abs=1e-5), key
+    assert [c["num_tokens"] for c in steps[0]] == [c["num_tokens"] for c in steps[1]]
+    assert dense.train_tokens == fused.train_tokens > 0
+
+
+def test_a_model_that_scales_its_logits_keeps_trls_fused_head(data, tmp_path, kernel):
+    """The dense head applies no logit scale or softcap, so a model that has one is left to TRL's head."""
+    tok, convs = data
+    model = build_model(SPEC, tok, seed=0)
+    model.config.logit_scale = 1.0
+    run(tok, convs, tmp_path, SETTINGS.model_copy(update={"fused_head": False}), model=model)
+    assert kernel.calls == SETTINGS.max_steps
 
 
 def test_scoring_only_labelled_positions_leaves_the_loss_unchanged(data, tmp_path, monkeypatch):
