@@ -69,7 +69,7 @@ class SFTSettings(Settings):
     logging_steps: int = Field(10, ge=1, description="steps between logged curve points")
     fused_head: bool = Field(
         False,
-        description="TRL's fused LM head on every device (false: off Triton, the labelled positions' dense logits)",
+        description="TRL's fused LM head on every device (false: on CPU, the labelled positions' dense logits)",
     )
 
 

@@ -48,7 +48,6 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 from sparring.agents.chat import agent_system_prompt
@@ -59,6 +58,7 @@ from sparring.rollout import Episode, run_episodes
 from sparring.seeds import derive_seed
 from sparring.settings import GRPOSettings
 from sparring.train.iapo import credit_batch, make_credit_trainer
+from sparring.train.lm_head import LossTokensHead, plain_head
 from sparring.train.opponents import PerEpisodeOpponent, SharedReplies
 from sparring.world.scenarios import Scenario
 
@@ -407,34 +407,6 @@ def bucket_weight(loss_type: str, inputs: dict[str, Any], rows: Sequence[int]) -
     return 1.0
 
 
-class LossTokensHead:
-    """The trainer's model as TRL's fused LM head calls it, ``model(input_ids=, attention_mask=, labels=,
-    fused_lm_head=True)`` -> per-token ``log_probs`` and ``entropy`` of the next-token labels at ``temperature``
-    (0 where the label is -100), with the LM head run only where ``keep`` (the loss mask over prompt + completion)
-    is 1: TRL scores every position on devices without Triton, and an episode's loss tokens (the side's own) are
-    a minority of it. Entropy only feeds TRL's metrics here (no entropy bonus), so it carries no gradient."""
-
-    def __init__(self, model: Any, keep: Any, temperature: float) -> None:
-        self.model, self.keep, self.temperature = model, keep.bool(), temperature
-
-    def __call__(self, *, input_ids: Any, attention_mask: Any, labels: Any, **_: Any) -> Any:
-        import torch
-
-        hidden = self.model.base_model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False)
-        hidden, labels = hidden.last_hidden_state[:, :-1], labels[:, 1:]
-        keep = (labels != -100) & self.keep[:, 1:]
-        head = self.model.get_output_embeddings()
-        logits = torch.nn.functional.linear(hidden[keep], head.weight, head.bias).float() / self.temperature
-        logp = logits.log_softmax(-1)
-        picked = logp.gather(-1, labels[keep][:, None])[:, 0]
-        with torch.no_grad():
-            entropy = -(logp.exp() * logp).sum(-1)
-        zeros = torch.zeros(keep.shape, dtype=picked.dtype, device=picked.device)
-        return SimpleNamespace(
-            log_probs=zeros.masked_scatter(keep, picked), entropy=zeros.masked_scatter(keep, entropy)
-        )
-
-
 def make_update_trainer(base: type) -> type:
     """``base`` (TRL's ``GRPOTrainer`` or a subclass) whose update runs TRL's loss, clipping and normalisation
     unchanged on less padding and fewer LM-head positions, through ``compute_loss`` (Trainer's public hook):
@@ -487,17 +459,10 @@ def make_update_trainer(base: type) -> type:
                 device.type == "cpu"
                 and not is_peft(model)
                 and not self.args.cast_lm_head_to_fp32
-                and _plain_head(model.config)
+                and plain_head(model.config)
             )
 
     return UpdateTrainer
-
-
-def _plain_head(config: Any) -> bool:
-    """True when the model's logits are the head's projection alone (no softcap or scale for TRL to apply)."""
-    text = config.get_text_config()
-    scales = ("final_logit_softcapping", "logit_scale", "output_multiplier", "lm_head_multiplier", "logits_scaling")
-    return all(getattr(text, name, None) is None for name in scales)
 
 
 def build_trainer(

@@ -10,10 +10,10 @@ of ~100 steps (TRL's defaults trained a tiny model from scratch ~20 points worse
 (`train_sampling_strategy="group_by_length"`: without it every batch pads to its longest row, 5.6x slower).
 TRL's fused LM head scores only the labelled positions on Triton devices but every position elsewhere; on CPU,
 with the loss on the agent's ~10% of a conversation's tokens, that made it ~25% slower than a plain loop
-(benchmarks/sft_vs_plain_loop.py): `train_sft` has it score the labelled positions only, on every device. Off
-Triton devices, TRL's fused head itself is slow where most tokens carry the loss (its torch fallback makes a dozen
-elementwise passes over every tile of logits), so there `train_sft`'s trainer takes the same loss on the labelled
-positions' dense logits (:func:`dense_head_trainer`; `SFTSettings.fused_head` keeps TRL's).
+(benchmarks/sft_vs_plain_loop.py): `train_sft` has it score the labelled positions only, on every device. On CPU
+TRL's fused head itself is slow where most tokens carry the loss (its torch fallback makes a dozen elementwise
+passes over every tile of logits), so there `train_sft`'s trainer takes the same loss on the labelled positions'
+dense logits (:func:`dense_head_trainer`; `SFTSettings.fused_head` keeps TRL's head).
 """
 
 from __future__ import annotations
@@ -178,72 +178,32 @@ def train_sft(
     )
 
 
-# Config attributes by which a model scales or caps its logits; TRL's fused head applies them, the dense one does not.
-LOGIT_TRANSFORMS = (
-    "final_logit_softcapping",
-    "logit_scale",
-    "output_multiplier",
-    "lm_head_multiplier",
-    "logits_scaling",
-)
-
-
 @functools.cache
 def dense_head_trainer() -> type:
-    """TRL's ``SFTTrainer`` whose training loss, off Triton devices, is taken on the labelled positions' dense logits
-    (built on first use: importing TRL is slow)."""
-    import torch
+    """TRL's ``SFTTrainer`` whose loss, on CPU, has the LM head project only the labelled positions, densely
+    (:class:`~sparring.train.lm_head.LossTokensHead`); built on first use (importing TRL is slow)."""
     from trl import SFTTrainer
-    from trl.trainer.utils import _use_triton
+
+    from sparring.train.lm_head import LossTokensHead, plain_head
 
     class DenseHeadSFTTrainer(SFTTrainer):
-        """``SFTTrainer`` whose training loss, off Triton devices, projects the labelled positions through the LM head
-        in one matmul and takes PyTorch's log-softmax there; TRL's own ``compute_loss`` everywhere else.
-
-        The same loss (mean NLL over the labelled tokens, or over ``num_items_in_batch``) and the same logged
-        metrics as TRL's fused head (``entropy``, ``mean_token_accuracy``, ``num_tokens``). Why: without Triton, TRL
-        folds each ``[tokens, vocabulary]`` tile of its fused head through a dozen separate elementwise torch ops,
-        several times the cost of the projection itself, so a phase whose loss covers every token (DA0's intent
-        phase, the simulator's drills) spent most of a step there (benchmarks/sft_phase_throughput.py).
-        """
+        """``SFTTrainer`` whose ``compute_loss`` (Trainer's public hook) hands TRL's own a :class:`LossTokensHead`
+        for the model on CPU, where TRL's fused head runs its torch fallback: TRL's loss, normalisation and logged
+        metrics unchanged, the head one matmul and one log-softmax over the labelled positions. Whatever reads the
+        full logits (``compute_loss_func``, label smoothing), the MoE aux loss, and models that scale or cap their
+        logits keep TRL's path."""
 
         def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
-            base = model.get_base_model() if hasattr(model, "get_base_model") else model
-            config = base.config.get_text_config()
             if (
                 return_outputs
-                or not model.training
-                or _use_triton(inputs["input_ids"].device)
+                or inputs["input_ids"].device.type != "cpu"
                 or self.compute_loss_func is not None
                 or self.label_smoother is not None
                 or self.aux_loss_enabled
-                or self.args.loss_type != "nll"
-                or any(getattr(config, k, None) is not None for k in LOGIT_TRANSFORMS)
+                or not plain_head(model.config)
             ):
                 return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
-            features = {k: v for k, v in inputs.items() if k not in ("labels", "use_cache")}
-            hidden = base.base_model(**features, use_cache=False).last_hidden_state[:, :-1]
-            targets = inputs["labels"][:, 1:]
-            mask = targets != -100
-            targets = targets[mask]
-            log_probs = base.get_output_embeddings()(hidden[mask]).float().log_softmax(-1)
-            picked = log_probs.gather(-1, targets[:, None]).squeeze(-1)
-            n = mask.sum() if num_items_in_batch is None else num_items_in_batch
-            loss = -picked.sum() / torch.as_tensor(n).clamp(min=1)
-            if self.args.average_tokens_across_devices and num_items_in_batch is not None:
-                loss = loss * (self.accelerator.num_processes // self.get_tp_size())
-            with torch.no_grad():  # TRL's metrics over the labelled positions, each in one pass over the logits
-                valid = max(int(mask.sum()), 1)
-                entropy = -float(torch.vdot(log_probs.exp().flatten(), log_probs.flatten())) / valid
-                correct = int((picked >= log_probs.amax(-1)).sum())
-            metrics = self._metrics["train"]
-            metrics["entropy"].append(entropy)
-            metrics["mean_token_accuracy"].append(correct / valid)
-            # tokens as TRL counts them: the attention mask's, or a padding-free batch's one row
-            counted = inputs["attention_mask"].sum() if "attention_mask" in inputs else inputs["position_ids"].size(1)
-            self._total_train_tokens += int(counted) // self._tp_size
-            metrics["num_tokens"] = [self._total_train_tokens]
-            return loss
+            return super().compute_loss(LossTokensHead(model), inputs, num_items_in_batch=num_items_in_batch)
 
     return DenseHeadSFTTrainer
 
