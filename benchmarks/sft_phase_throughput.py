@@ -1,22 +1,25 @@
 """Tokens/s of DA0's two SFT phases on the same model, side by side: the intent phase against the demonstrations.
 
 DA0's warm start (``sparring.train.demos.warm_start``) runs two TRL SFT phases through ``train_sft``: (1) the intent
-phase, every train utterance -> ``<intent>NAME`` (~30 tokens an example, loss on every token), and (2) the expert
-demonstrations with the rehearsed exchanges (a few hundred tokens an example, loss on the agent's turns). Issue #42
-item 4 asks the first to run at >= 0.7 of the second's tokens/s. Both phases are built from a project folder as the
-``agent_sft`` stage builds them (its ingested train utterances, train scenarios, tokenizer and ``params.yaml``
-settings), and each runs a fixed number of optimizer steps from the same start weights (a model from config, as the
-stage builds it), alternating ``--repeats`` times in this one process; each figure is the best run (on a shared VM
-the slow runs measure the neighbours, not the code).
+phase, every train utterance -> ``<intent>NAME`` (a few dozen tokens an example, the loss on every token), and (2)
+the expert demonstrations with the rehearsed exchanges (the loss on the agent's turns). Issue #42 item 4 asks the
+first to run at >= 0.7 of the second's tokens/s. Both phases are built from a project folder as the ``agent_sft``
+stage builds them (``demos.warm_start_phases`` over its ingested train utterances, train scenarios and tokenizer,
+with ``params.yaml``'s settings; ``--member NAME``: a ``peer_rl`` member's model and warm start instead). Each arm
+runs a fixed number of optimizer steps of one phase from the same start weights (a model from config): the phase as
+configured, and (unless ``--no-fused``) the same with ``fused_head: true``, TRL's fused LM head as ``train_sft`` ran
+it before #42. The arms alternate ``--repeats`` times in this one process; each figure is an arm's best run (on a
+shared VM the slow runs measure the neighbours, not the code).
 
 Tokens are the non-pad tokens the backbone ran over (TRL's ``num_tokens``); the first step of each run is a warm-up
-and not timed. For each phase, where the median step's time goes: data (fetching and collating the batch, and the
-previous step's logging), the backbone's forward, the LM head's forward with the loss code, backward (the head's
-included), the optimizer step (clipping included), and the shares of padded and of labelled positions. Prints
-readable lines, then one JSON object as the last line: ``{"intent": {"tokens_per_s", ...}, "demos": {...},
-"fraction", ...}``.
-Usage: ``SPARRING_ROOT=<project> python benchmarks/sft_phase_throughput.py [--root DIR] [--params params.yaml]
-[--profile default] [--intent-steps 60] [--demos-steps 150] [--repeats 2]``.
+and not timed. Where an arm's median step goes: data (fetching and collating the batch, and the previous step's
+logging), the backbone's forward, the head and the loss (from the backbone's output to the gradient reaching it
+again: the head's forward and backward, TRL's loss code and metrics), the backbone's backward (gradient clipping
+included), the optimizer step; and the shares of padded and of labelled positions. Prints readable lines, then one
+JSON object as the last line: ``{"intent": {"tokens_per_s", ...}, "demos": {...}, "intent_fused_head": {...},
+"demos_fused_head": {...}, "fraction", "fraction_fused_head", "intent_speedup", ...}``.
+Usage: ``python benchmarks/sft_phase_throughput.py --root <project> [--params params.yaml] [--profile default]
+[--member qwen] [--intent-steps 100] [--demos-steps 200] [--repeats 2] [--no-fused]``.
 """
 
 from __future__ import annotations
@@ -142,12 +145,18 @@ def main() -> None:
     parser.add_argument("--demos-steps", type=int, default=200, help="4 of its length-grouped megabatches")
     parser.add_argument("--repeats", type=int, default=2, help="best of this many runs of each arm")
     parser.add_argument("--no-fused", action="store_true", help="skip the arms with TRL's fused head (the before)")
+    parser.add_argument("--member", default=None, help="a peer_rl member's model and warm start instead of DA0's")
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
 
     p = load_params(args.params, args.profile)
-    cfg = p.agent_sft
+    cfg, spec = p.agent_sft, p.model
+    if cfg.tie_word_embeddings is not None:  # as the agent_sft stage builds DA0
+        spec = spec.replace(tie_word_embeddings=cfg.tie_word_embeddings)
+    if args.member is not None:  # as peer_members builds one (peer_cohort.warm_start_member)
+        member = p.peer_rl.members[args.member]
+        cfg, spec = member.warm_start or p.agent_sft, member.model or spec
     tok = AutoTokenizer.from_pretrained(args.root / "models" / "tokenizer")
     scenarios = load_scenarios(args.root / "data" / "scenarios" / "train.jsonl")[: cfg.demos]
     demos = expert_demonstrations(scenarios, p.seed, refs=cfg.object_refs)
@@ -158,16 +167,16 @@ def main() -> None:
     arms = {name: (name, settings) for name, (_, settings) in phases.items()}
     if not args.no_fused:
         arms |= {f"{n}_fused_head": (n, s.model_copy(update={"fused_head": True})) for n, (_, s) in phases.items()}
-    start = build_model(p.model, tok, seed=p.seed)
+    start = build_model(spec, tok, seed=p.seed)
     weights = copy.deepcopy(start.state_dict())
-    print(f"model: {p.model.arch} {count_parameters(start):,} params, vocab {len(tok)}, threads {args.threads}")
+    print(f"model: {spec.arch} {count_parameters(start):,} params, vocab {len(tok)}, threads {args.threads}")
     for name, (convs, settings) in phases.items():
         print(f"{name}: {len(convs)} conversations, batch {settings.batch_size}, {steps[name]} steps a run")
 
     best: dict[str, dict[str, Any]] = {}
     for _ in range(args.repeats):
         for arm, (phase, settings) in arms.items():
-            model = build_model(p.model, tok, seed=p.seed)
+            model = build_model(spec, tok, seed=p.seed)
             model.load_state_dict(weights)
             got = run_phase(model, tok, phases[phase][0], settings, steps[phase], p.seed)
             if got["tokens_per_s"] > best.get(arm, {}).get("tokens_per_s", 0.0):
@@ -185,7 +194,9 @@ def main() -> None:
         result["fraction_fused_head"] = round(before, 3)
         result["intent_speedup"] = round(best["intent"]["tokens_per_s"] / best["intent_fused_head"]["tokens_per_s"], 3)
         print(f"with TRL's fused head: {before:.0%}; the intent phase {result['intent_speedup']:.2f}x faster without")
-    result.update(steps=steps, repeats=args.repeats, seed=p.seed, threads=args.threads)
+    result.update(
+        model=spec.arch, member=args.member, steps=steps, repeats=args.repeats, seed=p.seed, threads=args.threads
+    )
     print(json.dumps(result))
 
 
