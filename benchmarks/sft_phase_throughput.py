@@ -56,19 +56,22 @@ class StepTimes(TrainerCallback):
     def __init__(self, model: Any) -> None:
         self.steps: list[dict[str, float]] = []
         self.last_end: float | None = None
-        self.labelled = 0
+        self.labelled = self.collated = 0  # label and real-token positions of every batch collated
         model.base_model.register_forward_pre_hook(self._enter, with_kwargs=True)
         model.base_model.register_forward_hook(self._leave)
 
     def on_train_begin(self, args, state, control, train_dataloader=None, **kwargs):
-        collate = train_dataloader.collate_fn
+        loader = getattr(train_dataloader, "base_dataloader", train_dataloader)  # under accelerate's adapter
+        collate = loader.collate_fn
 
         def counted(examples):
             batch = collate(examples)
             self.labelled += int((batch["labels"][:, 1:] != -100).sum())
+            mask = batch.get("attention_mask")
+            self.collated += int(mask.sum()) if mask is not None else batch["input_ids"].numel()
             return batch
 
-        train_dataloader.collate_fn = counted
+        loader.collate_fn = counted
 
     def _enter(self, module, args, kwargs):
         self.t_forward = time.perf_counter()
@@ -105,11 +108,9 @@ class StepTimes(TrainerCallback):
                 "backbone_backward": self.t_pre - self.t_head_done,
                 "optimizer": end - self.t_pre,
                 "pad_share": 1 - self.tokens / max(self.positions, 1),
-                "labelled_share": self.labelled / max(self.tokens, 1),
                 "tokens": self.tokens,
             }
         )
-        self.labelled = 0  # the next batch is collated after this
 
 
 def run_phase(
@@ -132,7 +133,7 @@ def run_phase(
     for k in PARTS:
         out[f"{k}_share"] = round(median[k] / median["seconds"], 3)
     out["pad_share"] = round(float(np.mean([s["pad_share"] for s in timed])), 3)
-    out["labelled_share"] = round(float(np.mean([s["labelled_share"] for s in timed])), 3)
+    out["labelled_share"] = round(times.labelled / max(times.collated, 1), 3)
     return out
 
 
