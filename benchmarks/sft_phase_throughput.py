@@ -5,11 +5,12 @@ phase, every train utterance -> ``<intent>NAME`` (a few dozen tokens an example,
 the expert demonstrations with the rehearsed exchanges (the loss on the agent's turns). Issue #42 item 4 asks the
 first to run at >= 0.7 of the second's tokens/s. Both phases are built from a project folder as the ``agent_sft``
 stage builds them (``demos.warm_start_phases`` over its ingested train utterances, train scenarios and tokenizer,
-with ``params.yaml``'s settings; ``--member NAME``: a ``peer_rl`` member's model and warm start instead). Each arm
-runs a fixed number of optimizer steps of one phase from the same start weights (a model from config): the phase as
-configured, and (unless ``--no-fused``) the same with ``fused_head: true``, TRL's fused LM head as ``train_sft`` ran
-it before #42. The arms alternate ``--repeats`` times in this one process; each figure is an arm's best run (on a
-shared VM the slow runs measure the neighbours, not the code).
+with ``params.yaml``'s settings; ``--member NAME``: a ``peer_rl`` member's model and warm start instead;
+``--opening-drill``: the simulator's opening drill too, as ``simulator_sft`` builds it, ``--intent-steps`` long).
+Each arm runs a fixed number of optimizer steps of one phase from the same start weights (a model from config): the
+phase as configured, and (unless ``--no-fused``) the same with ``fused_head: true``, TRL's fused LM head as
+``train_sft`` ran it before #42. The arms alternate ``--repeats`` times in this one process; each figure is an arm's
+best run (on a shared VM the slow runs measure the neighbours, not the code).
 
 Tokens are the non-pad tokens the backbone ran over (TRL's ``num_tokens``); the first step of each run is a warm-up
 and not timed. Where an arm's median step goes: data (fetching and collating the batch, and the previous step's
@@ -19,7 +20,7 @@ included), the optimizer step; and the shares of padded and of labelled position
 JSON object as the last line: ``{"intent": {"tokens_per_s", ...}, "demos": {...}, "intent_fused_head": {...},
 "demos_fused_head": {...}, "fraction", "fraction_fused_head", "intent_speedup", ...}``.
 Usage: ``python benchmarks/sft_phase_throughput.py --root <project> [--params params.yaml] [--profile default]
-[--member qwen] [--intent-steps 100] [--demos-steps 200] [--repeats 2] [--no-fused]``.
+[--member qwen] [--opening-drill] [--intent-steps 100] [--demos-steps 200] [--repeats 2] [--no-fused]``.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from sparring.params import load_params
 from sparring.settings import SFTSettings
 from sparring.train.demos import expert_demonstrations, warm_start_phases
 from sparring.train.sft import train_sft
+from sparring.train.simulator import opening_exercises
 from sparring.world.scenarios import load_scenarios
 
 PARTS = ("data", "backbone_forward", "head_and_loss", "backbone_backward", "optimizer")
@@ -147,6 +149,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=2, help="best of this many runs of each arm")
     parser.add_argument("--no-fused", action="store_true", help="skip the arms with TRL's fused head (the before)")
     parser.add_argument("--member", default=None, help="a peer_rl member's model and warm start instead of DA0's")
+    parser.add_argument("--opening-drill", action="store_true", help="also the simulator's opening drill")
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
@@ -163,7 +166,9 @@ def main() -> None:
     demos = expert_demonstrations(scenarios, p.seed, refs=cfg.object_refs)
     train = pl.read_parquet(args.root / "data" / "ingest" / "train.parquet")
     phases = warm_start_phases(demos, train["text"].to_list(), train["intent"].to_list(), cfg, p.seed)
-    steps = {"intent": args.intent_steps, "demos": args.demos_steps}
+    if args.opening_drill and p.simulator_sft.opening_drill is not None:  # as simulator_sft drills the model
+        phases["opening_drill"] = (opening_exercises(train), p.simulator_sft.opening_drill)
+    steps = {"intent": args.intent_steps, "demos": args.demos_steps, "opening_drill": args.intent_steps}
     # arm -> (phase, its settings): as configured, and with TRL's fused head (the code before issue #42's change)
     arms = {name: (name, settings) for name, (_, settings) in phases.items()}
     if not args.no_fused:
