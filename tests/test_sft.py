@@ -38,8 +38,8 @@ def losses(tok, convs, tmp_path, settings: SFTSettings = SETTINGS) -> list[float
     return [c["loss"] for c in run(tok, convs, tmp_path, settings).curves if "loss" in c]
 
 
-def run(tok, convs, tmp_path, settings: SFTSettings, model=None) -> sft.SFTResult:
-    return sft.train_sft(model or build_model(SPEC, tok, seed=0), tok, convs, settings, tmp_path, seed=0)
+def run(tok, convs, tmp_path, settings: SFTSettings, model=None, spec: ModelSpec = SPEC) -> sft.SFTResult:
+    return sft.train_sft(model or build_model(spec, tok, seed=0), tok, convs, settings, tmp_path, seed=0)
 
 
 class CountedKernel:
@@ -76,6 +76,21 @@ def test_the_dense_head_trains_as_trls_fused_head(data, tmp_path, kernel, assist
         assert [c[key] for c in steps[0]] == pytest.approx([c[key] for c in steps[1]], rel=1e-4, abs=1e-5), key
     assert [c["num_tokens"] for c in steps[0]] == [c["num_tokens"] for c in steps[1]]
     assert dense.train_tokens == fused.train_tokens > 0
+
+
+@pytest.mark.parametrize("arch", ["qwen2", "gpt_neox"])
+def test_the_dense_head_trains_the_peer_members_architectures_as_trls(data, tmp_path, kernel, arch):
+    """The cohort's members warm-start through the same trainer: their backbones and heads (gpt_neox's `embed_out`)."""
+    tok, convs = data
+    spec = SPEC.replace(arch=arch, num_kv_heads=SPEC.num_heads)
+    settings = SETTINGS.model_copy(update={"assistant_only_loss": False})
+    dense = run(tok, convs, tmp_path / "dense", settings.model_copy(update={"fused_head": False}), spec=spec)
+    assert kernel.calls == 0
+    fused = run(tok, convs, tmp_path / "fused", settings, spec=spec)
+    assert kernel.calls == SETTINGS.max_steps
+    steps = [[c for c in r.curves if "loss" in c] for r in (dense, fused)]
+    for key in METRICS:
+        assert [c[key] for c in steps[0]] == pytest.approx([c[key] for c in steps[1]], rel=1e-4, abs=1e-5), key
 
 
 def test_a_model_that_scales_its_logits_keeps_trls_fused_head(data, tmp_path, kernel):
