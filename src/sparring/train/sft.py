@@ -12,8 +12,9 @@ TRL's fused LM head scores only the labelled positions on Triton devices but eve
 with the loss on the agent's ~10% of a conversation's tokens, that made it ~25% slower than a plain loop
 (benchmarks/sft_vs_plain_loop.py): `train_sft` has it score the labelled positions only, on every device. On CPU
 TRL's fused head itself is slow where most tokens carry the loss (its torch fallback makes a dozen elementwise
-passes over every tile of logits), so there `train_sft`'s trainer takes the same loss on the labelled positions'
-dense logits (:func:`dense_head_trainer`; `SFTSettings.fused_head` keeps TRL's head).
+passes over every tile of logits), so `SFTSettings.fused_head: false` has `train_sft`'s trainer take the same loss
+on the labelled positions' dense logits there (:func:`dense_head_trainer`). It is not the default: the one DA0
+retrained with it lost strict PASS on paired episodes (docs/results.md, "Short-example SFT phases").
 """
 
 from __future__ import annotations
