@@ -25,29 +25,22 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from coevolution_acceptance import paired_bootstrap  # noqa: E402  (a sibling script)
 
-from sparring.agents.checkpoints import load_checkpoint  # noqa: E402
 from sparring.agents.policies import LMPolicy  # noqa: E402
 from sparring.agents.scripted import CamouflagingCustomer, CooperativeCustomer  # noqa: E402
+from sparring.catalog import AGENT_SFT, Catalog  # noqa: E402
 from sparring.params import load_params  # noqa: E402
 from sparring.rollout import run_episodes  # noqa: E402
-from sparring.world.scenarios import load_scenarios  # noqa: E402
 
 ARMS = ("bfloat16", "auto")
 
 
-def play(root: Path, dtype: str, n: int) -> dict[str, Any]:
-    """DA0 against both scripted customers with a ``dtype`` cache: per-episode strict passes, transcripts, rate."""
-    p = load_params(root / "params.yaml", None)
-    model, tokenizer = load_checkpoint(root / "models" / "agent_sft")
-    agent = LMPolicy(
-        model, tokenizer, role="agent", max_new_tokens=p.agent_sft.max_new_tokens, greedy=True, kv_cache_dtype=dtype
-    )
-    scenarios = load_scenarios(root / "data" / "scenarios" / "heldout.jsonl")[:n]
-    customers = {"coopscripted": CooperativeCustomer(), "camo": CamouflagingCustomer(seed=p.seed)}
+def play(agent: LMPolicy, scenarios: list, seed: int) -> dict[str, Any]:
+    """``agent`` against both scripted customers: per-episode strict passes, transcripts, agent tokens and seconds."""
+    customers = {"coopscripted": CooperativeCustomer(), "camo": CamouflagingCustomer(seed=seed)}
     out: dict[str, Any] = {"passes": {}, "transcripts": {}, "seconds": 0.0, "agent_tokens": 0}
     for key, customer in customers.items():
         start = time.perf_counter()
-        episodes = run_episodes(scenarios, agent, customer, seed=p.seed)
+        episodes = run_episodes(scenarios, agent, customer, seed=seed)
         out["seconds"] += time.perf_counter() - start
         out["passes"][key] = [float(ep.outcome.strict_pass) for ep in episodes]
         out["transcripts"][key] = [json.dumps(ep.messages, default=str) for ep in episodes]
@@ -61,13 +54,18 @@ def main() -> int:
     parser.add_argument("--scenarios", type=int, default=240, help="held-out scenarios (agent_sft's eval_scenarios)")
     parser.add_argument("--rounds", type=int, default=1, help="times each arm plays, alternating (timing only)")
     args = parser.parse_args()
-    if not (args.run / "models" / "agent_sft").is_dir():
-        print(f"error: {args.run / 'models' / 'agent_sft'} is missing: run the agent_sft stage there", file=sys.stderr)
+    if not (args.run / AGENT_SFT).is_dir():
+        print(f"error: {args.run / AGENT_SFT} is missing: run the agent_sft stage there", file=sys.stderr)
         return 2
+    p, data = load_params(args.run / "params.yaml", None), Catalog(args.run)
+    model, tokenizer = data.checkpoint(AGENT_SFT)
+    scenarios = data.scenarios("heldout", args.scenarios)
+    options = {"max_new_tokens": p.agent_sft.max_new_tokens, "greedy": True}  # as the agent_sft stage plays DA0
+    agents = {arm: LMPolicy(model, tokenizer, "agent", kv_cache_dtype=arm, **options) for arm in ARMS}
     runs: dict[str, list[dict[str, Any]]] = {arm: [] for arm in ARMS}
     for _ in range(args.rounds):
         for arm in ARMS:
-            runs[arm].append(play(args.run, arm, args.scenarios))
+            runs[arm].append(play(agents[arm], scenarios, p.seed))
             print(f"{arm:9s} {runs[arm][-1]['seconds']:.1f} s", flush=True)
     first = {arm: r[0] for arm, r in runs.items()}
     summary: dict[str, Any] = {"arms": {}, "difference": {}, "same_transcript": {}, "n": args.scenarios}

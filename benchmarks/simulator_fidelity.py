@@ -82,12 +82,10 @@ def read_report(root: Path, profile: str, seed: int | None = None) -> dict[str, 
 
 def _dialogues(root: Path, n: int) -> tuple[Any, Any]:
     """A run's ingested training dialogues and its first ``n`` held-out ones."""
-    import polars as pl
+    from sparring.catalog import Catalog
 
-    ingest = root / "data" / "ingest"
-    return pl.read_parquet(ingest / "dialogues_train.parquet"), pl.read_parquet(ingest / "dialogues_test.parquet").head(
-        n
-    )
+    data = Catalog(root)
+    return data.dialogues("train"), data.dialogues("test").head(n)
 
 
 def ending_ceiling(root: Path, n: int, draws: int = 500) -> dict[str, dict[str, float]]:

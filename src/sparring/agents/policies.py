@@ -10,6 +10,7 @@ on CPU and GPU alike, per-step overhead, not arithmetic, dominates small-batch d
 
 from __future__ import annotations
 
+import functools
 import os
 import weakref
 from collections.abc import Hashable, Iterable
@@ -233,6 +234,7 @@ class ContinuesUtterance:
         self.policy.release(keys)
 
 
+@functools.cache  # read once: every LMPolicy asks
 def cpu_has_bf16() -> bool:
     """Whether this CPU does bfloat16 arithmetic in hardware (AVX512-BF16 or AMX-BF16, as /proc/cpuinfo lists)."""
     try:
