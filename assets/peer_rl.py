@@ -21,7 +21,7 @@ from sparring.data.ingest import load_unlabeled
 from sparring.timing import Phases
 from sparring.train.cycle_state import CycleState
 from sparring.train.peer_cohort import accuracy, probe, route_intents
-from sparring.train.peer_reward import summarize, train_cohort
+from sparring.train.peer_reward import best_on_probe, summarize, train_cohort
 
 STAGE = Stage(
     name="peer_rl",
@@ -81,6 +81,8 @@ def peer_rl(ctx: StageContext) -> StageOutput:
         diversity = probe(
             models, tokenizer, validation["text"].to_list()[: cfg.probe], validation["intent"].to_list()[: cfg.probe]
         )
+    if cfg.reward == "teacher" and cfg.teacher is None:
+        cfg = cfg.replace(teacher=best_on_probe(diversity))
     order = list(range(unlabeled.height))
     random.Random(p.seed).shuffle(order)
     pool = [unlabeled["text"][i] for i in order[: cfg.pool]]
@@ -95,6 +97,7 @@ def peer_rl(ctx: StageContext) -> StageOutput:
     diversity_figures = {k: diversity[k] for k in ("kappa", "c", "w")}
     metrics.update(**diversity_figures, train_seconds=result.seconds)
     report = {"members": members, **diversity_figures, "pairs": diversity["pairs"], "reward": cfg.reward}
+    report.update(teacher=cfg.teacher, probe_accuracy=diversity["accuracy"])
     report.update(n_pool=len(pool), n_measure=len(measured[0]), phases=phases.as_dict())
     return StageOutput(metrics=metrics, report=report)
 

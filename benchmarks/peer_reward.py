@@ -12,7 +12,14 @@ Cohorts, all from the same warm starts of a seed:
 - ``self_majority``: the heterogeneous members, each rewarded by its own plurality vote (TTRL);
 - ``heterogeneous_majority``: the heterogeneous members, rewarded by the other two's pooled samples;
 - ``pretrained_ring``: SmolLM2-135M-Instruct + LoRA (``smollm``, warm-started on the same synthetic utterances,
-  ``--smollm-steps`` steps of 16) between qwen2 and neox, ring reward (three families).
+  ``--smollm-steps`` steps of 16) between qwen2 and neox, ring reward (three families);
+- ``pretrained_teacher``: the same three under ``teacher``: the member best on the probe (SmolLM2 so far) labels
+  the pool once with its greedy votes and is not trained; neox and qwen2 learn to agree with it.
+
+``--profile banking77`` is the issue's acceptance run: all 77 intents, ``pretrained_teacher`` first, with the
+same-family ring and the tiny members' self-majority (TTRL) beside it, at the RL budget below. ``--warm-cache DIR``
+keeps each seed's warm starts (SmolLM2's costs ~20 minutes a seed on this CPU) for the next run with the same
+warm-start settings, so RL arms can be compared from one warm start.
 
 The bound comes first: before any RL, every member's own accuracy on the measurement part and its target-label
 accuracy on ``--bound-pool`` rows of the pool (the withheld-label accuracy of the labels its cohort's reward would
@@ -22,7 +29,8 @@ accuracy on the measurement part, with a paired bootstrap 95% interval of the me
 Last line JSON: the first cohort in the issue's shape (``seeds`` -> members' before / after / target_label_acc,
 mean_gain, gain_ci; ``reward``), every cohort under ``cohorts``, the members' warm-start and routing costs.
 
-Usage: ``python benchmarks/peer_reward.py [--seeds 3] [--intents 77] [--cohorts pretrained_ring] [--bound-only]``
+Usage: ``python benchmarks/peer_reward.py [--profile banking77] [--seeds 2] [--cohorts pretrained_teacher]
+[--bound-only] [--warm-cache DIR]``
 """
 
 from __future__ import annotations
@@ -43,6 +51,7 @@ from typing import Any
 import polars as pl
 
 from sparring.agents.chat import known_intents
+from sparring.agents.checkpoints import load_checkpoint, save_checkpoint
 from sparring.agents.models import build_model
 from sparring.agents.pretrained import SMOLLM2_ALIAS
 from sparring.agents.tokenizer import train_tokenizer
@@ -58,7 +67,7 @@ from sparring.train.peer_cohort import (
     target_label_accuracy,
     warm_start_member,
 )
-from sparring.train.peer_reward import Label, diversity, summarize, train_cohort
+from sparring.train.peer_reward import Label, best_on_probe, diversity, summarize, train_cohort
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from coevolution_acceptance import paired_bootstrap  # noqa: E402  (a sibling script)
@@ -81,7 +90,20 @@ COHORTS = {  # name -> (members, reward)
     "same_family": (("llama", "llama_b", "llama_c"), "ring"),
     "self_majority": (("llama", "qwen2", "neox"), "self"),
     "heterogeneous_majority": (("llama", "qwen2", "neox"), "majority"),  # the others' pooled samples
+    "heterogeneous_teacher": (("llama", "qwen2", "neox"), "teacher"),  # the best tiny member labels the others
     "pretrained_ring": (("neox", "smollm", "qwen2"), "ring"),  # neox <- smollm <- qwen2 <- neox
+    "pretrained_teacher": (("neox", "smollm", "qwen2"), "teacher"),  # the best on the probe labels the others
+}
+PROFILES = {  # --profile: the defaults it sets (flags given on the command line win)
+    "banking77": {
+        "intents": 77,
+        "cohorts": ["pretrained_teacher", "same_family", "self_majority"],
+        "steps": 300,
+        "batch": 16,
+        "g": 16,
+        "lr": 1e-3,
+        "pool": 1200,
+    },
 }
 
 
@@ -163,13 +185,42 @@ def warm_start_members(
     for name in names:
         member = member_settings(name, args)
         tokenizers[name] = member_tokenizer(member, shared, sorted(known_intents()))
+        cached = warm_cache_dir(args, seed, name)
+        if cached is not None and (cached / "warm_start.json").is_file():
+            warm[name], tokenizers[name], costs[name] = load_warm_start(cached, warm_start_key(args, seed, name))
+            print(f"seed {seed} {name:>7}: warm start loaded from {cached}", flush=True)
+            continue
         start = time.perf_counter()
         with quiet():
             warm[name] = warm_start_member(
                 member, tokenizers[name], texts, intents, [], recipe, scratch / name, seed + SPECS[name][1]
             )
         costs[name] = {"warm_start_seconds": round(time.perf_counter() - start, 1)}
+        if cached is not None:
+            save_checkpoint(warm[name], tokenizers[name], cached / "model")
+            key = {"key": warm_start_key(args, seed, name), **costs[name]}
+            (cached / "warm_start.json").write_text(json.dumps(key, indent=1))
     return warm, tokenizers, costs
+
+
+def warm_start_key(args: argparse.Namespace, seed: int, name: str) -> dict[str, Any]:
+    """Everything a member's warm start depends on: a cached one is reused only when all of it matches."""
+    keys = ("intents", "per_intent", "epochs") + (("smollm_steps", "smollm_lr") if name == "smollm" else ())
+    return {"member": name, "seed": seed, **{k: getattr(args, k) for k in keys}}
+
+
+def warm_cache_dir(args: argparse.Namespace, seed: int, name: str) -> Path | None:
+    return None if args.warm_cache is None else Path(args.warm_cache) / f"seed{seed}" / name
+
+
+def load_warm_start(folder: Path, key: dict[str, Any]) -> tuple[Any, Any, dict[str, float]]:
+    """A cached warm start and its recorded cost; a cache made with other settings is refused, naming its file."""
+    saved = json.loads((folder / "warm_start.json").read_text())
+    if saved["key"] != key:
+        sys.exit(f"{folder / 'warm_start.json'}: made with {saved['key']}, not {key}: use another --warm-cache")
+    model, tokenizer = load_checkpoint(folder / "model")
+    model.eval()
+    return model, tokenizer, {"warm_start_seconds": saved["warm_start_seconds"], "warm_start_cached": True}
 
 
 def route_parts(model: Any, tokenizer: Any, parts: dict[str, list[str]]) -> tuple[dict[str, list[Label]], dict]:
@@ -204,17 +255,16 @@ def run_seed(seed: int, args: argparse.Namespace, scratch: Path) -> tuple[dict[s
     pool_texts, pool_gold = data["pool"]
     order = list(range(len(pool_texts)))
     random.Random(seed + 1).shuffle(order)
-    bound_texts, bound_gold = (
-        [pool_texts[i] for i in order[: args.bound_pool]],
-        [pool_gold[i] for i in order[: args.bound_pool]],
-    )
+    n_bound = max(args.bound_pool, args.pool or 0)  # the teacher's votes cover the pool trained on
+    bound_texts, bound_gold = [pool_texts[i] for i in order[:n_bound]], [pool_gold[i] for i in order[:n_bound]]
     (m_texts, m_gold), (p_texts, p_gold) = data["measure"], data["probe"]
     votes = {}
     for name in names:
         parts = {"measure": m_texts, "probe": p_texts, "pool": bound_texts}
         votes[name], rate = route_parts(warm[name], tokenizers[name], parts)
         costs[name].update(rate)
-        before, on_pool = accuracy(votes[name]["measure"], m_gold), accuracy(votes[name]["pool"], bound_gold)
+        before = accuracy(votes[name]["measure"], m_gold)
+        on_pool = accuracy(votes[name]["pool"][: args.bound_pool], bound_gold[: args.bound_pool])
         print(
             f"seed {seed} {name:>7}: own acc {before:.3f} (pool {on_pool:.3f}); warm start "
             f"{costs[name]['warm_start_seconds']:.0f} s; routing {rate['routings_per_s']:.1f} utterances/s, "
@@ -224,26 +274,32 @@ def run_seed(seed: int, args: argparse.Namespace, scratch: Path) -> tuple[dict[s
     out: dict[str, Any] = {}
     for cohort in args.cohorts:
         members, reward = COHORTS[cohort]
-        pool_votes = {k: votes[k]["pool"] for k in members}
-        bound = {r: target_label_accuracy(pool_votes, bound_gold, r) for r in ("ring", "majority", "self")}
+        div = diversity({k: votes[k]["probe"] for k in members}, p_gold)
+        teacher = best_on_probe(div)
+        gold_b = bound_gold[: args.bound_pool]
+        pool_votes = {k: votes[k]["pool"][: args.bound_pool] for k in members}
+        rewards = ("ring", "majority", "self", "teacher")
+        bound = {r: target_label_accuracy(pool_votes, gold_b, r, teacher) for r in rewards}
         rows = {}
         for k in members:
             rows[k] = {
                 "before": accuracy(votes[k]["measure"], m_gold),
                 "after": None,
                 "target_label_acc": bound[reward][k],
-                "own_pool_acc": accuracy(votes[k]["pool"], bound_gold),
+                "own_pool_acc": accuracy(votes[k]["pool"][: args.bound_pool], gold_b),
+                "probe_acc": div["accuracy"][k],
                 "target_label_acc_by_reward": {r: bound[r][k] for r in bound},
             }
             r = rows[k]
             print(
                 f"seed {seed} bound {cohort:>22} {k:>7}: own {r['before']:.3f} (pool {r['own_pool_acc']:.3f})  "
                 f"target labels ({reward}) {r['target_label_acc']:.3f}  [ring {bound['ring'][k]:.3f}, majority "
-                f"{bound['majority'][k]:.3f}, self {bound['self'][k]:.3f}]",
+                f"{bound['majority'][k]:.3f}, self {bound['self'][k]:.3f}, teacher {bound['teacher'][k]:.3f}]"
+                f"  probe {r['probe_acc']:.3f}",
                 flush=True,
             )
-        div = diversity({k: votes[k]["probe"] for k in members}, p_gold)
         entry = {
+            "teacher": teacher if reward == "teacher" else None,
             "members": rows,
             "mean_gain": None,
             "gain_ci": None,
@@ -252,11 +308,14 @@ def run_seed(seed: int, args: argparse.Namespace, scratch: Path) -> tuple[dict[s
             "w": div["w"],
         }
         out[cohort] = entry
-    n = args.steps * args.batch
+    n = args.pool or args.steps * args.batch  # unique utterances; the trainer cycles through them
     pool = ([pool_texts[i] for i in order[:n]], [pool_gold[i] for i in order[:n]])
     for cohort in [] if args.bound_only else args.cohorts:  # every bound is printed before any RL
-        rows = out[cohort]["members"]
-        out[cohort].update(train_and_measure(cohort, seed, args, warm, tokenizers, votes, rows, pool, data, scratch))
+        entry = out[cohort]
+        teacher_votes = votes[entry["teacher"]]["pool"][:n] if entry["teacher"] else None
+        entry.update(
+            train_and_measure(cohort, seed, args, warm, tokenizers, votes, entry, pool, data, scratch, teacher_votes)
+        )
     return out, costs
 
 
@@ -267,17 +326,21 @@ def train_and_measure(
     warm: dict[str, Any],
     tokenizers: dict[str, Any],
     votes: dict[str, Any],
-    rows: dict[str, dict[str, Any]],
+    entry: dict[str, Any],
     pool: tuple[list[str], list[str]],
     data: dict,
     scratch: Path,
+    teacher_votes: list[Label] | None,
 ) -> dict[str, Any]:
-    """One cohort's Co-RL from copies of the warm starts; fills ``rows``' after and training figures, and returns
-    the members' mean gain with its paired bootstrap 95% interval over the measured utterances."""
+    """One cohort's Co-RL from copies of the warm starts; fills ``entry``'s members' after and training figures,
+    and returns the members' mean gain (the teacher's, untrained, among them) with its paired bootstrap 95%
+    interval over the measured utterances, and the learners' alone."""
     names, reward = COHORTS[cohort]
+    rows = entry["members"]
     base = PeerRewardSettings(members={k: member_settings(k, args) for k in names})
     settings = base.replace(
         reward=reward,
+        teacher=entry["teacher"],
         grpo=base.grpo.replace(
             max_steps=args.steps, scenarios_per_step=args.batch, num_generations=args.g, learning_rate=args.lr
         ),
@@ -286,12 +349,20 @@ def train_and_measure(
     models = {k: fresh_copy(warm[k], SPECS[k][0], tokenizers[k]) for k in names}
     with quiet():
         result = train_cohort(
-            models, {k: tokenizers[k] for k in names}, pool[0], settings, scratch / cohort, gold=pool[1], seed=seed
+            models,
+            {k: tokenizers[k] for k in names},
+            pool[0],
+            settings,
+            scratch / cohort,
+            gold=pool[1],
+            seed=seed,
+            teacher_votes=teacher_votes,
         )
     m_texts, m_gold = data["measure"]
     before_ok, after_ok = [], []
     for k in names:
-        after_votes = route_intents(result.models[k], tokenizers[k], m_texts)
+        untrained = k == settings.teacher and reward == "teacher"  # its weights never changed: its votes neither
+        after_votes = votes[k]["measure"] if untrained else route_intents(result.models[k], tokenizers[k], m_texts)
         s = summarize(result.logs[k])
         rows[k].update(
             after=accuracy(after_votes, m_gold),
@@ -300,7 +371,7 @@ def train_and_measure(
             pseudo_label_acc=s.get("target_acc_all"),
             own_vote_acc=s.get("vote_acc_all"),
             reward_mean=s["reward_mean"],
-            entropy=s["entropy"],
+            entropy=s.get("entropy"),
         )
         before_ok.append(correct(votes[k]["measure"], m_gold))
         after_ok.append(correct(after_votes, m_gold))
@@ -310,18 +381,34 @@ def train_and_measure(
             f"pseudo-label acc {s.get('target_acc_all', float('nan')):.3f}  reward {s['reward_mean']:.3f}",
             flush=True,
         )
+    gain, ci = mean_gain(before_ok, after_ok, seed)
+    learners = [i for i, k in enumerate(names) if not (reward == "teacher" and k == settings.teacher)]
+    learner_gain, learner_ci = mean_gain([before_ok[i] for i in learners], [after_ok[i] for i in learners], seed)
+    print(
+        f"seed {seed} {cohort:>22}: mean gain {gain:+.3f}  95% CI [{ci[0]:+.3f}, {ci[1]:+.3f}]; learners "
+        f"{learner_gain:+.3f} [{learner_ci[0]:+.3f}, {learner_ci[1]:+.3f}]  ({result.seconds:.0f} s)"
+    )
+    return {
+        "mean_gain": gain,
+        "gain_ci": ci,
+        "learners_gain": learner_gain,
+        "learners_gain_ci": learner_ci,
+        "train_seconds": round(result.seconds, 1),
+        "routings_per_s": result.routings / result.seconds,
+    }
+
+
+def mean_gain(before_ok: list[list[float]], after_ok: list[list[float]], seed: int) -> tuple[float, list[float]]:
+    """The members' mean accuracy after − before and its paired bootstrap 95% interval over the utterances."""
     before_mean = [statistics.mean(col) for col in zip(*before_ok, strict=True)]  # per utterance, over members
     after_mean = [statistics.mean(col) for col in zip(*after_ok, strict=True)]
     low, high = paired_bootstrap(before_mean, after_mean, seed=seed)
-    gain = statistics.mean(after_mean) - statistics.mean(before_mean)
-    print(
-        f"seed {seed} {cohort:>22}: mean gain {gain:+.3f}  95% CI [{low:+.3f}, {high:+.3f}]  ({result.seconds:.0f} s)"
-    )
-    return {"mean_gain": gain, "gain_ci": [low, high], "train_seconds": round(result.seconds, 1)}
+    return statistics.mean(after_mean) - statistics.mean(before_mean), [low, high]
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--profile", choices=list(PROFILES), help="the acceptance run's defaults (flags given win)")
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--steps", type=int, default=20, help="GRPO steps per member")
     ap.add_argument("--batch", type=int, default=8, help="unlabeled utterances per step")
@@ -337,6 +424,12 @@ def main() -> None:
     ap.add_argument("--bound-pool", type=int, default=600, help="pool rows the target-label accuracy is measured on")
     ap.add_argument("--cohorts", nargs="+", choices=list(COHORTS), default=list(COHORTS), help="the first: JSON's")
     ap.add_argument("--bound-only", action="store_true", help="stop after the bound table (no RL)")
+    ap.add_argument("--pool", type=int, help="unique pool utterances trained on (default: steps x batch)")
+    ap.add_argument("--warm-cache", help="a folder keeping each seed's warm starts for the next run")
+    if "--profile" in sys.argv[1:]:  # a profile's values become the defaults; flags on the command line still win
+        known, _ = ap.parse_known_args()
+        if known.profile:
+            ap.set_defaults(**PROFILES[known.profile])
     args = ap.parse_args()
     apply_torch_threads(1)
     start = time.perf_counter()

@@ -14,7 +14,9 @@ from sparring.data.synthetic import generate_utterances
 from sparring.params import load_params
 from sparring.train.peer_cohort import accuracy, route_intents, warm_start_member
 from sparring.train.peer_reward import (
+    Board,
     CollapseGuard,
+    best_on_probe,
     cohen_kappa,
     diversity,
     entropy,
@@ -60,8 +62,29 @@ def test_rewards_and_targets():
     # a collapsed peer gives no labels: a takes c's vote instead of b's
     assert targets(samples, "ring", live=["a", "c"])["a"] == ["z", "q"]
     assert targets(samples, "ring", live=["a"])["a"] == ["x", None]  # nobody left: its own vote
-    with pytest.raises(ValueError, match="ring, majority or self"):
+    # teacher: every member takes the teacher's plurality vote, the teacher its own
+    assert targets(samples, "teacher", teacher="b") == {"a": ["y", "z"], "b": ["y", "z"], "c": ["y", "z"]}
+    with pytest.raises(ValueError, match="'d' is not one of"):
+        targets(samples, "teacher", teacher="d")
+    with pytest.raises(ValueError, match="ring, majority, self or teacher"):
         targets(samples, "best")
+
+
+def test_teacher_is_the_best_on_the_probe_and_labels_every_learner():
+    gold = ["a", "b", "c", "d"]
+    probe = diversity({"m": ["a", "x", "x", "x"], "n": ["a", "b", "c", "x"], "o": ["a", "b", "c", "y"]}, gold)
+    assert probe["accuracy"] == {"m": 0.25, "n": 0.75, "o": 0.75}
+    assert best_on_probe(probe) == "n"  # a tie goes to the member named first
+    # the board: the teacher qwen posts nothing (it is not trained); its fixed votes per pool row label the others
+    cfg = load_params(ROOT / "params.yaml", "quick").peer_rl.replace(reward="teacher", teacher="qwen")
+    board = Board(["final", "qwen", "neox"], cfg, None, print, fixed={"qwen": ["q", "r", "s", "t"]})
+    assert board.trained == ["final", "neox"]
+    board.post("final", [2, 0], [["s", "s", "x"], ["q", None, "q"]])
+    assert board.step == 0  # neox has not posted yet
+    board.post("neox", [2, 0], [["x", "x", "x"], ["q", "q", "q"]])
+    assert board.step == 1  # rows 2 and 0: the teacher's labels s and q
+    assert board.rewards == {"final": [1.0, 1.0, 0.0, 1.0, 0.0, 1.0], "neox": [0.0, 0.0, 0.0, 1.0, 1.0, 1.0]}
+    assert board.logs["final"].steps[0]["agree_qwen"] == 1.0 and board.logs["qwen"].steps == []
 
 
 def test_kappa_c_w_on_hand_made_patterns():
@@ -170,3 +193,42 @@ def test_unlabeled_pool_drops_the_measured_texts():
     pool = load_unlabeled(p.ingest, p.seed, ROOT, held.str.to_uppercase())
     assert pool.height == full.height - 5 and not set(held) & set(pool["text"])
     assert pool.columns == ["id", "text", "intent", "source"] and pool["id"].n_unique() == pool.height
+
+
+def test_teacher_reward_moves_the_learner_toward_the_teacher_and_leaves_the_teacher_untouched(tok, tmp_path):
+    """Under ``teacher`` the teacher labels the pool once and comes back with its weights as they were, its log
+    empty; the learner (a warm start that has the format but routes nearly everything to one intent), rewarded for
+    agreeing with those labels, agrees with them more after its GRPO steps than before."""
+    import torch
+
+    from sparring.settings import AgentSFTSettings, ModelSpec, PeerMember, SFTSettings
+
+    keep = ["card_arrival", "lost_or_stolen_card", "exchange_rate", "top_up_failed"]
+    synth = generate_utterances(6, seed=3).filter(generate_utterances(6, seed=3)["intent"].is_in(keep))
+    texts, intents = synth["text"].to_list(), synth["intent"].to_list()
+    spec = ModelSpec(arch="llama", hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2, num_kv_heads=1)
+
+    def member(steps: int) -> PeerMember:  # no system prompt: short examples, ~2 s for 240 steps
+        phase = SFTSettings(max_steps=steps, batch_size=8, learning_rate=1e-2, warmup_steps=3, max_length=64)
+        return PeerMember(model=spec, demos=False, warm_start=AgentSFTSettings(intent=phase, system_prompt=False))
+
+    members = {"teacher": member(240), "learner": member(120)}
+    models = {
+        k: warm_start_member(m, tok, texts, intents, [], AgentSFTSettings(), tmp_path / k, seed=1)
+        for k, m in members.items()
+    }
+    teacher_before = {k: v.clone() for k, v in models["teacher"].state_dict().items()}
+    labels = route_intents(models["teacher"], tok, texts)
+    assert accuracy(labels, intents) >= 0.75  # a teacher worth learning from
+    agree_before = accuracy(route_intents(models["learner"], tok, texts), labels)
+    p = load_params(ROOT / "params.yaml", "quick")
+    grpo = p.peer_rl.grpo.replace(max_steps=40, scenarios_per_step=4, num_generations=8, learning_rate=1e-3)
+    cfg = p.peer_rl.replace(members=members, reward="teacher", teacher="teacher", grpo=grpo, collapse_window=10**4)
+    result = train_cohort(models, tok, texts, cfg, tmp_path / "grpo", seed=0)
+    assert list(result.models) == ["teacher", "learner"] and result.logs["teacher"].steps == []
+    assert all(torch.equal(teacher_before[k], v) for k, v in result.models["teacher"].state_dict().items())
+    assert len(result.logs["learner"].steps) == grpo.max_steps
+    agree_after = accuracy(route_intents(result.models["learner"], tok, texts), labels)
+    assert agree_after >= agree_before + 0.25, (agree_before, agree_after)
+    with pytest.raises(ValueError, match="'nobody' is not one of the members"):
+        cfg.replace(teacher="nobody")

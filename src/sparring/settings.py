@@ -292,8 +292,12 @@ class PeerRewardSettings(Settings):
         },
         description="the cohort, in ring order; `final` is the last cycle's agent",
     )
-    reward: Literal["ring", "majority", "self"] = Field(
-        "ring", description="agreement with the next member's vote, the others' majority, or one's own (TTRL)"
+    reward: Literal["ring", "majority", "self", "teacher"] = Field(
+        "ring",
+        description="agreement with the next member's vote, the others' majority, one's own (TTRL), or the teacher's",
+    )
+    teacher: str | None = Field(
+        None, description="under `teacher`, the member whose votes label the pool (null: the best on the probe)"
     )
     grpo: GRPOSettings = Field(
         GRPOSettings(
@@ -324,4 +328,6 @@ class PeerRewardSettings(Settings):
             raise ValueError(f"members {odd}: the member without a model is the final agent, named 'final'")
         if self.grpo.completion != "first_turn":
             raise ValueError("peer_rl.grpo.completion must be first_turn: a member's episode is its first message")
+        if self.teacher is not None and self.teacher not in self.members:
+            raise ValueError(f"teacher {self.teacher!r} is not one of the members {list(self.members)}")
         return self

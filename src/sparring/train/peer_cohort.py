@@ -85,9 +85,12 @@ def probe(models: dict[str, Any], tokenizer: Any, texts: Sequence[str], gold: Se
     return diversity({k: route_intents(m, tokenizer, texts) for k, m in models.items()}, gold)
 
 
-def target_label_accuracy(votes: dict[str, Sequence[Label]], gold: Sequence[str], reward: str) -> dict[str, float]:
+def target_label_accuracy(
+    votes: dict[str, Sequence[Label]], gold: Sequence[str], reward: str, teacher: str | None = None
+) -> dict[str, float]:
     """The bound's half per member: the accuracy against ``gold`` of the labels ``reward`` would reward it for
     agreeing with, from each member's one greedy vote per utterance (``votes``, in ring order): its ring peer's
-    vote, the plurality of the other members' votes, or its own (:func:`~sparring.train.peer_reward.targets`)."""
-    goal = targets({k: [[v] for v in vs] for k, vs in votes.items()}, reward)
+    vote, the plurality of the other members' votes, its own, or ``teacher``'s
+    (:func:`~sparring.train.peer_reward.targets`)."""
+    goal = targets({k: [[v] for v in vs] for k, vs in votes.items()}, reward, teacher=teacher)
     return {k: accuracy(goal[k], gold) for k in votes}

@@ -11,7 +11,14 @@ unlabeled utterances by rewarding each other's answers. In the paper's order:
    answers never vote).
 4. Label-free rewards (:func:`targets`, :func:`rewards`): r_{k,g} = 1[a_{k,g} = y*_k(x)], 0 when a_{k,g} is
    unparseable, where y*_k is the peer's pseudo-label ŷ_{peer(k)} (``ring``: A←B←C←A, :func:`ring_peers`), the
-   plurality of the other members' pooled samples (``majority``), or ŷ_k itself (``self``: TTRL, the baseline).
+   plurality of the other members' pooled samples (``majority``), ŷ_k itself (``self``: TTRL, the baseline), or
+   the teacher's vote ŷ_T(x) (``teacher``; ours, not the paper's). Why ``teacher``: under a reward that pays for
+   agreeing with labels y*, member k can at most learn y*, so its gain is bounded by max(0, acc(y*_k) − acc(ŷ_k)).
+   The ring's bound is ≤ 0 wherever the peer is the weaker model (docs/results.md, the bound tables), and no
+   order of a ring avoids that for the member whose peer is last. ``teacher`` gives every member the labels of
+   T = argmax_k acc_probe(k), the member most accurate on the labelled probe of step 2 (:func:`best_on_probe`),
+   so each member's bound is acc(ŷ_T) − acc(ŷ_k) ≥ 0 on the probe; T itself is not trained (its only labels
+   would be its own: TTRL) and labels each utterance once with its greedy vote, its weights never changing.
 5. GRPO with group normalization (TRL's): Â_{k,g} = (r_{k,g} − mean_g r_{k,·}) / (std_g r_{k,·} + ε) on the member's
    generated tokens.
 6. Monitoring, per member and step: the entropy of its votes, its agreement with each peer, the accuracy of the
@@ -67,15 +74,21 @@ def plurality(answers: Sequence[Label]) -> Label:
 
 
 def targets(
-    samples: dict[str, list[list[Label]]], mode: str, live: Sequence[str] | None = None
+    samples: dict[str, list[list[Label]]],
+    mode: str,
+    live: Sequence[str] | None = None,
+    teacher: str | None = None,
 ) -> dict[str, list[Label]]:
     """y*_k(x) for every member k and utterance x: the label member k is rewarded by agreeing with.
 
     ``samples[k][i]``: member k's G answers to utterance i. ``live``: the members whose labels others may take
     (default: all); in ``ring`` a member takes the next live member's vote, in ``majority`` the live others' pooled
-    samples; with no live other member left a member falls back to its own vote."""
+    samples, in ``teacher`` the vote of ``teacher`` (one of ``samples``; it takes its own); with no live other
+    member left a member falls back to its own vote."""
     names = list(samples)
     live = list(names if live is None else live)
+    if mode == "teacher" and teacher not in samples:
+        raise ValueError(f"reward 'teacher' needs the teacher's votes: {teacher!r} is not one of {names}")
     votes = {k: [plurality(a) for a in samples[k]] for k in names}
     out: dict[str, list[Label]] = {}
     for k, name in enumerate(names):
@@ -87,8 +100,10 @@ def targets(
         elif mode == "majority":
             n = len(samples[name])
             out[name] = [plurality([a for o in others for a in samples[o][i]]) for i in range(n)]
+        elif mode == "teacher":
+            out[name] = votes[teacher]  # type: ignore[index]  (checked above)
         else:
-            raise ValueError(f"reward must be ring, majority or self, got {mode!r}")
+            raise ValueError(f"reward must be ring, majority, self or teacher, got {mode!r}")
     return out
 
 
@@ -129,7 +144,15 @@ def diversity(predictions: dict[str, Sequence[Label]], gold: Sequence[str]) -> d
                 "w": sum(both_wrong) / n,
             }
     mean = {m: sum(p[m] for p in pairs.values()) / len(pairs) if pairs else 0.0 for m in ("kappa", "c", "w")}
-    return {**mean, "pairs": pairs}
+    accuracy = {k: sum(right[k]) / len(gold) if gold else 0.0 for k in names}
+    return {**mean, "pairs": pairs, "accuracy": accuracy}
+
+
+def best_on_probe(probe: dict[str, Any]) -> str:
+    """T for ``teacher``: the member most accurate on the probe (:func:`diversity`'s result); a tie goes to the
+    member named first."""
+    accuracy = probe["accuracy"]
+    return max(accuracy, key=lambda k: (accuracy[k], -list(accuracy).index(k)))
 
 
 # ----------------------------------------------------------------------------------------------- 6. collapse guard
@@ -215,6 +238,7 @@ class Board:
     settings: PeerRewardSettings
     gold: Sequence[Label] | None  # withheld labels of the pool (measured, never rewarded); None: unlabeled
     say: Callable[[str], None]
+    fixed: dict[str, Sequence[Label]] = field(default_factory=dict)  # votes per pool row of members not trained
     posted: dict[str, tuple[list[int], list[list[Label]]]] = field(default_factory=dict)
     rewards: dict[str, list[float]] = field(default_factory=dict)
     logs: dict[str, MemberLog] = field(init=False)
@@ -227,26 +251,30 @@ class Board:
         self.logs = {k: MemberLog() for k in self.names}
         self.guards = {k: CollapseGuard(s.collapse_window, s.collapse_entropy, s.collapse_share) for k in self.names}
 
+    @property
+    def trained(self) -> list[str]:
+        return [k for k in self.names if k not in self.fixed]
+
     def live(self) -> list[str]:
         return [k for k in self.names if self.logs[k].collapsed is None]
 
     def post(self, name: str, keys: list[int], answers: list[list[Label]]) -> None:
         self.posted[name] = (keys, answers)
         self.routings += sum(len(a) for a in answers)
-        if len(self.posted) == len(self.names):
+        if len(self.posted) == len(self.trained):
             self._score()
 
     def _score(self) -> None:
         """Rewards of every member for this step (SEEDS.md: 1 if equal to the peer's label, else 0)."""
         self.step += 1
-        keys = self.posted[self.names[0]][0]
-        if any(self.posted[k][0] != keys for k in self.names):
+        keys = self.posted[self.trained[0]][0]
+        if any(self.posted[k][0] != keys for k in self.trained):
             raise RuntimeError("members were given different prompts: the cohort must share one prompt order")
-        samples = {k: self.posted[k][1] for k in self.names}
+        samples = {k: self.posted[k][1] if k in self.posted else [[self.fixed[k][i]] for i in keys] for k in self.names}
         votes = {k: [plurality(a) for a in samples[k]] for k in self.names}
-        goal = targets(samples, self.settings.reward, self.live())
+        goal = targets(samples, self.settings.reward, self.live(), self.settings.teacher)
         gold = [self.gold[i] for i in keys] if self.gold is not None else None
-        for k in self.names:
+        for k in self.trained:
             frozen = self.logs[k].collapsed is not None
             r = [0.0 if frozen else x for i, t in enumerate(goal[k]) for x in rewards(samples[k][i], t)]
             self.rewards[k] = r
@@ -272,11 +300,14 @@ def _acc(labels: Sequence[Label], gold: Sequence[Label]) -> float:
 
 
 def sample_routings(
-    model: Any, tokenizer: Any, texts: Sequence[str], settings: PeerRewardSettings
+    model: Any, tokenizer: Any, texts: Sequence[str], settings: PeerRewardSettings, greedy: bool = False
 ) -> tuple[list[list[int]], list[Any]]:
-    """Each text's prompt ids (the agent reading it as the customer's opening) and one sampled first message."""
+    """Each text's prompt ids (the agent reading it as the customer's opening) and one sampled (or greedy) first
+    message."""
     g = settings.grpo
-    policy = LMPolicy(model, tokenizer, "agent", max_new_tokens=g.max_new_tokens, temperature=g.temperature)
+    policy = LMPolicy(
+        model, tokenizer, "agent", max_new_tokens=g.max_new_tokens, temperature=g.temperature, greedy=greedy
+    )
     system = getattr(model.config, "agent_system_prompt", "")
     prompts = [
         list(tokenizer.apply_chat_template(agent_opening(t, system), add_generation_prompt=True, return_dict=False))
@@ -290,6 +321,17 @@ def sample_routings(
     finally:
         model.train(was_training)
     return prompts, outputs
+
+
+def greedy_votes(
+    model: Any, tokenizer: Any, texts: Sequence[str], settings: PeerRewardSettings, batch_size: int = 64
+) -> list[Label]:
+    """The intent each text's greedy first message names (None: none): the teacher's labels, in batches."""
+    votes: list[Label] = []
+    for start in range(0, len(texts), batch_size):
+        _, outs = sample_routings(model, tokenizer, texts[start : start + batch_size], settings, greedy=True)
+        votes.extend(parse_agent_message(o.text).intent for o in outs)
+    return votes
 
 
 def _freeze(trainer: Any) -> None:
@@ -348,22 +390,36 @@ def train_cohort(
     gold: Sequence[Label] | None = None,
     seed: int = 0,
     say: Callable[[str], None] = print,
+    teacher_votes: Sequence[Label] | None = None,
 ) -> CohortResult:
     """Co-RL on the unlabeled ``pool``: every member (in ``models``' order: the ring's) trains ``grpo.max_steps``
-    steps of ``scenarios_per_step`` utterances x G routings in lockstep. ``tokenizer``: the cohort's, or one per
-    member name (a pretrained member reads its own vocabulary). ``gold``: the pool's withheld labels, for the
-    pseudo-label accuracy only. The models are trained in place and returned."""
+    steps of ``scenarios_per_step`` utterances x G routings in lockstep; under ``teacher`` the teacher
+    (``settings.teacher``) labels the pool once, greedily, and is returned untrained. ``tokenizer``: the cohort's,
+    or one per member name (a pretrained member reads its own vocabulary). ``gold``: the pool's withheld labels,
+    for the pseudo-label accuracy only. ``teacher_votes``: the teacher's greedy votes on ``pool`` when the caller
+    has them already. The models are trained in place and returned."""
     if not pool:
         raise ValueError("peer_rl: the unlabeled pool is empty")
     names = list(models)
     if len(names) < 2 and settings.reward != "self":
         raise ValueError(f"reward {settings.reward!r} needs at least 2 members, got {names}")
+    if settings.reward == "teacher" and settings.teacher not in models:
+        raise ValueError(f"peer_rl.teacher {settings.teacher!r} is not a member of the cohort {names}")
     # TRL drops an incomplete last batch: tile the pool up to one step's worth.
     n = max(len(pool), settings.grpo.scenarios_per_step)
     texts = [pool[i % len(pool)] for i in range(n)]
     labels = [gold[i % len(gold)] for i in range(n)] if gold is not None else None
-    board, lock = Board(names, settings, labels, say), Lockstep(len(names))
     tokenizers = tokenizer if isinstance(tokenizer, dict) else dict.fromkeys(names, tokenizer)
+    start = time.perf_counter()
+    fixed = {}
+    if settings.reward == "teacher":
+        t = settings.teacher
+        votes = teacher_votes or greedy_votes(models[t], tokenizers[t], list(pool), settings)  # type: ignore[index]
+        if len(votes) != len(pool):
+            raise ValueError(f"{len(votes)} teacher votes for a pool of {len(pool)} utterances")
+        fixed[t] = [votes[i % len(pool)] for i in range(n)]
+    board = Board(names, settings, labels, say, fixed=fixed)
+    lock = Lockstep(len(board.trained))
     trainers = [
         build_trainer(
             models[name],
@@ -375,7 +431,7 @@ def train_cohort(
             reward_name="peer_reward",
             seed=seed,  # one sampler seed: the same prompt order for every member
         )
-        for k, name in enumerate(names)
+        for k, name in enumerate(board.trained)
     ]
 
     def run(k: int) -> None:
@@ -389,19 +445,20 @@ def train_cohort(
             return
         lock.pass_on(k, finished=True)
 
-    start = time.perf_counter()
-    threads = [threading.Thread(target=run, args=(k,), name=f"peer-{name}") for k, name in enumerate(names)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    threads = [threading.Thread(target=run, args=(k,), name=f"peer-{name}") for k, name in enumerate(board.trained)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
     if lock.error is not None:
         raise lock.error
-    trained = {}
-    for name, trainer in zip(names, trainers, strict=True):
+    trained = {name: models[name] for name in fixed}
+    for name, trainer in zip(board.trained, trainers, strict=True):
         trained[name] = trainer.accelerator.unwrap_model(trainer.model)  # the accelerator's wrapper, not peft's
         drop_reference_adapter(trained[name])  # a LoRA member keeps its own adapter only, still an adapter
-        trained[name].eval()
+    for model in trained.values():
+        model.eval()
+    trained = {name: trained[name] for name in names}  # the ring's order
     return CohortResult(models=trained, logs=board.logs, seconds=time.perf_counter() - start, routings=board.routings)
 
 
