@@ -13,7 +13,7 @@ from sparring.evaluate.ending_ceiling import simulator_ceiling
 from sparring.evaluate.fidelity import simulator_fidelity
 from sparring.judge.rewards import TrainedBackend
 from sparring.timing import Phases
-from sparring.train.simulator_rl import train_simulator_rl
+from sparring.train.tracer import train_simulator_rl
 
 STAGE = Stage(
     name="simulator_rl",
@@ -22,7 +22,8 @@ STAGE = Stage(
     "simulators' fidelity on the same held-out sessions, and DA0 against each.",
     params=("simulator_rl", "agent_sft"),
     deps=(
-        "src/sparring/train/simulator_rl.py",
+        "src/sparring/train/tracer.py",
+        "src/sparring/train/sft.py",  # stage 1, in the same file as stage 2
         "src/sparring/train/grpo.py",
         "src/sparring/train/iapo.py",  # group_normalized: the reward terms' normalization
         "src/sparring/train/opponents.py",

@@ -13,7 +13,7 @@ from sparring.catalog import SIMULATOR_SFT
 from sparring.evaluate import checks
 from sparring.evaluate.fidelity import simulator_fidelity
 from sparring.timing import Phases, sft_phases
-from sparring.train.simulator import scripted_episodes, simulator_conversations, train_simulator
+from sparring.train.tracer import scripted_episodes, simulator_conversations, train_simulator
 
 STAGE = Stage(
     name="simulator_sft",
@@ -25,6 +25,7 @@ STAGE = Stage(
     # classes (data/synthetic.py's OUTCOMES) its fidelity is measured with
     deps=(
         "src/sparring/train",
+        "src/sparring/seeds.py",  # train.tracer holds stage 2 too (its GRPO gym)
         "src/sparring/evaluate/fidelity.py",
         "src/sparring/agents",
         "src/sparring/rollout.py",

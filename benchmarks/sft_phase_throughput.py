@@ -44,7 +44,7 @@ from sparring.params import load_params
 from sparring.settings import SFTSettings
 from sparring.train.demos import expert_demonstrations, warm_start_phases
 from sparring.train.sft import train_sft
-from sparring.train.simulator import opening_exercises
+from sparring.train.tracer import opening_exercises
 from sparring.world.scenarios import load_scenarios
 
 PARTS = ("data", "backbone_forward", "head_and_loss", "backbone_backward", "optimizer")

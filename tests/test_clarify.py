@@ -27,7 +27,7 @@ from sparring.data.dialogues import generate_dialogues
 from sparring.data.synthetic import utterance_frame
 from sparring.evaluate.crossplay import failure_kind
 from sparring.rollout import run_episodes
-from sparring.train.simulator import scripted_episodes, simulator_conversations
+from sparring.train.tracer import scripted_episodes, simulator_conversations
 from sparring.world.scenarios import build_world, sample_scenarios
 from sparring.world.session import Session
 from sparring.world.tools import ToolCall, execute

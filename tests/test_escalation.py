@@ -24,8 +24,9 @@ from sparring.agents.scripted import CooperativeCustomer, ExpertAgent, needs_con
 from sparring.data.dialogues import generate_dialogues
 from sparring.data.synthetic import OUTCOMES, generate_utterances
 from sparring.evaluate.ending_ceiling import ending_ceiling, played_ceiling, simulator_ceiling
-from sparring.evaluate.fidelity import replay_scenarios, simulated_outcome, simulator_fidelity
+from sparring.evaluate.fidelity import simulator_fidelity
 from sparring.rollout import run_episodes
+from sparring.train.tracer import replay_scenarios, simulated_outcome
 
 PERSON = "This is going in circles. Could I talk to a real person, please?"
 REFUSE_ID = "Why do you need that? Just read me the card number and I'll check it myself."

@@ -28,13 +28,14 @@ from sparring.agents.slots import delexicalize, fact_values
 from sparring.agents.tokenizer import train_tokenizer
 from sparring.data.dialogues import generate_dialogues
 from sparring.data.synthetic import OUTCOMES, utterance_frame
-from sparring.evaluate.fidelity import customer_turn_nll, dtw_distance, heldout_perplexity, simulator_fidelity
+from sparring.evaluate.fidelity import customer_turn_nll, heldout_perplexity, simulator_fidelity
 from sparring.judge.models import IntentOracle, OracleConfig, RealismDiscriminator
 from sparring.settings import SFTSettings
 from sparring.train.sft import train_sft
-from sparring.train.simulator import (
+from sparring.train.tracer import (
     copy_drill,
     copy_exercises,
+    dtw_distance,
     opening_drill,
     opening_exercises,
     scripted_episodes,

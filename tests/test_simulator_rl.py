@@ -1,4 +1,4 @@
-"""TRACER stage 2 (train.simulator_rl): replayed sessions, the two rewards on hand-made sessions, their group
+"""TRACER stage 2 (train.tracer): replayed sessions, the two rewards on hand-made sessions, their group
 normalization, and the cycles' choice of simulator."""
 
 from __future__ import annotations
@@ -14,17 +14,18 @@ from sparring.agents.policies import TurnOutput, TurnRequest
 from sparring.agents.scripted import CooperativeCustomer, ExpertAgent
 from sparring.data.dialogues import generate_dialogues
 from sparring.data.sources import read_dialogues_jsonl
-from sparring.evaluate.fidelity import false_negative_rate, simulated_outcome
+from sparring.evaluate.fidelity import false_negative_rate
 from sparring.judge.oracle import embed
 from sparring.rollout import run_episodes
 from sparring.settings import SimulatorRLSettings
 from sparring.train.iapo import group_normalized
-from sparring.train.simulator_rl import (
+from sparring.train.tracer import (
     REWARD_KEY,
     RealSession,
     TracerScorer,
     hierarchical_rewards,
     replay_sessions,
+    simulated_outcome,
 )
 
 

@@ -173,7 +173,7 @@ class GRPOSettings(Settings):
 class SimulatorRLSettings(Settings):
     """params.yaml's `simulator_rl`: TRACER stage 2, GRPO of the simulator on replayed training sessions against the
     escalating scripted expert, rewarded by the session's ending and its customer-turn trajectory
-    (:func:`~sparring.train.simulator_rl.train_simulator_rl`)."""
+    (:func:`~sparring.train.tracer.train_simulator_rl`)."""
 
     grpo: GRPOSettings = Field(
         GRPOSettings(max_new_tokens=64, max_steps=30, beta=0.04),
@@ -183,7 +183,7 @@ class SimulatorRLSettings(Settings):
         "hierarchical", description="ending first, trajectory among matched endings; or both group-normalized, summed"
     )
     sessions: int | None = Field(400, ge=1, description="training dialogues replayed (a seeded sample; null: all)")
-    outcome_weight: float = Field(1.0, ge=0, description="w_out: the ending match (train.simulator_rl, step 3)")
+    outcome_weight: float = Field(1.0, ge=0, description="w_out: the ending match (train.tracer, step 2.3)")
     trajectory_weight: float = Field(1.0, ge=0, description="w_traj: 1 − DTW to the real turns (the same step)")
     faithfulness_weight: float = Field(0.0, ge=0, description="w_faith: the judge's faithfulness, group-normalized")
     realism_weight: float = Field(0.0, ge=0, description="w_real: the judge's realism (P real), group-normalized")

@@ -119,7 +119,7 @@ def intent_code(intent: str) -> str:
 
     A simulator trained from scratch barely read the problem's description ~200 tokens back. One token per
     intent, right before the turn it conditions and drilled alone first
-    (:func:`sparring.train.simulator.opening_exercises`), made its turns faithful far more often
+    (:func:`sparring.train.tracer.opening_exercises`), made its turns faithful far more often
     (docs/results.md, simulator_sft.opening_drill). LM customers are barred
     from writing it (:class:`~sparring.agents.policies.LMPolicy`), so it never leaks into what the agent reads."""
     return f"{INTENT}{intent}"

@@ -18,7 +18,8 @@ import numpy as np
 import polars as pl
 
 from sparring.data.synthetic import OUTCOMES
-from sparring.evaluate.fidelity import group_outcome_rate_error, outcome_f1, replay_scenarios, simulated_outcome
+from sparring.evaluate.fidelity import group_outcome_rate_error, outcome_f1
+from sparring.train.tracer import replay_scenarios, simulated_outcome
 
 
 def persona_draws(train: pl.DataFrame, test: pl.DataFrame, draws: int, seed: int = 0) -> list[list[str]]:

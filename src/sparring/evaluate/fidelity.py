@@ -15,10 +15,11 @@ Names are METRICS.md's.
   agent's episode metrics against the simulator.
 - ``discriminator_auc``: the realism discriminator telling real held-out customer turns from simulated ones;
   0.5 is ideal.
-- Replayed sessions: each held-out dialogue becomes a scenario with its intent, persona and opening; the
-  simulator plays it against the agent with the same goal format as in training (without the ending clause) and
-  the session's ending is read off the world: ``resolved`` (resolved and ended cleanly), ``escalated``
-  (``transfer_to_human``), else ``abandoned`` (the customer left, or cut off). ``outcome_f1``: macro F1 of simulated
+- Replayed sessions (replayed as TRACER's stage 2 trains on them, :mod:`sparring.train.tracer`): each held-out
+  dialogue becomes a scenario with its intent, persona and opening; the simulator plays it against the agent with
+  the same goal format as in training (without the ending clause) and the session's ending is read off the world:
+  ``resolved`` (resolved and ended cleanly), ``escalated`` (``transfer_to_human``), else ``abandoned`` (the
+  customer left, or cut off). ``outcome_f1``: macro F1 of simulated
   vs real endings; ``group_outcome_rate_error``: mean over persona cohorts of the total-variation distance between
   simulated and real ending distributions (for a binary outcome, TRACER's |rate_sim(g) - rate_real(g)|);
   ``trajectory_distance``: mean DTW distance (cosine, per aligned step) between the real and simulated customer
@@ -33,7 +34,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -48,11 +49,8 @@ from sparring.agents.scripted import CooperativeCustomer, ExpertAgent
 from sparring.data.synthetic import OUTCOMES
 from sparring.judge.models import IntentOracle, RealismDiscriminator, intent_named_outright, join_turns
 from sparring.rollout import Episode, episode_metrics, run_episodes
-from sparring.world.scenarios import Scenario, sample_scenarios
-from sparring.world.vocab import PERSONAS
-
-Embedder = Callable[[Sequence[str]], np.ndarray]
-
+from sparring.train.tracer import Embedder, customer_turns, dtw_distance, replay_scenarios, simulated_outcome
+from sparring.world.scenarios import Scenario
 
 # ----------------------------------------------------------------------------------------------- perplexity
 
@@ -107,12 +105,7 @@ def heldout_perplexity(model: Any, tokenizer: Any, dialogues: pl.DataFrame, batc
     return math.exp(total / count) if count else math.nan
 
 
-# ---------------------------------------------------------------------------------------- replayed sessions
-
-
-def customer_turns(episode: Episode) -> list[str]:
-    """The customer's messages of an episode, as the agent read them."""
-    return [str(m["content"]) for m in episode.messages if m["role"] == "user" and str(m["content"]).strip()]
+# ----------------------------------------------------------------------------- replayed sessions' measures
 
 
 def identified(episode: Episode) -> bool:
@@ -134,26 +127,6 @@ def identity_fact_share(episode: Episode) -> float:
     return sum(said.get(k) == episode.scenario.identity[k] for k in keys) / len(keys)
 
 
-def simulated_outcome(episode: Episode) -> str:
-    """How a simulated session ended, in the dialogues' vocabulary (resolved | escalated | abandoned)."""
-    if episode.outcome.clean_end:
-        return "resolved"
-    if episode.ended_by == "transfer_to_human":
-        return "escalated"
-    return "abandoned"
-
-
-def replay_scenarios(dialogues: pl.DataFrame, seed: int, n_customers: int = 6) -> list[Scenario]:
-    """One scenario per dialogue with its intent, persona (``cooperative`` when unknown) and opening turn."""
-    scenarios = []
-    for row in dialogues.iter_rows(named=True):
-        opening = next((t["text"] for t in row["turns"] if t["role"] == "customer"), "")
-        persona = row["persona"] if row["persona"] in PERSONAS else "cooperative"
-        utterance = {"id": row["id"], "text": opening, "intent": row["intent"], "style": "", "source": "dialogue"}
-        scenarios += sample_scenarios([utterance], 1, seed, {persona: 1.0}, n_customers=n_customers)
-    return scenarios
-
-
 def outcome_f1(real: Sequence[str], simulated: Sequence[str]) -> float:
     """Macro F1 of the simulated endings against the real ones, over the three outcomes."""
     return float(f1_score(real, simulated, labels=list(OUTCOMES), average="macro", zero_division=0))
@@ -170,26 +143,8 @@ def group_outcome_rate_error(real: Sequence[str], simulated: Sequence[str], grou
     return float(np.mean(errors)) if errors else math.nan
 
 
-def dtw_distance(a: np.ndarray, b: np.ndarray) -> float:
-    """Dynamic-time-warping distance between two sequences of L2-normalized vectors: cosine distance summed
-    along the best monotone alignment, divided by the alignment's length (so it stays in [0, 2])."""
-    if len(a) == 0 or len(b) == 0:
-        return math.nan
-    cost = 1.0 - a @ b.T
-    n, m = cost.shape
-    acc = np.full((n + 1, m + 1), np.inf)
-    steps = np.zeros((n + 1, m + 1))
-    acc[0, 0] = 0.0
-    for i in range(1, n + 1):
-        for j in range(1, m + 1):
-            prev = min((acc[i - 1, j - 1], i - 1, j - 1), (acc[i - 1, j], i - 1, j), (acc[i, j - 1], i, j - 1))
-            acc[i, j] = cost[i - 1, j - 1] + prev[0]
-            steps[i, j] = steps[prev[1], prev[2]] + 1
-    return float(acc[n, m] / steps[n, m])
-
-
 def trajectory_distance(real: Sequence[Sequence[str]], simulated: Sequence[Sequence[str]], embedder: Embedder) -> float:
-    """Mean :func:`dtw_distance` between paired real and simulated customer-turn sequences."""
+    """Mean :func:`~sparring.train.tracer.dtw_distance` between paired real and simulated customer-turn sequences."""
     flat = [t for turns in (*real, *simulated) for t in turns]
     if not flat:
         return math.nan
