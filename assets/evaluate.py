@@ -40,7 +40,7 @@ STAGE = Stage(
         "src/sparring/evaluate/heldout.py",
         "src/sparring/evaluate/episodes.py",
         "src/sparring/evaluate/parallel.py",
-        "src/sparring/evaluate/play.py",
+        "src/sparring/train/play.py",
         "src/sparring/evaluate/crossplay.py",
         "src/sparring/evaluate/strategies.py",
         "src/sparring/train/cycle_state.py",  # each cycle's agent and adversaries, from its state

@@ -37,7 +37,6 @@ from pydantic import BaseModel, ValidationError
 from sparring.agents.checkpoints import load_checkpoint, save_checkpoint
 from sparring.agents.scripted import ExpertAgent
 from sparring.evaluate.heldout import evaluate_heldout, heldout_seed
-from sparring.evaluate.play import adversary_customer, against_pool
 from sparring.judge.loading import load_judge
 from sparring.params import load_params
 from sparring.runtime import apply_torch_threads
@@ -48,6 +47,7 @@ from sparring.train.cycle_state import CycleState
 from sparring.train.cycles import absolute
 from sparring.train.demos import expert_demonstrations
 from sparring.train.grpo import train_side
+from sparring.train.play import adversary_customer, against_pool
 from sparring.train.sft import train_sft
 from sparring.world.scenarios import load_scenarios
 

@@ -33,7 +33,7 @@ def load_agents(run: Path, max_new_tokens: int) -> dict[str, Any]:
     from sparring.agents.policies import LMPolicy
     from sparring.agents.scripted import ExpertAgent
     from sparring.agents.social_engineer import GullibleAgent
-    from sparring.evaluate.play import CheckpointCache
+    from sparring.train.play import CheckpointCache
 
     folders = {"da0": run / "models" / "agent_sft"}
     cycles = sorted((run / "models" / "cycles").glob("cycle_*/agent"), key=lambda p: int(p.parent.name.split("_")[1]))

@@ -19,9 +19,8 @@ from sparring.agents.tokenizer import train_tokenizer
 from sparring.data.synthetic import generate_utterances
 from sparring.judge.rewards import Judge
 from sparring.settings import CoevolutionSettings, GRPOSettings
-from sparring.train.coevolution import gym_scenarios, run_cycle, stop_reason
+from sparring.train.coevolution import behind_side, gym_scenarios, pick_side, run_cycle, stop_reason, weaker_side
 from sparring.train.cycle_state import CycleState
-from sparring.train.sides import behind_side, pick_side, weaker_side
 from sparring.world.scenarios import sample_scenarios
 from sparring.world.taxonomy import load_taxonomy
 
@@ -300,7 +299,7 @@ def test_stopped_state_refuses_another_cycle(tmp_path, start, scenarios):
 
 def test_the_cooperative_simulator_plays_evaluations_at_coop_temperature(monkeypatch, tmp_path, start, scenarios):
     """`_coop` is played greedy by default, adversaries (here the simulator standing in for the pool) sampled."""
-    import sparring.evaluate.play as play
+    import sparring.train.play as play
     from sparring.evaluate.heldout import evaluate_heldout
 
     built: list[tuple[bool, float]] = []
@@ -342,8 +341,8 @@ def test_coop_continues_the_scenarios_utterance_and_coopsim_writes_its_own(monke
     """`_coop` opens with each held-out scenario's own utterance and the simulator writes the rest; `_coopsim` is
     the simulator from its first word. A cycle's `_coop` follows `coop_opening` too."""
     import sparring.evaluate.heldout as heldout
-    import sparring.evaluate.play as play
     import sparring.train.coevolution as coevolution
+    import sparring.train.play as play
     from sparring.agents.policies import OpensWithUtterance
 
     played: list[tuple[object, list]] = []
@@ -406,9 +405,9 @@ def test_the_agents_gym_meets_the_cooperative_simulator_as_coop_opens_and_advers
 def test_adversaries_go_on_from_the_utterance_in_arena_gym_and_evaluation(monkeypatch, tmp_path, start, scenarios):
     """With adversary_opening "utterance" every adversary message that opens an episode starts with the scenario's
     utterance (arena, its gym's rollouts, the cycle's `_adv` and `_advpool`); with "own" none is wrapped."""
-    import sparring.evaluate.play as play
     import sparring.train.coevolution as coevolution
     import sparring.train.grpo as grpo
+    import sparring.train.play as play
     from sparring.agents.policies import ContinuesUtterance
 
     played: list[tuple[object, list]] = []

@@ -38,13 +38,13 @@ from sparring.evaluate.crossplay import (
     pass_hat_metrics,
     share_of_ceiling,
 )
-from sparring.evaluate.play import GameModels, adversary_parts, against_pool, cooperative_customer
 from sparring.judge import Scorer
 from sparring.progress import ProgressMeter
 from sparring.rollout import Episode, episode_metrics, routed_correctly, run_episodes
 from sparring.seeds import derive_seed
 from sparring.settings import CoevolutionSettings
 from sparring.timing import Phases
+from sparring.train.play import GameModels, adversary_parts, against_pool, cooperative_customer
 from sparring.world.scenarios import Scenario, as_cooperative
 
 EXPERT = "expert"  # the ceiling's row in cross-play

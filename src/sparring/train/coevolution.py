@@ -4,7 +4,7 @@
    ``arena_runs``, both sampling. The agent wins an episode on strict PASS: W_DA = mean(strict_pass). The
    adversary wins when it misrouted an agent that identified it, stayed faithful (>= the judge's
    ``faithful_min``) and never named the intent (the judge's ``adv_won``): adv_success = mean(adv_won).
-2. Pick the side (:func:`~sparring.train.sides.pick_side`), or none when the stop rule's gates (5.) already hold
+2. Pick the side (:func:`pick_side`), or none when the stop rule's gates (5.) already hold
    with this arena. The paper retrains "the side with the lower score"; each side is scored by its own wins (the
    rewards are not zero-sum), on different scales: W_DA (~0.6-0.9 here) always exceeded adv_success (~0.1-0.3),
    so comparing the rates (``train: weaker``) trained the adversary in every cycle and never the agent. The
@@ -37,25 +37,25 @@ from typing import Any
 from sparring.agents.checkpoints import load_checkpoint, save_checkpoint
 from sparring.agents.policies import LMPolicy, OpensWithUtterance, Policy
 from sparring.atomic import write_json
-from sparring.evaluate.play import (
-    GameModels,
-    adversary_customer,
-    adversary_parts,
-    against_pool,
-    cooperative_customer,
-)
 from sparring.judge import Scorer
 from sparring.rollout import Episode, episode_metrics, run_episodes
 from sparring.seeds import derive_seed
 from sparring.settings import CoevolutionSettings
 from sparring.train.cycle_state import CycleState
 from sparring.train.grpo import GRPOResult, train_side
-from sparring.train.sides import pick_side
+from sparring.train.play import (
+    GameModels,
+    adversary_customer,
+    adversary_parts,
+    against_pool,
+    cooperative_customer,
+)
 from sparring.world.scenarios import Scenario, as_cooperative
 
 REPLAYED = "arena_replay"  # utterance_source of an agent-gym scenario whose utterance is a recorded opening
 ROLE = {"agent": "agent", "adversary": "customer"}  # the chat role each side's model plays
 METRICS_FILE = "metrics.json"
+TIE = 1e-9  # changes this close are equal in the side rule (float noise: 0.5 - 0.25 against 0.75 - 0.5)
 
 
 class CycleModels(GameModels):
@@ -129,7 +129,49 @@ def play_arena(
     )
 
 
-# 2. Pick the side: sparring.train.sides ------------------------------------------------------------------------
+# 2. Pick the side ----------------------------------------------------------------------------------------------
+
+
+def weaker_side(w_da: float, adv_success: float) -> str:
+    """``train: weaker``, the literal rule: the side with the lower win rate trains; a tie trains the adversary.
+    Here W_DA always exceeds adv_success (different scales), so it never trains the agent."""
+    return "agent" if w_da < adv_success else "adversary"
+
+
+def behind_side(w_da_history: Sequence[float], adv_success_history: Sequence[float], trained: Sequence[str]) -> str:
+    """``train: behind``: the side that lost more ground since the previous arena trains.
+
+    Δ_agent = W_DA_k - W_DA_{k-1}, Δ_adv = adv_success_k - adv_success_{k-1} (the histories end with this cycle's
+    arena); the side with the lower Δ trains. After the adversary's gym lowers W_DA the agent trains; after the
+    agent's gym lowers adv_success the adversary does. With no previous arena (cycle 1, or a state saved before
+    adv_success was kept), or a tie, the side that did not train last trains (``trained``: earlier cycles'
+    sides, oldest first): the adversary first, since it starts without RL, as the paper's CA."""
+    other = "agent" if trained and trained[-1] == "adversary" else "adversary"
+    if len(w_da_history) < 2 or len(adv_success_history) < 2:
+        return other
+    d_agent = w_da_history[-1] - w_da_history[-2]
+    d_adv = adv_success_history[-1] - adv_success_history[-2]
+    if abs(d_agent - d_adv) <= TIE:
+        return other
+    return "agent" if d_agent < d_adv else "adversary"
+
+
+def pick_side(
+    settings: CoevolutionSettings,
+    w_da_history: Sequence[float],
+    adv_success_history: Sequence[float],
+    trained: Sequence[str],
+    stop: str | None,
+) -> str:
+    """The side that trains this cycle under ``settings.train`` (behind, weaker, or an ablation's fixed side):
+    agent, adversary, or none when the stop rule's gates already hold (``stop == "gates"``)."""
+    if stop == "gates":
+        return "none"
+    if settings.train == "behind":
+        return behind_side(w_da_history, adv_success_history, trained)
+    if settings.train == "weaker":
+        return weaker_side(w_da_history[-1], adv_success_history[-1])
+    return settings.train
 
 
 # 3. Train that side ---------------------------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """How several frozen opponents share one batched GRPO rollout: ``PerEpisodeOpponent`` gives each episode its own
 opponent (the agent's gym mixes adversary generations and the cooperative simulator), and ``SharedReplies``
 answers an agent's GRPO group's identical conversations once. The customers themselves are built in
-:mod:`sparring.evaluate.play`, as every arena, gym and evaluation plays them.
+:mod:`sparring.train.play`, as every arena, gym and evaluation plays them.
 """
 
 from __future__ import annotations

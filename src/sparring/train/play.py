@@ -1,6 +1,6 @@
-"""Playing agents against customers, as the cycles' evaluation and `evaluate` both do it: checkpoints loaded
-once with one vocabulary, the frozen customers built one way, the adversary pool dealt round-robin, and the
-judge's adversary reward parts averaged.
+"""Playing agents against customers, as RL-ADA's arena, gyms and cycle evaluation (:mod:`sparring.train.coevolution`)
+and `evaluate` all do it: checkpoints loaded once with one vocabulary, the frozen customers built one way, the
+adversary pool dealt round-robin, and the judge's adversary reward parts averaged.
 
 The cooperative simulator plays held-out evaluations greedy by default (``coop_temperature``), as the agents and
 the simulator's own fidelity metrics do: sampled at 1.0 the tiny simulator garbles words, and DA0's figures
