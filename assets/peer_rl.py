@@ -37,8 +37,7 @@ STAGE = Stage(
         "src/sparring/train/iapo.py",  # grpo's credit assignment
         "src/sparring/train/cycle_state.py",  # which agent the last cycle left
         "src/sparring/agents",
-        "src/sparring/rollout.py",  # agent_opening: the prompt every routing is sampled from
-        "src/sparring/evaluate/agent.py",
+        "src/sparring/rollout.py",  # route_utterances, agent_opening: the prompt every routing is sampled from
         "src/sparring/world/taxonomy.py",  # the intents a routing is parsed into
         "src/sparring/world/taxonomy.json",
         "assets/peer_rl.py",

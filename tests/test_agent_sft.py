@@ -14,7 +14,7 @@ from sparring.agents.models import ModelSpec, build_model
 from sparring.agents.policies import LMPolicy
 from sparring.agents.tokenizer import train_tokenizer
 from sparring.data.synthetic import generate_utterances
-from sparring.evaluate.agent import route_utterances
+from sparring.rollout import route_utterances
 from sparring.settings import AgentSFTSettings, SFTSettings
 from sparring.train.demos import intent_examples
 from sparring.train.sft import train_sft

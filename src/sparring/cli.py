@@ -118,7 +118,7 @@ def route(
     target = out or csv_in.with_name(csv_in.stem + ".routed.csv")
     _check_route_target(target, csv_in)
     policy = _load_agent(checkpoint, max_new_tokens)
-    from sparring.evaluate.agent import route_utterances
+    from sparring.rollout import route_utterances
 
     texts, rows = frame["text"].to_list(), []
     with Progress(console=err, transient=True) as progress:

@@ -11,6 +11,9 @@ Each side's view is kept as a token-id list built message by message (role prefi
 separator, as its tokenizer's :class:`~sparring.agents.chat.ChatFormat` writes them; generated messages keep the ids
 actually generated), which is what ``apply_chat_template`` would produce for the same messages, without
 re-rendering the conversation every turn.
+
+The shortest rollout is one turn: :func:`route_utterances`, the agent's first reply to lone openings (what
+``sparring route`` shows, intent accuracy, and the peer cohort's routings).
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ from sparring.world.events import EventLog, object_view
 from sparring.world.outcome import Outcome, check_outcome
 from sparring.world.scenarios import Scenario, build_world
 from sparring.world.session import Session
+from sparring.world.taxonomy import load_taxonomy
 from sparring.world.tools import ToolCall, execute
 from sparring.world.vocab import CUSTOMER_MOVES, DESCRIBED, ID_KEYS
 
@@ -52,6 +56,42 @@ def agent_opening(text: str, system: str | None = AGENT_SYSTEM_PROMPT) -> list[d
     """What the agent reads when a customer opens with ``text``: ``system`` (none if empty), then the text."""
     head = [{"role": "system", "content": system}] if system else []
     return [*head, {"role": "user", "content": text.strip()}]
+
+
+def route_utterances(
+    agent_policy: Policy,
+    texts: Sequence[str],
+    *,
+    batch_size: int = 64,
+    system: str | None = None,
+) -> list[dict[str, Any]]:
+    """The agent's first reply to each text (as the customer's opening turn), generated in batches.
+
+    Returns ``{"intent", "tool", "reply", "format_ok"}`` per text. ``tool`` is the call the reply made, or,
+    when it made none (a first reply asks for identity before acting), the taxonomy's tool for the named
+    intent: where the agent would route. ``intent``/``tool`` are None when the reply names no known intent.
+    ``system``: the agent's system message ("" for none; None: the policy's own, as in episodes).
+    """
+    tokenizer = getattr(agent_policy, "tokenizer", None)
+    if tokenizer is None:
+        raise ValueError("route_utterances needs an LM policy (with a tokenizer)")
+    tax = load_taxonomy()
+    system = agent_system_prompt(agent_policy) if system is None else system
+    routes: list[dict[str, Any]] = []
+    for start in range(0, len(texts), batch_size):
+        chunk = texts[start : start + batch_size]
+        requests = []
+        for text in chunk:
+            messages = agent_opening(text, system)
+            ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True, return_dict=False)
+            requests.append(TurnRequest(role="agent", prompt_ids=list(ids), messages=messages, scenario=None))  # type: ignore[arg-type]
+        for out in agent_policy.act(requests):
+            parsed = parse_agent_message(out.text)
+            tool = parsed.call.name if parsed.call is not None else None
+            if tool is None and parsed.intent in tax.intents:
+                tool = tax.intents[parsed.intent].tool
+            routes.append({"intent": parsed.intent, "tool": tool, "reply": parsed.text, "format_ok": parsed.format_ok})
+    return routes
 
 
 @dataclass

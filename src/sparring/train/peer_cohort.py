@@ -15,7 +15,7 @@ from sparring.agents.models import build_model
 from sparring.agents.policies import LMPolicy
 from sparring.agents.pretrained import resolve_model_path
 from sparring.agents.tokenizer import stage_tokenizer
-from sparring.evaluate.agent import route_utterances
+from sparring.rollout import route_utterances
 from sparring.settings import AgentSFTSettings, PeerMember
 from sparring.timing import Phases, sft_phases
 from sparring.train.demos import intent_examples, warm_start
