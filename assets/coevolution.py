@@ -21,8 +21,7 @@ from typing import Any
 from dagster import MetadataValue
 
 from pipelines.stages import Plot, Stage, StageContext, StageOutput, stage_asset
-from sparring.catalog import AGENT_SFT, JUDGE, SCENARIOS, SIMULATORS, cycle_dir
-from sparring.judge.loading import load_judge
+from sparring.catalog import AGENT_SFT, JUDGE, SCENARIOS, SIMULATORS, cycle_dir, load_judge
 from sparring.params import PROFILES, load_params
 from sparring.train.cycle_state import CycleState
 from sparring.train.cycles import cycle_phases, fingerprint, is_finished, load_metrics, run_cycle_folder
@@ -38,6 +37,7 @@ CODE = (
     "src/sparring/train/cycles.py",
     "src/sparring/train/play.py",
     "src/sparring/judge",
+    "src/sparring/catalog.py",  # load_judge: the judge the cycles play with
     "src/sparring/rollout.py",
     "src/sparring/agents",
     "src/sparring/world",

@@ -22,12 +22,11 @@ from pipelines.progress import CriticalPath, critical_path, upstream_closure
 from pipelines.stages import Stage, StageContext, StageOutput, stage_asset
 from sparring.agents.scripted import ExpertAgent
 from sparring.atomic import write_json
-from sparring.catalog import AGENT_SFT, JUDGE, METRICS, PEER_RL, REPORTS, Catalog, cycle_dir
+from sparring.catalog import AGENT_SFT, JUDGE, METRICS, PEER_RL, REPORTS, Catalog, cycle_dir, load_judge
 from sparring.evaluate import checks
 from sparring.evaluate.episodes import compact_episodes
 from sparring.evaluate.parallel import evaluate_heldout_parallel
 from sparring.evaluate.strategies import discover_strategies, strategy_records
-from sparring.judge.loading import load_judge
 from sparring.train.cycle_state import CycleState
 from sparring.train.cycles import load_metrics
 
@@ -49,6 +48,7 @@ STAGE = Stage(
         "src/sparring/data/synthetic.py",  # the camouflaging customer's utterances
         "src/sparring/data/synthetic_lexicon.json",
         "src/sparring/judge",
+        "src/sparring/catalog.py",  # load_judge: the judge episodes are scored with
         "src/sparring/rollout.py",
         "src/sparring/agents",
         "src/sparring/world",

@@ -57,12 +57,11 @@ from agent_gym import overrides  # noqa: E402
 from coevolution_acceptance import paired_bootstrap  # noqa: E402
 
 from sparring.agents.checkpoints import load_checkpoint, save_checkpoint  # noqa: E402
-from sparring.agents.clarify import confirmation_answers  # noqa: E402
 from sparring.agents.leaving import gives_up  # noqa: E402
 from sparring.agents.policies import LMPolicy  # noqa: E402
+from sparring.catalog import load_judge  # noqa: E402
 from sparring.evaluate.crossplay import failure_kind, failure_rates  # noqa: E402
 from sparring.evaluate.heldout import heldout_seed  # noqa: E402
-from sparring.judge.loading import load_judge  # noqa: E402
 from sparring.judge.rewards import DONE_REPORT, Judge  # noqa: E402
 from sparring.params import ParamsError, load_params  # noqa: E402
 from sparring.rollout import episode_metrics, run_episodes  # noqa: E402
@@ -76,6 +75,7 @@ from sparring.train.grpo import train_side  # noqa: E402
 from sparring.train.opponents import PerEpisodeOpponent  # noqa: E402
 from sparring.train.play import GameModels, against_pool, cooperative_customer  # noqa: E402
 from sparring.train.sft import train_sft  # noqa: E402
+from sparring.world.answers import confirmation_answers  # noqa: E402
 from sparring.world.scenarios import as_cooperative, load_scenarios, unplayed_scenarios  # noqa: E402
 from sparring.world.vocab import CUSTOMER_MOVES  # noqa: E402
 

@@ -25,13 +25,13 @@ from pathlib import Path
 
 import torch
 
-from sparring.agents.clarify import confirmation_answers, which_answers
 from sparring.agents.scripted import ExpertAgent
 from sparring.evaluate.crossplay import failure_kind
 from sparring.evaluate.heldout import heldout_seed
 from sparring.params import load_params
 from sparring.rollout import run_episodes
 from sparring.train.play import GameModels, against_pool, cooperative_customer
+from sparring.world.answers import confirmation_answers, which_answers
 from sparring.world.scenarios import as_cooperative, load_scenarios
 
 

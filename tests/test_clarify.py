@@ -10,13 +10,9 @@ import pytest
 from sparring.agents.clarify import (
     OTHER_REQUEST,
     OWN_REQUEST,
-    answer_kind,
-    answers_against_goal,
     confirm_question,
-    confirmation_answers,
     confirmed_intent,
     mark_restatement,
-    which_answers,
     which_question,
 )
 from sparring.agents.leaving import gives_up
@@ -28,6 +24,7 @@ from sparring.data.synthetic import utterance_frame
 from sparring.evaluate.crossplay import failure_kind
 from sparring.rollout import run_episodes
 from sparring.train.tracer import scripted_episodes, simulator_conversations
+from sparring.world.answers import answer_kind, answers_against_goal, confirmation_answers, which_answers
 from sparring.world.scenarios import build_world, sample_scenarios
 from sparring.world.session import Session
 from sparring.world.tools import ToolCall, execute

@@ -521,9 +521,9 @@ def test_evaluation_dealt_to_two_processes_equals_one_process(uninterrupted):
     from functools import partial
 
     from sparring.agents.scripted import ExpertAgent
+    from sparring.catalog import load_judge
     from sparring.evaluate.heldout import evaluate_heldout
     from sparring.evaluate.parallel import evaluate_heldout_parallel
-    from sparring.judge.loading import load_judge
     from sparring.world.scenarios import load_scenarios
 
     root, _ = uninterrupted

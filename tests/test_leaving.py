@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from sparring.agents.leaving import CUSTOMER_LEFT, gives_up
+from sparring.agents.leaving import gives_up
 from sparring.agents.policies import TurnRequest
 from sparring.agents.scripted import CooperativeCustomer, ExpertAgent
 from sparring.data.dialogues import generate_dialogues
@@ -15,6 +15,7 @@ from sparring.data.synthetic import utterance_frame
 from sparring.evaluate.crossplay import failure_kind
 from sparring.judge.rewards import Judge
 from sparring.rollout import run_episodes
+from sparring.world.session import CUSTOMER_LEFT
 
 LEAVE = "Forget it, I'll sort it myself."
 

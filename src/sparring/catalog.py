@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import polars as pl
 
+    from sparring.judge.rewards import Judge
+    from sparring.params import Judge as JudgeParams
     from sparring.world.scenarios import Scenario
 
 # Each stage's outputs (the folders DVC caches, the files it tracks).
@@ -49,6 +51,28 @@ def cycle_dir(k: int) -> str:
 def stage_report(stage: str) -> str:
     """reports/<stage>.json: every stage's metrics and the detail beside them."""
     return f"{REPORTS}/{stage}.json"
+
+
+def load_judge(judge_dir: Path, cfg: JudgeParams, max_turns: int) -> Judge:
+    """The judge as the pipeline builds it, from the judge_models stage's folder and params.yaml's `judge` section.
+
+    ``backend: trained`` reads the intent oracle and realism discriminator under ``judge_dir``; ``backend: llm``
+    loads ``cfg.llm_model`` (a local folder, a hub id or the offline SmolLM2 alias) as a rubric judge. Here, above
+    the judge, because resolving that alias is the agents' model store's (the judge depends on the world only)."""
+    from sparring.judge.rewards import Judge, TrainedBackend
+
+    if cfg.backend == "llm":
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        from sparring.agents.pretrained import resolve_model_path
+        from sparring.judge.llm import LLMJudgeBackend
+
+        path = resolve_model_path(cfg.llm_model)
+        backend = LLMJudgeBackend(AutoModelForCausalLM.from_pretrained(path), AutoTokenizer.from_pretrained(path))
+        return Judge(backend, cfg.reward, max_turns=max_turns)
+    from sparring.judge.loading import load_judge_models
+
+    return Judge(TrainedBackend(*load_judge_models(judge_dir)), cfg.reward, max_turns=max_turns)
 
 
 def scenario_file(folder: Path, name: str) -> Path:

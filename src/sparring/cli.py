@@ -214,7 +214,7 @@ def _chat_judge(judge_dir: Path, params_file: Path, profile: str | None):
     there is no such folder; a folder that does not load is one line naming it."""
     if not judge_dir.exists():
         return None
-    from sparring.judge.loading import load_judge
+    from sparring.catalog import load_judge
     from sparring.params import Judge as JudgeParams
 
     if params_file.is_file():

@@ -38,7 +38,7 @@ from sparring.agents.chat import (
     render_agent_message,
 )
 from sparring.agents.clarify import mark_restatement
-from sparring.agents.leaving import CUSTOMER_LEFT, gives_up
+from sparring.agents.leaving import gives_up
 from sparring.agents.policies import Policy, TurnOutput, TurnRequest
 from sparring.agents.scripted import customer_goal
 from sparring.agents.slots import lexicalize, slot_values
@@ -46,7 +46,7 @@ from sparring.world.bank import World
 from sparring.world.events import EventLog, object_view
 from sparring.world.outcome import Outcome, check_outcome
 from sparring.world.scenarios import Scenario, build_world
-from sparring.world.session import Session
+from sparring.world.session import CUSTOMER_LEFT, Session
 from sparring.world.taxonomy import load_taxonomy
 from sparring.world.tools import ToolCall, execute
 from sparring.world.vocab import CUSTOMER_MOVES, DESCRIBED, ID_KEYS

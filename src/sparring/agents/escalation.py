@@ -23,10 +23,11 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from sparring.agents.clarify import ASKS_CONFIRM, ASKS_WHICH, answer_kind
+from sparring.agents.clarify import ASKS_CONFIRM, ASKS_WHICH
 from sparring.agents.policies import TurnRequest
 from sparring.agents.scripted import _ASKS_IDENTITY, CooperativeCustomer, ExpertAgent, _calls
 from sparring.data.synthetic import OUTCOMES
+from sparring.world.answers import answer_kind
 
 # A customer asking for a person: "can I speak to a human", "get me a manager", "a real person please".
 _STAFF = r"(?:human|person|manager|supervisor|someone(?: else| real)?|real agent|colleague|specialist)"

@@ -4,8 +4,8 @@ Real sessions end three ways (the dialogues' ``outcome``): resolved, escalated b
 customer. Before this the world had no way for a customer to leave, so every simulated session ran on until the
 agent ended it or the turn limit cut it off, and a simulator could not be trained or measured on ending as real
 customers do (TRACER's outcome-level fidelity, issue 29). The rollout reads each customer message with
-:func:`gives_up`; a customer who gives up before the request was carried out ends the session
-(``ended_by = "customer_left"``): the agent gets no further turn and the case is not resolved. After the
+:func:`gives_up`; a customer who gives up before the request was carried out ends the session (``ended_by =``
+:data:`~sparring.world.session.CUSTOMER_LEFT`): the agent gets no further turn and the case is not resolved. After the
 resolving call a goodbye is only a goodbye: the agent still closes the conversation itself.
 
 The judge does not count a customer who walked away as an adversary's win (``judge.rewards``): leaving beats no
@@ -15,8 +15,6 @@ agent, so an adversary gains nothing by it.
 from __future__ import annotations
 
 import re
-
-CUSTOMER_LEFT = "customer_left"  # Session.ended_by when the customer gave up
 
 # Phrases a customer uses to leave a chat: the dialogues' closing lines and their common variants. Checked on
 # every generated customer turn and ingested utterance (tests/test_leaving.py): they fire on the leaving lines

@@ -28,13 +28,13 @@ from sparring.agents.chat import (
 from sparring.agents.clarify import (
     ASKS_CONFIRM,
     ASKS_WHICH,
-    answer_kind,
     confirm_question,
     confirmed_intent,
     which_question,
 )
 from sparring.agents.policies import TurnOutput, TurnRequest
 from sparring.agents.slots import delexicalize, describe_slots, fact_values
+from sparring.world.answers import answer_kind
 from sparring.world.described import describing_turn
 from sparring.world.expert import details_call, expert_calls, lookup_call
 from sparring.world.scenarios import Scenario, build_world

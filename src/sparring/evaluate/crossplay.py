@@ -8,7 +8,7 @@
 - Failure kinds (METRICS.md ``failure_<kind>_<opponent>``), one per failed episode, first that applies: ``left``
   (the customer gave up before the request was carried out, :mod:`sparring.agents.leaving`), ``denied_own``
   (the resolving tool never called after the customer said no to a restatement of its own request: the customer's
-  failure, not the agent's, :func:`~sparring.agents.clarify.confirmation_answers`), ``format``
+  failure, not the agent's, :func:`~sparring.world.answers.confirmation_answers`), ``format``
   (the resolving tool never called and an agent message was malformed), ``misroute`` (never called),
   ``undescribed`` (called, or the ``payment_details`` read it needs called, and refused because the customer never
   described the object), ``refused`` (called and refused otherwise), ``no_end`` (resolved but the conversation
@@ -20,9 +20,9 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from sparring.agents.clarify import confirmation_answers
-from sparring.agents.leaving import CUSTOMER_LEFT
 from sparring.rollout import Episode, routed_correctly
+from sparring.world.answers import confirmation_answers
+from sparring.world.session import CUSTOMER_LEFT
 
 Z95 = 1.959963984540054  # the normal quantile of a two-sided 95% interval
 FAILURE_KINDS = ("left", "denied_own", "format", "misroute", "undescribed", "refused", "no_end", "other")

@@ -44,13 +44,13 @@ from sklearn.metrics import f1_score
 
 from sparring.agents.customer_view import dialogue_view, extract_identity
 from sparring.agents.escalation import EscalatingExpert
-from sparring.agents.leaving import CUSTOMER_LEFT
 from sparring.agents.scripted import CooperativeCustomer, ExpertAgent
 from sparring.data.synthetic import OUTCOMES
 from sparring.judge.models import IntentOracle, RealismDiscriminator, intent_named_outright, join_turns
 from sparring.rollout import Episode, episode_metrics, run_episodes
 from sparring.train.tracer import Embedder, customer_turns, dtw_distance, replay_scenarios, simulated_outcome
 from sparring.world.scenarios import Scenario
+from sparring.world.session import CUSTOMER_LEFT
 
 # ----------------------------------------------------------------------------------------------- perplexity
 

@@ -20,7 +20,7 @@ believable customer who still wants what its goal says:
                    away is not a win, it is just an unhelpful customer
     faithfulness = P_oracle(true intent | customer turns) / max_j P_oracle(j | customer turns), 1 when the
                    true intent is still the oracle's top guess, smoothly lower as it is buried; 0 when the
-                   customer answered a clarifying question against its goal (agents.clarify.answers_against_goal)
+                   customer answered a clarifying question against its goal (world.answers.answers_against_goal)
     realism      = mean over the customer's turns of P_discriminator(real customer)
 Why the gate and the faithfulness term: with the plain product misroute × faithfulness × realism, a customer
 who asks for another intent's problem is "misrouted" nearly every time and still earns ~0.1, and those were
@@ -38,10 +38,10 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from sparring.agents.clarify import answers_against_goal
-from sparring.agents.leaving import CUSTOMER_LEFT
 from sparring.judge.oracle import intent_named_outright, join_turns
 from sparring.params import RewardWeights
+from sparring.world.answers import answers_against_goal
+from sparring.world.session import CUSTOMER_LEFT
 
 DONE_REPORT = re.compile(r"\b(?:all done|taken care of)\b", re.I)  # the expert's completion report, as DA0 says it
 

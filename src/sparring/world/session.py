@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from sparring.world.events import UNAUTHORIZED_ACTION, VERIFICATION_FAILED, EventLog, ToolCallEvent
 
+CUSTOMER_LEFT = "customer_left"  # Session.ended_by when the customer gave up (agents.leaving)
 MAX_VERIFICATION_FAILURES = 3  # further lookups are refused after this many failed verifications
 
 
