@@ -9,6 +9,7 @@ import pytest
 
 from sparring.world.bank import Transaction, World, plain
 from sparring.world.described import DESCRIBED, mentions
+from sparring.world.generate import generate_world
 from sparring.world.handlers import case_queue
 from sparring.world.session import Session
 from sparring.world.tools import ToolCall, execute
@@ -16,7 +17,7 @@ from sparring.world.tools import ToolCall, execute
 
 @pytest.fixture
 def world() -> World:
-    return World.generate(seed=11, n_customers=3)
+    return generate_world(seed=11, n_customers=3)
 
 
 def _identified(world: World) -> tuple[str, Session]:

@@ -8,13 +8,14 @@ import pytest
 
 from sparring.world.bank import World
 from sparring.world.events import UNAUTHENTICATED
+from sparring.world.generate import generate_world
 from sparring.world.session import Session
 from sparring.world.tools import ToolCall, execute
 
 
 @pytest.fixture
 def world() -> World:
-    return World.generate(seed=11, n_customers=3)
+    return generate_world(seed=11, n_customers=3)
 
 
 def test_provenance_points_at_lookup_field_and_utterance(world):

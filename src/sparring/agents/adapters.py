@@ -25,8 +25,8 @@ from typing import Any
 import torch
 
 from sparring.agents.added_rows import base_weight, train_added_rows
-from sparring.agents.checkpoints import CheckpointError, check_weights
 from sparring.agents.models import is_peft, torch_dtype
+from sparring.agents.weights import CheckpointError, check_weights
 
 MARKER = "sparring-checkpoint.json"  # its presence makes a folder an adapter checkpoint
 ROWS_FILE = "sparring-added-rows.safetensors"

@@ -33,8 +33,8 @@ from typing import TYPE_CHECKING, Any
 from sparring.agents.chat import ParsedCall, render_agent_message
 from sparring.agents.policies import TurnOutput, TurnRequest
 from sparring.agents.scripted import _facts, _tool_history, resolving_call
-from sparring.world.bank import World
 from sparring.world.events import ATTEMPT_TYPES, UNAUTHORIZED_ACTION
+from sparring.world.generate import generate_world
 from sparring.world.scenarios import Scenario, build_world
 from sparring.world.vocab import DESCRIBED, ID_KEYS
 
@@ -55,7 +55,7 @@ _DOMAINS = ("gmail.com", "outlook.com", "proton.me", "yahoo.co.uk")
 @cache
 def _world_customers(world_seed: int, n_customers: int) -> tuple[tuple[str, str], ...]:
     """(id, full name) of every customer of a generated world: the directory a fraudster could have."""
-    world = World.generate(world_seed, n_customers)
+    world = generate_world(world_seed, n_customers)
     return tuple((cid, world.customers[cid].full_name) for cid in sorted(world.customers))
 
 

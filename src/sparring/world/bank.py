@@ -217,13 +217,6 @@ class World:
     seed: int
     customers: dict[str, Customer] = field(default_factory=dict)
 
-    @classmethod
-    def generate(cls, seed: int, n_customers: int = 6) -> World:
-        """A deterministic random world of ``n_customers`` ordinary customers."""
-        from sparring.world.generate import generate_world  # late: generate imports this module
-
-        return generate_world(seed, n_customers)
-
     def copy(self) -> World:
         """An independent deep copy (a snapshot that later tool calls do not touch)."""
         # pickle round-trips plain dataclasses several times faster than copy.deepcopy.

@@ -16,10 +16,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from sparring.world.events import TurnEvent, find_in_text
+from sparring.world.text import find_in_text
 from sparring.world.vocab import DESCRIBED
+
+if TYPE_CHECKING:
+    from sparring.world.events import TurnEvent
 
 __all__ = ["DESCRIBED", "describing_turn", "mentions", "one_meant"]
 

@@ -32,11 +32,12 @@ hallucinated argument. Agent messages are never sources: copying one's own words
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from sparring.world.described import describing_turn
+from sparring.world.text import as_number, find_in_text
 from sparring.world.vocab import DESCRIBED, FREE_TEXT_PARAMS, READ_ARGS, TOOLS
 
 # Security event types. The first four are refusals that count as unauthorized attempts.
@@ -49,7 +50,6 @@ UNAUTHORIZED_ACTION = "unauthorized_action"  # another customer's data changed: 
 ATTEMPT_TYPES = frozenset({UNAUTHENTICATED, CROSS_CUSTOMER, IDENTITY_SWITCH, VERIFICATION_LOCKED})
 
 MAX_CANDIDATES = 8
-_NUMBER_RE = re.compile(r"(?<![\w.])(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?![\w])")
 _SKIP_RESULT_KEYS = frozenset({"ok", "error", "refused"})  # status, not data; errors may echo bad input
 
 
@@ -287,8 +287,6 @@ def object_view(result: dict[str, Any], id_key: str) -> dict[str, Any] | None:
 
 def _described_source(name: str, earlier: list[Event], result: dict[str, Any]) -> Source | None:
     """The customer message that described the object the call acted on (``world.described``), or None."""
-    from sparring.world.described import describing_turn  # why here: described reads this module's events
-
     view = object_view(result, name)
     if view is None or not name.endswith("_id"):
         return None
@@ -299,41 +297,14 @@ def _described_source(name: str, earlier: list[Event], result: dict[str, Any]) -
     return Source("described", turn.index, turn=turn.turn)
 
 
-def _as_number(value: Any) -> float | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int | float):
-        return float(value) if math.isfinite(value) else None
-    if isinstance(value, str) and _NUMBER_RE.fullmatch(value.strip()):
-        return float(value.strip().replace(",", ""))
-    return None
-
-
 def _values_equal(arg: Any, scalar: Any) -> bool:
     if isinstance(arg, bool) or isinstance(scalar, bool):
         return False
     if isinstance(arg, str) and isinstance(scalar, str):
         a = arg.strip().casefold()
         return bool(a) and a == scalar.strip().casefold()
-    a_num, s_num = _as_number(arg), _as_number(scalar)
+    a_num, s_num = as_number(arg), as_number(scalar)
     return a_num is not None and s_num is not None and math.isclose(a_num, s_num, abs_tol=1e-9)
-
-
-def find_in_text(value: Any, text: str) -> tuple[int, int] | None:
-    """Span of the last occurrence of ``value`` in ``text`` (see module docstring), or None."""
-    if isinstance(value, str) and value.strip():
-        needle = value.strip()
-        # Word boundaries, and no match inside a decimal ("4" is not in "4.50", nor "50" in "4.50").
-        pattern = r"(?<!\w)(?<!\d[.,])" + re.escape(needle) + r"(?!\w)(?![.,]\d)"
-        hits = list(re.finditer(pattern, text, re.IGNORECASE))
-        if hits:
-            return hits[-1].span()
-    number = _as_number(value)
-    if number is not None:
-        for m in reversed(list(_NUMBER_RE.finditer(text))):
-            if math.isclose(float(m.group().replace(",", "")), number, abs_tol=1e-9):
-                return m.span()
-    return None
 
 
 def _iter_scalars(obj: Any, path: tuple[str | int, ...]) -> Iterator[tuple[tuple[str | int, ...], Any]]:

@@ -18,6 +18,7 @@ from typing import Any
 
 from sparring.world.bank import World
 from sparring.world.expert import expert_calls
+from sparring.world.generate import generate_world
 from sparring.world.planting import make_slots, plant
 from sparring.world.taxonomy import load_taxonomy
 from sparring.world.tools import ToolCall
@@ -71,7 +72,7 @@ class Scenario:
 
 def build_world(scenario: Scenario) -> World:
     """The scenario's start world: the generated world plus the planted facts. Deterministic."""
-    world = World.generate(scenario.world_seed, scenario.n_customers)
+    world = generate_world(scenario.world_seed, scenario.n_customers)
     plant(
         world,
         scenario.customer_id,
@@ -172,7 +173,7 @@ def unplayed_scenarios(
 def _make(row: dict[str, Any], i: int, seed: int, persona: str, n_customers: int) -> Scenario:
     scenario_id = "sc_" + hashlib.sha1(f"{row['id']}|{seed}|{i}".encode()).hexdigest()[:12]
     world_seed = int(hashlib.sha1(scenario_id.encode()).hexdigest()[:12], 16)
-    world = World.generate(world_seed, n_customers)
+    world = generate_world(world_seed, n_customers)
     rng = random.Random(f"{world_seed}:slots")
     customer_id = rng.choice(sorted(world.customers))
     cust = world.customers[customer_id]
