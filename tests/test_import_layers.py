@@ -1,0 +1,144 @@
+"""The import direction of src/sparring (#45): `train` never imports `evaluate` (evaluate may use train's pieces),
+the judge depends on the world, not on `agents`, and no two files import each other, directly or round a longer
+loop. Imports are read with `ast`, so those inside functions (deferred ones) count; those under
+``if TYPE_CHECKING:`` do not, as they never run (a type named in an annotation is no import cycle)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+PACKAGE = SRC / "sparring"
+# (importing package, imported package): an edge that must not exist
+FORBIDDEN = (("sparring.train", "sparring.evaluate"), ("sparring.judge", "sparring.agents"))
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(SRC).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _type_checking_only(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> bool:
+    while node in parents:
+        node = parents[node]
+        if isinstance(node, ast.If) and ast.unparse(node.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING"):
+            return True
+    return False
+
+
+def imported_names(path: Path, module: str) -> list[tuple[str, int]]:
+    """Every module name an import statement of ``path`` names (``from a.b import c`` names a.b and a.b.c), with
+    its line, wherever the statement stands (module level or in a function), but for ``if TYPE_CHECKING:``."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+    names: list[tuple[str, int]] = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Import | ast.ImportFrom) or _type_checking_only(node, parents):
+            continue
+        if isinstance(node, ast.Import):
+            names += [(a.name, node.lineno) for a in node.names]
+            continue
+        base = node.module or ""
+        if node.level:  # relative: resolved against the importing module's package
+            package = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
+            base = ".".join([*package[: len(package) - node.level + 1], *([base] if base else [])])
+        names += [(base, node.lineno), *((f"{base}.{a.name}", node.lineno) for a in node.names)]
+    return names
+
+
+def import_graph() -> dict[str, dict[str, int]]:
+    """module -> {module of src/sparring it imports: the line of the first such import}."""
+    files = {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+    graph: dict[str, dict[str, int]] = {}
+    for module, path in files.items():
+        edges: dict[str, int] = {}
+        for name, line in imported_names(path, module):
+            while name and name not in files:  # `from pkg.mod import func` -> pkg.mod
+                name = name.rpartition(".")[0]
+            if name and name != module:
+                edges.setdefault(name, line)
+        graph[module] = edges
+    return graph
+
+
+def cycles(graph: dict[str, dict[str, int]]) -> list[list[str]]:
+    """The strongly connected components with more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def _file(module: str) -> str:
+    path = PACKAGE.parent.joinpath(*module.split("."))
+    return str((path / "__init__.py" if path.is_dir() else path.with_suffix(".py")).relative_to(SRC.parent))
+
+
+@pytest.mark.parametrize(("lower", "upper"), FORBIDDEN, ids=[f"{a}-not-{b}" for a, b in FORBIDDEN])
+def test_the_lower_layer_never_imports_the_upper(lower, upper):
+    graph = import_graph()
+    bad = [
+        f"{_file(m)}:{line} imports {target}"
+        for m, edges in sorted(graph.items())
+        if m == lower or m.startswith(f"{lower}.")
+        for target, line in sorted(edges.items())
+        if target == upper or target.startswith(f"{upper}.")
+    ]
+    assert not bad, f"{lower} must not import {upper}:\n" + "\n".join(bad)
+
+
+def test_no_two_files_import_each_other_directly_or_round_a_loop():
+    graph = import_graph()
+    found = cycles(graph)
+    lines = []
+    for component in found:
+        inside = set(component)
+        edges = [f"  {_file(m)}:{line} -> {_file(t)}" for m in component for t, line in graph[m].items() if t in inside]
+        lines.append("cycle between " + ", ".join(_file(m) for m in component) + ":\n" + "\n".join(edges))
+    assert not found, "import cycles in src/sparring:\n" + "\n".join(lines)
+
+
+def test_the_walk_sees_deferred_imports_and_skips_type_checking_ones(tmp_path):
+    """The checks above are only as good as the walk: a function's import is an edge, a TYPE_CHECKING one is not,
+    and a two-file loop is reported with both files."""
+    source = (
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n    from sparring.world.bank import World\n"
+        "def f():\n    from sparring.evaluate.heldout import evaluate_heldout\n"
+    )
+    path = tmp_path / "probe.py"
+    path.write_text(source)
+    names = [name for name, _ in imported_names(path, "sparring.train.probe")]
+    assert "sparring.evaluate.heldout" in names and "sparring.world.bank" not in names
+    assert cycles({"a": {"b": 1}, "b": {"a": 2}, "c": {"a": 3}}) == [["a", "b"]]
+    assert cycles({"a": {"b": 1}, "b": {}}) == []
