@@ -1,5 +1,5 @@
 """A recorded dialogue in the customer's view: the identity facts the customer gave, the hidden goal built from
-them, and the conversation with the roles swapped, as the simulator is trained on it (``train/simulator.py``) and
+them, and the conversation with the roles swapped, as the simulator is trained on it (``train/tracer.py``, stage 1) and
 as its held-out perplexity reads it (``evaluate/fidelity.py``)."""
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ over only after two failed identity checks, two refused resolving calls or a sec
 none of which a customer can bring about against it (0 of 240 replayed sessions ended escalated), so no simulator
 played against it could end a session as those customers did. :class:`EscalatingExpert` is the expert plus what
 a real agent does: it calls ``transfer_to_human`` (the world records ``ended_by = "transfer_to_human"``, read as
-"escalated" by :func:`~sparring.evaluate.fidelity.simulated_outcome`) when the customer asks for a person
+"escalated" by :func:`~sparring.train.tracer.simulated_outcome`) when the customer asks for a person
 (:func:`asks_for_person`), or once the customer has refused twice (:func:`refusals`): a no to the agent's
 question, or a refusal to verify, as the dialogues' evasive customers word it. Before the lookup, a first refusal
 to verify is met by asking again, not by looking the caller up. It is the agent side of the simulator's fidelity
