@@ -431,6 +431,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--profile", choices=list(PROFILES), help="the acceptance run's defaults (flags given win)")
     ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument("--first-seed", type=int, default=0, help="seeds run: first-seed .. first-seed + seeds - 1")
     ap.add_argument("--steps", type=int, default=20, help="GRPO steps per member")
     ap.add_argument("--batch", type=int, default=8, help="unlabeled utterances per step")
     ap.add_argument("--g", type=int, default=8, help="routings sampled per utterance")
@@ -457,12 +458,13 @@ def main() -> None:
     start = time.perf_counter()
     runs, costs = [], []
     with tempfile.TemporaryDirectory(prefix="sparring-peer-") as tmp:
-        for seed in range(args.seeds):
+        seeds = list(range(args.first_seed, args.first_seed + args.seeds))
+        for seed in seeds:
             run, cost = run_seed(seed, args, Path(tmp) / f"seed{seed}")
             runs.append(run)
             costs.append(cost)
     cohorts = {
-        c: {"reward": COHORTS[c][1], "seeds": {str(seed): run[c] for seed, run in enumerate(runs)}}
+        c: {"reward": COHORTS[c][1], "seeds": {str(seed): run[c] for seed, run in zip(seeds, runs, strict=True)}}
         for c in args.cohorts
     }
     if not args.bound_only:
@@ -477,7 +479,7 @@ def main() -> None:
         **cohorts[first],
         "cohort": first,
         "cohorts": cohorts,
-        "costs": {str(seed): cost for seed, cost in enumerate(costs)},
+        "costs": {str(seed): cost for seed, cost in zip(seeds, costs, strict=True)},
         "bound_only": args.bound_only,
         "intents": args.intents,
         "n_measure": args.measure,
