@@ -43,9 +43,10 @@ from sparring.agents.models import ModelSpec, build_model, count_parameters
 from sparring.agents.scripted import CooperativeCustomer, ExpertAgent, customer_goal
 from sparring.agents.tokenizer import train_tokenizer
 from sparring.data.synthetic import utterance_frame
+from sparring.hf_door import score_labelled_positions_only
 from sparring.settings import GRPOSettings, SFTSettings
 from sparring.train.grpo import build_trainer, make_rollout_func
-from sparring.train.sft import _score_labelled_positions_only, sft_config
+from sparring.train.sft import sft_config
 from sparring.world.scenarios import sample_scenarios
 
 SIDES = {"agent": ("agent", CooperativeCustomer), "adversary": ("customer", ExpertAgent)}  # name -> (role, opponent)
@@ -175,7 +176,7 @@ def sft_run(model, tok, batches: list[dict], settings: GRPOSettings) -> tuple[fl
         trainer = SFTTrainer(
             model=model, args=args, train_dataset=Dataset.from_list(rows), processing_class=tok, callbacks=[phases]
         )
-        with _score_labelled_positions_only():
+        with score_labelled_positions_only():
             phases.watch(trainer).train()
     tokens = sum(s["tokens"] for s in phases.steps[1:])
     return sum(s["seconds"] for s in phases.steps[1:]), tokens, summary(phases.steps)

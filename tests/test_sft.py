@@ -11,6 +11,7 @@ import pytest
 import trl.trainer.utils as trl_utils
 from trl.kernels import ChunkedLogProbFunction
 
+import sparring.hf_door as hf_door
 import sparring.train.sft as sft
 from sparring.agents.chat import known_intents
 from sparring.agents.models import build_model
@@ -105,7 +106,7 @@ def test_a_model_that_scales_its_logits_keeps_trls_fused_head(data, tmp_path, ke
 def test_scoring_only_labelled_positions_leaves_the_loss_unchanged(data, tmp_path, monkeypatch):
     tok, convs = data
     switched = losses(tok, convs, tmp_path / "switched")
-    monkeypatch.setattr(sft, "_score_labelled_positions_only", nullcontext)
+    monkeypatch.setattr(sft, "score_labelled_positions_only", nullcontext)
     plain = losses(tok, convs, tmp_path / "plain")
     assert len(switched) == len(plain) == SETTINGS.max_steps
     assert switched == pytest.approx(plain, rel=1e-4, abs=1e-4)
@@ -113,6 +114,6 @@ def test_scoring_only_labelled_positions_leaves_the_loss_unchanged(data, tmp_pat
 
 def test_a_trl_without_the_private_switch_is_warned_about_and_still_trains(data, tmp_path, monkeypatch):
     tok, convs = data
-    monkeypatch.setattr(sft, "TRL_SWITCH", "_use_triton_renamed")  # as a TRL that renamed its private would be
+    monkeypatch.setattr(hf_door, "TRL_SWITCH", "_use_triton_renamed")  # as a TRL that renamed its private would be
     with pytest.warns(RuntimeWarning, match="_use_triton_renamed is gone"):
         assert len(losses(tok, convs, tmp_path)) == SETTINGS.max_steps

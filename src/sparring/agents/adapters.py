@@ -27,22 +27,22 @@ import torch
 from sparring.agents.added_rows import base_weight, train_added_rows
 from sparring.agents.models import is_peft, torch_dtype
 from sparring.agents.weights import CheckpointError, check_weights
+from sparring.hf_door import config_keys_set_by_loading
 
 MARKER = "sparring-checkpoint.json"  # its presence makes a folder an adapter checkpoint
 ROWS_FILE = "sparring-added-rows.safetensors"
 ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors")
 FORMAT = "lora-adapter"
-# Config fields that are not carried over from the saved model: set by loading the base / growing its embeddings.
+# Config fields that are not carried over from the saved model: set by loading the base / growing its embeddings
+# (and config_keys_set_by_loading's private ones).
 _NOT_OVERRIDDEN = frozenset(
     {
-        "_name_or_path",
         "transformers_version",
         "architectures",
         "vocab_size",
         "dtype",
         "torch_dtype",
         "tie_word_embeddings",
-        "_attn_implementation_autoset",
     }
 )
 
@@ -67,9 +67,8 @@ def adapter_metadata(model: Any) -> dict[str, Any]:
     base_config = AutoConfig.from_pretrained(base_path)
     reference = base_config.to_dict()
     missing = object()
-    overrides = {
-        k: v for k, v in model.config.to_dict().items() if k not in _NOT_OVERRIDDEN and reference.get(k, missing) != v
-    }
+    kept = _NOT_OVERRIDDEN | config_keys_set_by_loading()
+    overrides = {k: v for k, v in model.config.to_dict().items() if k not in kept and reference.get(k, missing) != v}
     return {
         "format": FORMAT,
         "base": source.get("base") or base_path,  # as the params named it: an alias stays an alias

@@ -14,6 +14,8 @@ from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 from transformers.modeling_utils import AttentionInterface
 
+from sparring.hf_door import set_attention_implementation
+
 _FORCE_GQA = "TRANSFORMERS_SDPA_FORCE_GQA"  # read by transformers' sdpa_attention at every call
 
 
@@ -105,8 +107,8 @@ def attention_over(config: Any, kv_dtype: torch.dtype | None) -> Iterator[None]:
     if kv_dtype is None:
         yield
         return
-    config._attn_implementation = _LOW_PRECISION_KV
+    set_attention_implementation(config, _LOW_PRECISION_KV)
     try:
         yield
     finally:
-        config._attn_implementation = "sdpa"
+        set_attention_implementation(config, "sdpa")

@@ -34,6 +34,7 @@ from transformers.cache_utils import DynamicLayer
 from sparring.agents.chat import AGENT_SYSTEM_PROMPT
 from sparring.agents.kv_cache import BufferLayer, attention_over, native_gqa
 from sparring.agents.tokenizer import customer_banned_ids, end_of_turn_id
+from sparring.hf_door import attention_implementation
 from sparring.world.scenarios import Scenario
 
 ROLES = ("agent", "customer")
@@ -350,7 +351,7 @@ class LMPolicy:
     @property
     def kv_dtype(self) -> torch.dtype | None:
         """The dtype the next ``generate`` keeps its cache in (None: the model's): narrowed only under SDPA."""
-        return self._narrow_kv if self.model.config._attn_implementation == "sdpa" else None
+        return self._narrow_kv if attention_implementation(self.model.config) == "sdpa" else None
 
     @property
     def device(self) -> torch.device:

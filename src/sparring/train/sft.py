@@ -22,14 +22,13 @@ from __future__ import annotations
 import functools
 import math
 import time
-import warnings
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from sparring.agents.chat import message_text
+from sparring.hf_door import score_labelled_positions_only, sft_trained_tokens
 from sparring.settings import SFTSettings
 
 
@@ -161,13 +160,13 @@ def train_sft(
     tokens = sum(len(ids) for ids in trainer.train_dataset["input_ids"])
     start = time.perf_counter()
     prepare_seconds = start - prepared
-    with _score_labelled_positions_only():
+    with score_labelled_positions_only():  # TRL's LM head on the labelled positions (hf_door)
         trainer.train()
     seconds = time.perf_counter() - start
     curves = list(trainer.state.log_history)
     # Non-pad tokens trained on, as TRL counts them for its `num_tokens` metric (its last log may be a few steps old).
     counted = [c["num_tokens"] for c in curves if "num_tokens" in c]
-    trained_tokens = int(getattr(trainer, "_total_train_tokens", 0) or max(counted, default=0))
+    trained_tokens = sft_trained_tokens(trainer) or int(max(counted, default=0))
     trained_tokens = trained_tokens or int(tokens * settings.epochs)
     return SFTResult(
         model=trainer.model,
@@ -207,36 +206,6 @@ def dense_head_trainer() -> type:
             return super().compute_loss(LossTokensHead(model), inputs, num_items_in_batch=num_items_in_batch)
 
     return DenseHeadSFTTrainer
-
-
-TRL_SWITCH = "_use_triton"  # trl.trainer.utils' private "is this a Triton device" test (TRL 1.16)
-
-
-@contextmanager
-def _score_labelled_positions_only() -> Iterator[None]:
-    """Let TRL's fused LM head project only the positions that carry a label, as it does on Triton devices.
-
-    Elsewhere TRL scores every position to keep tile shapes static (for compiled backends such as Neuron), which
-    on CPU spent a third of each step on the head. The switch is TRL's private `_use_triton` as seen by
-    `trl.trainer.utils` (the kernels keep their own, so the torch tiles still run); without it, nothing changes.
-    """
-    from trl.trainer import utils as trl_utils
-
-    original = getattr(trl_utils, TRL_SWITCH, None)
-    if original is None:
-        warnings.warn(
-            f"trl.trainer.utils.{TRL_SWITCH} is gone from this TRL version: SFT scores every position of the LM "
-            "head (correct, ~25% slower on CPU); update train/sft.py's switch",
-            RuntimeWarning,
-            stacklevel=3,
-        )
-        yield
-        return
-    setattr(trl_utils, TRL_SWITCH, lambda device: True)
-    try:
-        yield
-    finally:
-        setattr(trl_utils, TRL_SWITCH, original)
 
 
 def _cuda() -> bool:
