@@ -160,20 +160,22 @@ def test_a_refused_call_is_an_error_whose_retry_is_a_failed_use(tok, scenarios):
 def test_the_trainer_hook_returns_per_token_advantages():
     import torch
 
+    from sparring.hf_door import TOKEN_CREDIT
+
     class Base:
         def _generate_and_score_completions(self, inputs):
             return {"advantages": torch.tensor([2.0, -1.0, 0.5]), "completion_ids": torch.zeros(3, 4)}
 
     trainer = make_credit_trainer(Base)()
-    trainer.credit_batch = [
+    credit = [
         ("iapo", [1.5, 0.5, 1.0], [9.0, 9.0, 9.0]),
         ("iapo", [9.0, 9.0], [0.5, 1.5]),
         ("mt_grpo", [1.0, 0.0, 0.0, 0.0], 3.0),
     ]
-    advantages = trainer._generate_and_score_completions([])["advantages"]
+    rows = [{TOKEN_CREDIT: c} for c in credit]  # the rollout's token_credit field, as TRL merges it into the rows
+    advantages = trainer._generate_and_score_completions(rows)["advantages"]
     assert advantages.tolist() == [[3.0, 1.0, 2.0, 2.0], [-0.5, -1.5, -1.0, -1.0], [3.5, 0.5, 0.5, 0.5]]
-    assert trainer.credit_batch is None  # consumed: a later batch without credit stays (B,)
-    assert trainer._generate_and_score_completions([])["advantages"].dim() == 1
+    assert trainer._generate_and_score_completions([{}, {}, {}])["advantages"].dim() == 1  # no credit: (B,)
 
 
 class EvenTokens:

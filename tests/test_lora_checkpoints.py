@@ -169,7 +169,7 @@ def test_an_adapter_folder_holding_a_pickle_or_a_truncated_file_is_refused(saved
 def test_grpo_reference_adapter_is_dropped(saved: dict) -> None:
     """TRL adds a frozen "ref" copy of a peft model's adapter as its KL reference; train_side drops it."""
     from sparring.agents.checkpoints import load_checkpoint
-    from sparring.train.grpo import drop_reference_adapter
+    from sparring.hf_door import drop_reference_adapter
 
     model, _ = load_checkpoint(saved["folder"])
     trainable = {n for n, p in model.named_parameters() if p.requires_grad}

@@ -27,8 +27,10 @@ TRL then applies GRPO unchanged (SEEDS.md, "GRPO: one group-normalized advantage
 with ρ = π_θ/π_old per token; the loss, clipping, KL and normalisation are TRL's (``loss_type``, ``epsilon``,
 ``beta``, ``scale_rewards``); env_mask is TRL's ``tool_mask``: masked tokens carry no loss and no KL.
 ``credit`` other than ``grpo`` replaces the one Â per completion by per-token advantages (:mod:`sparring.train.iapo`:
-IAPO's influence-graph weights Â·wᵢ, or MT-GRPO's turn + outcome advantages), through TRL's documented (B, T)
-advantages hook; the loss stays TRL's.
+IAPO's influence-graph weights Â·wᵢ, or MT-GRPO's turn + outcome advantages): the rollout returns them per
+completion and :func:`sparring.hf_door.token_advantage_trainer` hands TRL's loss a (B, T) advantages tensor; the
+loss stays TRL's. The pieces every TRL gym shares (tiling, unwrapping, the rollout's answer) are
+:mod:`sparring.train.trl`'s; TRL's private names are touched in :mod:`sparring.hf_door` only.
 ``dynamic_sampling`` > 0 is DAPO's dynamic sampling (Yu et al. 2025, arXiv 2503.14476): a group whose episodes all
 scored alike has Â = 0 on every token and only dilutes the step (``dapo`` normalises by all tokens of the batch),
 so up to that many rounds of fresh groups are played and each replaces one such group if its own rewards spread.
@@ -53,6 +55,7 @@ from typing import Any
 from sparring.agents.chat import agent_system_prompt
 from sparring.agents.models import is_peft
 from sparring.agents.policies import LMPolicy, Policy
+from sparring.hf_door import model_folder, point_reference_at
 from sparring.judge import Scorer
 from sparring.rollout import Episode, run_episodes
 from sparring.seeds import derive_seed
@@ -60,12 +63,12 @@ from sparring.settings import GRPOSettings
 from sparring.train.iapo import credit_batch, make_credit_trainer
 from sparring.train.lm_head import LossTokensHead, plain_head
 from sparring.train.opponents import PerEpisodeOpponent, SharedReplies
+from sparring.train.trl import prompt_indices, rollout_output, tile_to_step, trained_model, unwrapped
 from sparring.world.scenarios import Scenario
 
 SIDES = ("agent", "customer")
 REWARD_KEYS = {"agent": "agent_reward", "customer": "adv_reward"}  # the judge's reward of each side
 FIRST_TURN_REWARD = "agent_first_turn_reward"  # the judge's reward of the agent's first turn alone
-TRL_REFERENCE_ADAPTER = "ref"  # TRL 1.16: the KL reference of a peft model, a frozen copy of its start adapter
 SCRATCH_PREFIX = "sparring-grpo-"  # train_side's temporary trainer folder
 SILENT_RETRIES = 3  # rounds of fresh groups for groups the trained side never spoke in
 OpponentChooser = Callable[[Scenario, int], Policy]  # (scenario, draw seed) -> the frozen opponent of one group
@@ -191,12 +194,10 @@ def make_rollout_func(
 
     def rollout(prompts: list[Any], trainer: Any) -> dict[str, list]:
         t0 = time.perf_counter()
-        picked = [scenarios[int(str(p).split("|", 1)[0])] for p in prompts]
-        if len(picked) % g:
-            raise ValueError(f"{len(picked)} prompts do not form groups of {g}")
+        picked = [scenarios[i] for i in prompt_indices(prompts, g)]
         draw = derive_seed(seed, side, calls[0])
         calls[0] += 1
-        model = trainer.accelerator.unwrap_model(trainer.model) if hasattr(trainer, "accelerator") else trainer.model
+        model = unwrapped(trainer)
         trained = LMPolicy(
             model, tokenizer, side, max_new_tokens=settings.max_new_tokens, temperature=settings.temperature
         )
@@ -220,21 +221,23 @@ def make_rollout_func(
                 episodes[at], scores[at] = more[new], more_scores[new]
         samples = [side_sample(ep, side) for ep in episodes]
         rewards = [float(s[key]) for s in scores]
-        if settings.credit != "grpo":  # per-token weights, read back by iapo.CreditGRPOTrainer
+        credit = None
+        if settings.credit != "grpo":  # per-token weights, returned as token_credit (iapo.make_credit_trainer)
             turn = [float(s.get(FIRST_TURN_REWARD, 0.0)) for s in scores] if settings.credit == "mt_grpo" else []
             own = [s["env_mask"] for s in samples]
-            trainer.credit_batch = credit_batch(episodes, own, side, settings, turn, g)
+            credit = credit_batch(episodes, own, side, settings, turn, g)
         if record is not None:
             stats = _stats(episodes, scores, rewards, samples, g, time.perf_counter() - t0)
             extra = {"episodes_played": played, "frac_zero_std_groups_sampled": sampled_zero / (len(episodes) // g)}
             record.append({**stats, **extra, "adv_abs_mean": mean_abs_advantage(rewards, g, settings.scale_rewards)})
-        return {
-            "prompt_ids": [s["prompt_ids"] for s in samples],
-            "completion_ids": [s["completion_ids"] for s in samples],
-            "logprobs": [s["logprobs"] for s in samples],
-            "env_mask": [s["env_mask"] for s in samples],
-            "side_reward": rewards,
-        }
+        return rollout_output(
+            [s["prompt_ids"] for s in samples],
+            [s["completion_ids"] for s in samples],
+            [s["logprobs"] for s in samples],
+            [s["env_mask"] for s in samples],
+            rewards,
+            credit,
+        )
 
     return rollout
 
@@ -376,7 +379,7 @@ def length_buckets(
 
 
 def bucket_inputs(inputs: dict[str, Any], rows: Sequence[int]) -> dict[str, Any]:
-    """``rows`` of a GRPO batch (TRL's ``_generate_and_score_completions`` output), without the columns that are
+    """``rows`` of a GRPO batch (as TRL's trainer scored it for its loss), without the columns that are
     padding in every one of them: the prompt's left and the completion's right."""
     import torch
 
@@ -491,9 +494,10 @@ def build_trainer(
         # A peft model needs none: TRL keeps its start adapter as a frozen "ref" adapter (dropped after training).
         ref = Path(output_dir) / "reference"
         model.save_pretrained(ref, safe_serialization=True)
-        model.config._name_or_path = str(ref)
+        point_reference_at(model, str(ref))
     dataset = Dataset.from_list([{"prompt": f"{i}|"} for i in range(n_prompts)])
-    trainer_class = make_update_trainer(GRPOTrainer if settings.credit == "grpo" else make_credit_trainer(GRPOTrainer))
+    # One trainer class: per-token advantages when the rollout returns token_credit, TRL's Â otherwise.
+    trainer_class = make_update_trainer(make_credit_trainer(GRPOTrainer))
     args = grpo_config(settings, output_dir, report_to, seed)
     return trainer_class(
         model=model,
@@ -517,15 +521,8 @@ def _label(reward_name: str, output_dir: Path) -> str:
     return f"GRPO {reward_name}" if folder.startswith(SCRATCH_PREFIX) else f"GRPO {reward_name} {folder}"
 
 
-def drop_reference_adapter(model: Any) -> None:
-    """Remove the frozen copy of the start adapter TRL adds to a peft model as its KL reference ("ref"): the
-    trained model keeps only its own adapter, which stays a trainable adapter (never merged)."""
-    if is_peft(model) and TRL_REFERENCE_ADAPTER in model.peft_config:
-        model.delete_adapter(TRL_REFERENCE_ADAPTER)
-
-
 def _loadable(model: Any) -> bool:
-    name = getattr(model.config, "_name_or_path", "") or ""
+    name = model_folder(model)
     return bool(name) and Path(name).is_dir()
 
 
@@ -552,8 +549,7 @@ def train_side(
     the model). ``wrap`` wraps the trained policy in every rollout. Deterministic in ``seed`` on CPU."""
     if not scenarios:
         raise ValueError("no scenarios to train on")
-    # TRL drops an incomplete last batch of prompts: tile the list up to one step's worth.
-    pool = list(scenarios) * -(-settings.scenarios_per_step // len(scenarios))
+    pool = tile_to_step(scenarios, settings.scenarios_per_step)
     random.Random(seed).shuffle(pool)
     record: list[dict[str, float]] = []
     rollout = make_rollout_func(
@@ -577,9 +573,7 @@ def train_side(
         start = time.perf_counter()
         trainer.train()
         seconds = time.perf_counter() - start
-    trained = trainer.accelerator.unwrap_model(trainer.model)  # the accelerator's wrapper, not peft's
-    drop_reference_adapter(trained)
-    trained.eval()
+    trained = trained_model(trainer)
     for i, row in enumerate(record):
         row["step"] = i + 1
     return GRPOResult(

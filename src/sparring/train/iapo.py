@@ -18,7 +18,7 @@ L = Σ L_i):
    weights m_i = exp(clip(z_i, −c, c)) / [(1/L) Σ_j L_j exp(clip(z_j, −c, c))] (:func:`influence_weights`).
 4. Sign-conditioned routing (:func:`routing_weights`): Â > 0: w_i = L·m⁺_i·exp(−β₊ψ⁻_i) / Σ_j L_j m⁺_j
    exp(−β₊ψ⁻_j), ψ⁻ = φ⁻ − mean φ⁻ (the mean cancels in the ratio); Â < 0: w_i = m⁻_i.
-5. Token advantages A_{i,ℓ} = Â·w_i into TRL's unchanged GRPO loss (:class:`CreditGRPOTrainer`). Σ over tokens
+5. Token advantages A_{i,ℓ} = Â·w_i into TRL's unchanged GRPO loss (:func:`make_credit_trainer`). Σ over tokens
    is L·Â (mass conserved), the sign is Â's, and constant features give w = 1 (plain GRPO).
 
 The adversary's actions are its messages too; no message of its feeds another of its own, so its graph has no
@@ -38,6 +38,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from sparring.hf_door import token_advantage_trainer
 from sparring.world.events import ATTEMPT_TYPES, ToolCallEvent, TurnEvent
 
 EPS = 1e-8
@@ -249,7 +250,7 @@ def credit_batch(
     turn_rewards: Sequence[float],
     group: int,
 ) -> list[tuple[str, Any, Any]]:
-    """What :class:`CreditGRPOTrainer` needs per completion for ``settings.credit`` (iapo or mt_grpo)."""
+    """What :func:`token_advantages` needs per completion for ``settings.credit`` (iapo or mt_grpo)."""
     if settings.credit == "iapo":
         beta, clip = settings.iapo_beta_plus, settings.iapo_clip
         return [
@@ -260,34 +261,17 @@ def credit_batch(
     return [("mt_grpo", first_action_mask(own), t) for own, t in zip(own_masks, turn, strict=True)]
 
 
+def token_advantages(advantage: float, credit: tuple[str, Any, Any]) -> list[float]:
+    """One completion's token advantages from its GRPO Â and its ``credit`` (one row of :func:`credit_batch`):
+    IAPO's Â·wᵢ (w⁺ when Â > 0, else w⁻), or MT-GRPO's Â everywhere plus the turn advantage on the first turn."""
+    kind, first, second = credit
+    if kind == "iapo":
+        return [advantage * w for w in (first if advantage > 0 else second)]
+    return [advantage + second * m for m in first]
+
+
 def make_credit_trainer(base: type) -> type:
-    """``base`` (TRL's ``GRPOTrainer``) with per-token advantages: the hook TRL documents for subclasses, a (B, T)
-    ``advantages`` tensor returned by ``_generate_and_score_completions``, which its loss reads unchanged.
-
-    The rollout leaves, on the trainer, ``credit_batch``: per completion either ``("iapo", w_pos, w_neg)`` or
-    ``("mt_grpo", first_action_mask, turn_advantage)``; nothing else of TRL's is touched."""
-
-    class CreditGRPOTrainer(base):  # type: ignore[misc, valid-type]
-        credit_batch: list[tuple[str, Any, Any]] | None = None
-
-        def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
-            import torch
-
-            output = super()._generate_and_score_completions(inputs)
-            batch, self.credit_batch = self.credit_batch, None
-            if not batch:
-                return output
-            advantages = output["advantages"]
-            width = output["completion_ids"].shape[1]
-            rows = []
-            for a, (kind, first, second) in zip(advantages.tolist(), batch, strict=True):
-                if kind == "iapo":
-                    weights = first if a > 0 else second
-                    row = [a * w for w in weights]
-                else:  # mt_grpo: outcome advantage everywhere, plus the turn advantage on the first turn
-                    row = [a + second * m for m in first]
-                rows.append(row[:width] + [a] * (width - len(row)))
-            output["advantages"] = torch.tensor(rows, dtype=advantages.dtype, device=advantages.device)
-            return output
-
-    return CreditGRPOTrainer
+    """``base`` (TRL's ``GRPOTrainer``) with per-token advantages (:func:`~sparring.hf_door.token_advantage_trainer`):
+    the rollout returns, per completion, its :func:`credit_batch` row as the ``token_credit`` field, and
+    :func:`token_advantages` turns TRL's Â into the (B, T) advantages TRL's loss reads unchanged."""
+    return token_advantage_trainer(base, token_advantages)

@@ -24,7 +24,8 @@ unlabeled utterances by rewarding each other's answers. In the paper's order:
 6. Monitoring, per member and step: the entropy of its votes, its agreement with each peer, the accuracy of the
    labels it was rewarded with against withheld labels (measured, never used), and a collapse guard
    (:class:`CollapseGuard`) that freezes a member whose votes collapse (entropy below a floor, or one intent above
-   a share); a frozen member still votes, but no member takes its labels while a live one is left.
+   a share: lr 0 from its next step, :class:`~sparring.train.trl.FreezeWhen`); a frozen member still votes, but no
+   member takes its labels while a live one is left.
 
 How members see each other's samples (:class:`Lockstep`): each member's ``trainer.train()`` runs in its own thread,
 but only one thread runs at a time, passing a turn around the ring. At step t member k, in its ``rollout_func``,
@@ -49,7 +50,8 @@ from sparring.agents.chat import parse_agent_message
 from sparring.agents.policies import LMPolicy, TurnRequest
 from sparring.rollout import agent_opening
 from sparring.settings import PeerRewardSettings
-from sparring.train.grpo import build_trainer, drop_reference_adapter
+from sparring.train.grpo import build_trainer
+from sparring.train.trl import FreezeWhen, prompt_indices, rollout_output, tile_to_step, trained_model, unwrapped
 
 Label = str | None  # an intent name, or None for an unparseable answer
 
@@ -334,14 +336,6 @@ def greedy_votes(
     return votes
 
 
-def _freeze(trainer: Any) -> None:
-    """lr 0 from now on (AdamW's step and decay both scale with it): a collapsed member's weights stay put."""
-    for group in trainer.optimizer.param_groups:
-        group["lr"] = 0.0
-    scheduler = getattr(trainer.lr_scheduler, "scheduler", trainer.lr_scheduler)
-    scheduler.base_lrs = [0.0] * len(scheduler.base_lrs)
-
-
 def make_member_rollout(
     k: int, name: str, tokenizer: Any, pool: Sequence[str], board: Board, lock: Lockstep
 ) -> Callable[[list[Any], Any], dict[str, list]]:
@@ -350,24 +344,20 @@ def make_member_rollout(
     g = board.settings.grpo.num_generations
 
     def rollout(prompts: list[Any], trainer: Any) -> dict[str, list]:
-        keys = [int(str(p).split("|", 1)[0]) for p in prompts]
-        if len(keys) % g:
-            raise ValueError(f"{len(keys)} prompts do not form groups of {g}")
-        if board.logs[name].collapsed is not None:
-            _freeze(trainer)
-        model = trainer.accelerator.unwrap_model(trainer.model)
+        keys = prompt_indices(prompts, g)
+        model = unwrapped(trainer)
         ids, outs = sample_routings(model, tokenizer, [pool[i] for i in keys], board.settings)
         answers = [parse_agent_message(o.text).intent for o in outs]
         board.post(name, keys[::g], [answers[i : i + g] for i in range(0, len(answers), g)])
         lock.pass_on(k)
         lock.wait(k)  # every member has posted this step; the last one scored it
-        return {
-            "prompt_ids": ids,
-            "completion_ids": [o.token_ids for o in outs],
-            "logprobs": [o.logprobs for o in outs],
-            "env_mask": [[1] * len(o.token_ids) for o in outs],
-            "side_reward": list(board.rewards[name]),
-        }
+        return rollout_output(
+            ids,
+            [o.token_ids for o in outs],
+            [o.logprobs for o in outs],
+            [[1] * len(o.token_ids) for o in outs],
+            board.rewards[name],
+        )
 
     return rollout
 
@@ -405,10 +395,10 @@ def train_cohort(
         raise ValueError(f"reward {settings.reward!r} needs at least 2 members, got {names}")
     if settings.reward == "teacher" and settings.teacher not in models:
         raise ValueError(f"peer_rl.teacher {settings.teacher!r} is not a member of the cohort {names}")
-    # TRL drops an incomplete last batch: tile the pool up to one step's worth.
-    n = max(len(pool), settings.grpo.scenarios_per_step)
-    texts = [pool[i % len(pool)] for i in range(n)]
-    labels = [gold[i % len(gold)] for i in range(n)] if gold is not None else None
+    rows = tile_to_step(range(len(pool)), settings.grpo.scenarios_per_step)
+    n = len(rows)
+    texts = [pool[i] for i in rows]
+    labels = [gold[i] for i in rows] if gold is not None else None
     tokenizers = tokenizer if isinstance(tokenizer, dict) else dict.fromkeys(names, tokenizer)
     start = time.perf_counter()
     fixed = {}
@@ -417,7 +407,7 @@ def train_cohort(
         votes = teacher_votes or greedy_votes(models[t], tokenizers[t], list(pool), settings)  # type: ignore[index]
         if len(votes) != len(pool):
             raise ValueError(f"{len(votes)} teacher votes for a pool of {len(pool)} utterances")
-        fixed[t] = [votes[i % len(pool)] for i in range(n)]
+        fixed[t] = [votes[i] for i in rows]
     board = Board(names, settings, labels, say, fixed=fixed)
     lock = Lockstep(len(board.trained))
     trainers = [
@@ -430,6 +420,7 @@ def train_cohort(
             output_dir / name,
             reward_name="peer_reward",
             seed=seed,  # one sampler seed: the same prompt order for every member
+            callbacks=[FreezeWhen(lambda name=name: board.logs[name].collapsed is not None)],
         )
         for k, name in enumerate(board.trained)
     ]
@@ -454,8 +445,7 @@ def train_cohort(
         raise lock.error
     trained = {name: models[name] for name in fixed}
     for name, trainer in zip(board.trained, trainers, strict=True):
-        trained[name] = trainer.accelerator.unwrap_model(trainer.model)  # the accelerator's wrapper, not peft's
-        drop_reference_adapter(trained[name])  # a LoRA member keeps its own adapter only, still an adapter
+        trained[name] = trained_model(trainer)  # a LoRA member keeps its own adapter only, still an adapter
     for model in trained.values():
         model.eval()
     trained = {name: trained[name] for name in names}  # the ring's order
