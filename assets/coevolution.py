@@ -32,6 +32,7 @@ CODE = (
     "src/sparring/train/coevolution.py",
     "src/sparring/train/cycle_state.py",
     "src/sparring/train/grpo.py",
+    "src/sparring/train/trl.py",  # what the TRL gyms share
     "src/sparring/train/iapo.py",  # grpo's credit assignment (`credit: iapo | mt_grpo`)
     "src/sparring/train/opponents.py",
     "src/sparring/train/cycles.py",
@@ -40,6 +41,7 @@ CODE = (
     "src/sparring/catalog.py",  # load_judge: the judge the cycles play with
     "src/sparring/rollout.py",
     "src/sparring/agents",
+    "src/sparring/hf_door.py",  # the private TRL/transformers touches of agents/ and train/
     "src/sparring/world",
     "assets/coevolution.py",
 )

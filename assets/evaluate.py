@@ -51,6 +51,7 @@ STAGE = Stage(
         "src/sparring/catalog.py",  # load_judge: the judge episodes are scored with
         "src/sparring/rollout.py",
         "src/sparring/agents",
+        "src/sparring/hf_door.py",  # the private TRL/transformers touches of agents/ and train/
         "src/sparring/world",
         "assets/evaluate.py",
     ),

@@ -26,6 +26,7 @@ STAGE = Stage(
         "src/sparring/train/demos.py",
         "src/sparring/train/sft.py",
         "src/sparring/agents",
+        "src/sparring/hf_door.py",  # the private TRL/transformers touches of agents/ and train/
         "src/sparring/rollout.py",  # the expert demos (members with `demos: true`)
         "src/sparring/world",
         "assets/peer_members.py",

@@ -34,9 +34,11 @@ STAGE = Stage(
         "src/sparring/train/peer_reward.py",
         "src/sparring/train/peer_cohort.py",
         "src/sparring/train/grpo.py",
+        "src/sparring/train/trl.py",  # what the TRL gyms share
         "src/sparring/train/iapo.py",  # grpo's credit assignment
         "src/sparring/train/cycle_state.py",  # which agent the last cycle left
         "src/sparring/agents",
+        "src/sparring/hf_door.py",  # the private TRL/transformers touches of agents/ and train/
         "src/sparring/rollout.py",  # route_utterances, agent_opening: the prompt every routing is sampled from
         "src/sparring/world/taxonomy.py",  # the intents a routing is parsed into
         "src/sparring/world/taxonomy.json",

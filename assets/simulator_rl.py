@@ -25,6 +25,7 @@ STAGE = Stage(
         "src/sparring/train/tracer.py",
         "src/sparring/train/sft.py",  # stage 1, in the same file as stage 2
         "src/sparring/train/grpo.py",
+        "src/sparring/train/trl.py",  # what the TRL gyms share
         "src/sparring/train/iapo.py",  # group_normalized: the reward terms' normalization
         "src/sparring/train/opponents.py",
         "src/sparring/seeds.py",
@@ -33,6 +34,7 @@ STAGE = Stage(
         "src/sparring/evaluate/ending_ceiling.py",
         "src/sparring/rollout.py",
         "src/sparring/agents",
+        "src/sparring/hf_door.py",  # the private TRL/transformers touches of agents/ and train/
         "src/sparring/world",
         "src/sparring/judge",
         "assets/simulator_rl.py",

@@ -28,6 +28,7 @@ STAGE = Stage(
         "src/sparring/seeds.py",  # train.tracer holds stage 2 too (its GRPO gym)
         "src/sparring/evaluate/fidelity.py",
         "src/sparring/agents",
+        "src/sparring/hf_door.py",  # the private TRL/transformers touches of agents/ and train/
         "src/sparring/rollout.py",
         "src/sparring/world",
         "src/sparring/judge",

@@ -21,6 +21,7 @@ STAGE = Stage(
     # the corpus holds expert episodes: the scripted agents, the rollout, the world's tool results, their rendering
     deps=(
         "src/sparring/agents",
+        "src/sparring/hf_door.py",  # the private TRL/transformers touches of agents/ and train/
         "src/sparring/rollout.py",
         "src/sparring/world",
         "src/sparring/train/demos.py",
