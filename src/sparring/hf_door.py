@@ -14,8 +14,9 @@ What is touched, and why:
   (:func:`model_folder`, :func:`point_reference_at`), and TRL's frozen ``"ref"`` adapter, its KL reference of a
   peft model (:func:`drop_reference_adapter`);
 - transformers' ``config._attn_implementation``, flipped while a policy decodes over a narrower KV cache
-  (:func:`attention_implementation`, :func:`set_attention_implementation`), and the private keys of a config's
-  ``to_dict`` that loading sets (:func:`config_keys_set_by_loading`);
+  (:func:`attention_implementation`, :func:`set_attention_implementation`), its SDPA's internal switch for
+  grouped K/V heads (:func:`sdpa_force_gqa_variable`), and the private keys of a config's ``to_dict`` that loading
+  sets (:func:`config_keys_set_by_loading`);
 - the schedulers' ``base_lrs``, zeroed to freeze a trainer (:func:`zero_learning_rates`);
 - TRL's ``_generate_and_score_completions``, whose (B,) advantages :func:`token_advantage_trainer` replaces by
   per-token ones built from what the rollout returned (TRL's loss reads a (B, T) tensor as it is).
@@ -144,6 +145,13 @@ def set_attention_implementation(config: Any, name: str) -> None:
     """Switch the attention function of the next forward, without reloading (transformers reads it per call)."""
     _transformers("config._attn_implementation written")
     config._attn_implementation = name
+
+
+def sdpa_force_gqa_variable() -> str:
+    """The environment variable transformers' SDPA reads at every call to pass grouped K/V heads to torch as they
+    are (``enable_gqa``) even under an attention mask; an internal switch, not a documented setting."""
+    _transformers("sdpa_attention's TRANSFORMERS_SDPA_FORCE_GQA")
+    return "TRANSFORMERS_SDPA_FORCE_GQA"
 
 
 def config_keys_set_by_loading() -> frozenset[str]:

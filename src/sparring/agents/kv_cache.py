@@ -14,9 +14,7 @@ from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 from transformers.modeling_utils import AttentionInterface
 
-from sparring.hf_door import set_attention_implementation
-
-_FORCE_GQA = "TRANSFORMERS_SDPA_FORCE_GQA"  # read by transformers' sdpa_attention at every call
+from sparring.hf_door import sdpa_force_gqa_variable, set_attention_implementation
 
 
 class BufferLayer(DynamicLayer):
@@ -65,14 +63,18 @@ def native_gqa(device: torch.device) -> Iterator[None]:
     transformers only does so without an attention mask (CUDA kernels need that), so left-padded batches
     copied the whole cache per layer and step: attention ran ~3x slower. Same numbers either way.
     """
-    if device.type != "cpu" or os.environ.get(_FORCE_GQA) is not None:
+    if device.type != "cpu":
         yield
         return
-    os.environ[_FORCE_GQA] = "1"
+    switch = sdpa_force_gqa_variable()  # read by transformers' sdpa_attention at every call
+    if os.environ.get(switch) is not None:
+        yield
+        return
+    os.environ[switch] = "1"
     try:
         yield
     finally:
-        os.environ.pop(_FORCE_GQA, None)
+        os.environ.pop(switch, None)
 
 
 _LOW_PRECISION_KV = "sparring_sdpa_low_precision_kv"
