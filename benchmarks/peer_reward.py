@@ -14,10 +14,11 @@ Cohorts, all from the same warm starts of a seed:
 - ``pretrained_ring``: SmolLM2-135M-Instruct + LoRA (``smollm``, warm-started on the same synthetic utterances,
   ``--smollm-steps`` steps of 16) between qwen2 and neox, ring reward (three families);
 - ``pretrained_teacher``: the same three under ``teacher``: the member best on the probe (SmolLM2 so far) labels
-  the pool once with its greedy votes and is not trained; neox and qwen2 learn to agree with it.
+  the pool once with its greedy votes and is not trained; neox and qwen2 learn to agree with it;
+- ``learners_self``: neox and qwen2 from the same warm starts, each rewarded by its own plurality vote (TTRL).
 
-``--profile banking77`` is the issue's acceptance run: all 77 intents, ``pretrained_teacher`` first, with the
-same-family ring and the tiny members' self-majority (TTRL) beside it, at the RL budget below. ``--warm-cache DIR``
+``--profile banking77`` is the issue's acceptance run: all 77 intents, ``pretrained_teacher`` first, with its
+learners' self-majority (TTRL, ``learners_self``) and the same-family ring beside it, at the RL budget below. ``--warm-cache DIR``
 keeps each seed's warm starts (SmolLM2's costs ~20 minutes a seed on this CPU) for the next run with the same
 warm-start settings, so RL arms can be compared from one warm start.
 
@@ -94,12 +95,13 @@ COHORTS = {  # name -> (members, reward)
     "heterogeneous_teacher": (("llama", "qwen2", "neox"), "teacher"),  # the best tiny member labels the others
     "pretrained_ring": (("neox", "smollm", "qwen2"), "ring"),  # neox <- smollm <- qwen2 <- neox
     "pretrained_teacher": (("neox", "smollm", "qwen2"), "teacher"),  # the best on the probe labels the others
+    "learners_self": (("neox", "qwen2"), "self"),  # the teacher's learners from the same warm starts, under TTRL
 }
 PROFILES = {  # --profile: the defaults it sets (flags given on the command line win)
     "banking77": {
         "intents": 77,
-        "cohorts": ["pretrained_teacher", "same_family", "self_majority"],
-        "steps": 300,
+        "cohorts": ["pretrained_teacher", "learners_self", "same_family"],
+        "steps": 1200,
         "batch": 16,
         "g": 16,
         "lr": 1e-3,

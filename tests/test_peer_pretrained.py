@@ -68,7 +68,7 @@ def test_no_banking77_label_reaches_a_member(monkeypatch, tmp_path, smollm2_dir)
     keep = bench.intent_slice(5) if bench.BANKING77.is_file() else sorted(known_intents())[:5]
     texts, intents = bench.warm_start_data(2, 0, keep)
     shared = train_tokenizer(texts, 1000, sorted(known_intents()))
-    args = argparse.Namespace(epochs=1, smollm_steps=1, smollm_lr=1e-3)
+    args = argparse.Namespace(epochs=1, smollm_steps=1, smollm_lr=1e-3, warm_cache=None)
     for name in ("llama", "smollm"):
         with pytest.raises(Handed):
             bench.warm_start_members([name], texts, intents, shared, args, tmp_path, 0)
