@@ -18,9 +18,9 @@ Cohorts, all from the same warm starts of a seed:
 - ``learners_self``: neox and qwen2 from the same warm starts, each rewarded by its own plurality vote (TTRL).
 
 ``--profile banking77`` is the issue's acceptance run: all 77 intents, ``pretrained_teacher`` first, with its
-learners' self-majority (TTRL, ``learners_self``) and the same-family ring beside it, at the RL budget below. ``--warm-cache DIR``
-keeps each seed's warm starts (SmolLM2's costs ~20 minutes a seed on this CPU) for the next run with the same
-warm-start settings, so RL arms can be compared from one warm start.
+learners' self-majority (TTRL, ``learners_self``) and the same-family ring beside it, at the RL budget below.
+``--warm-cache DIR`` keeps each seed's warm starts (SmolLM2's costs ~20 minutes a seed on this CPU) and routings
+for the next run with the same warm-start settings, so RL arms can be compared from one warm start.
 
 The bound comes first: before any RL, every member's own accuracy on the measurement part and its target-label
 accuracy on ``--bound-pool`` rows of the pool (the withheld-label accuracy of the labels its cohort's reward would
