@@ -14,7 +14,7 @@ from sparring.atomic import replace_dir
 from sparring.catalog import PEER_MEMBERS
 from sparring.timing import Phases
 from sparring.train.demos import expert_demonstrations
-from sparring.train.peer_cohort import warm_start_member
+from sparring.train.peer_reward import warm_start_member
 
 STAGE = Stage(
     name="peer_members",
@@ -22,9 +22,9 @@ STAGE = Stage(
     "warm-started as DA0 is (intent phase, then expert demos unless `demos: false`); peer_rl trains them.",
     params=("ingest", "agent_sft", "peer_rl"),
     deps=(
-        "src/sparring/train/peer_cohort.py",
         "src/sparring/train/demos.py",
         "src/sparring/train/sft.py",
+        "src/sparring/train/peer_reward.py",  # warm_start_member, Co-RL's step 1
         "src/sparring/agents",
         "src/sparring/hf_door.py",  # the private TRL/transformers touches of agents/ and train/
         "src/sparring/rollout.py",  # the expert demos (members with `demos: true`)

@@ -20,8 +20,7 @@ from sparring.catalog import PEER_MEMBERS, PEER_RL, cycle_dir
 from sparring.data.ingest import load_unlabeled
 from sparring.timing import Phases
 from sparring.train.cycle_state import CycleState
-from sparring.train.peer_cohort import accuracy, probe, route_intents
-from sparring.train.peer_reward import best_on_probe, summarize, train_cohort
+from sparring.train.peer_reward import accuracy, best_on_probe, probe, route_intents, summarize, train_cohort
 
 STAGE = Stage(
     name="peer_rl",
@@ -32,7 +31,6 @@ STAGE = Stage(
     deps=(
         "src/sparring/data",
         "src/sparring/train/peer_reward.py",
-        "src/sparring/train/peer_cohort.py",
         "src/sparring/train/grpo.py",
         "src/sparring/train/trl.py",  # what the TRL gyms share
         "src/sparring/train/iapo.py",  # grpo's credit assignment

@@ -24,7 +24,7 @@ for the next run with the same warm-start settings, so RL arms can be compared f
 
 The bound comes first: before any RL, every member's own accuracy on the measurement part and its target-label
 accuracy on ``--bound-pool`` rows of the pool (the withheld-label accuracy of the labels its cohort's reward would
-teach it, from every member's greedy vote: :func:`~sparring.train.peer_cohort.target_label_accuracy`); under a
+teach it, from every member's greedy vote: :func:`~sparring.train.peer_reward.target_label_accuracy`); under a
 reward a member can at most learn those labels. ``--bound-only`` stops there. Then before/after: greedy intent
 accuracy on the measurement part, with a paired bootstrap 95% interval of the members' mean gain per seed.
 Last line JSON: the first cohort in the issue's shape (``seeds`` -> members' before / after / target_label_acc,
@@ -62,14 +62,18 @@ from sparring.data.synthetic import generate_utterances
 from sparring.rollout import agent_opening
 from sparring.runtime import apply_torch_threads
 from sparring.settings import AgentSFTSettings, ModelSpec, PeerMember, PeerRewardSettings, SFTSettings
-from sparring.train.peer_cohort import (
+from sparring.train.peer_reward import (
+    Label,
     accuracy,
+    best_on_probe,
+    diversity,
     member_tokenizer,
     route_intents,
+    summarize,
     target_label_accuracy,
+    train_cohort,
     warm_start_member,
 )
-from sparring.train.peer_reward import Label, best_on_probe, diversity, summarize, train_cohort
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from coevolution_acceptance import paired_bootstrap  # noqa: E402  (a sibling script)

@@ -158,7 +158,7 @@ def main() -> None:
     cfg, spec = p.agent_sft, p.model
     if cfg.tie_word_embeddings is not None:  # as the agent_sft stage builds DA0
         spec = spec.replace(tie_word_embeddings=cfg.tie_word_embeddings)
-    if args.member is not None:  # as peer_members builds one (peer_cohort.warm_start_member)
+    if args.member is not None:  # as peer_members builds one (peer_reward.warm_start_member)
         member = p.peer_rl.members[args.member]
         cfg, spec = member.warm_start or p.agent_sft, member.model or spec
     tok = AutoTokenizer.from_pretrained(args.root / "models" / "tokenizer")

@@ -17,8 +17,8 @@ from sparring.agents.models import is_peft
 from sparring.agents.tokenizer import train_tokenizer
 from sparring.data.synthetic import generate_utterances
 from sparring.settings import AgentSFTSettings, ModelSpec, PeerMember, SFTSettings
-from sparring.train import peer_cohort
-from sparring.train.peer_cohort import member_tokenizer, route_intents, target_label_accuracy, warm_start_member
+from sparring.train import peer_reward
+from sparring.train.peer_reward import member_tokenizer, route_intents, target_label_accuracy, warm_start_member
 
 torch.set_num_threads(1)  # as every test module: two threads on a shared 2-core VM slow the SFT steps down
 ROOT = Path(__file__).resolve().parents[1]
@@ -64,7 +64,7 @@ def test_no_banking77_label_reaches_a_member(monkeypatch, tmp_path, smollm2_dir)
         handed[Path(output_dir).parent.name] = list(conversations)
         raise Handed  # the data is what is checked: no need to train
 
-    monkeypatch.setattr(peer_cohort, "train_sft", capture)
+    monkeypatch.setattr(peer_reward, "train_sft", capture)
     keep = bench.intent_slice(5) if bench.BANKING77.is_file() else sorted(known_intents())[:5]
     texts, intents = bench.warm_start_data(2, 0, keep)
     shared = train_tokenizer(texts, 1000, sorted(known_intents()))

@@ -12,10 +12,10 @@ from sparring.agents.checkpoints import load_checkpoint, save_checkpoint
 from sparring.data.sources import IngestError, read_unlabeled_csv
 from sparring.data.synthetic import generate_utterances
 from sparring.params import load_params
-from sparring.train.peer_cohort import accuracy, route_intents, warm_start_member
 from sparring.train.peer_reward import (
     Board,
     CollapseGuard,
+    accuracy,
     best_on_probe,
     cohen_kappa,
     diversity,
@@ -23,9 +23,11 @@ from sparring.train.peer_reward import (
     plurality,
     rewards,
     ring_peers,
+    route_intents,
     summarize,
     targets,
     train_cohort,
+    warm_start_member,
 )
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -1,8 +1,10 @@
 """Peer-reward RL (Co-RL, ../shared/SEEDS.md, arXiv 2608.17253): a cohort of decoupled agents adapts its routing to
 unlabeled utterances by rewarding each other's answers. In the paper's order:
 
-1. The cohort: N >= 2 members, each its own model, its own TRL ``GRPOTrainer`` and optimizer; no shared parameters
-   or gradients; the same prompt order (every trainer gets the same prompt keys and sampler seed, checked per step).
+1. The cohort: N >= 2 members, each its own model (built from a spec and warm-started as DA0 is,
+   :func:`warm_start_member`; a pretrained one reads its own vocabulary), its own TRL ``GRPOTrainer`` and optimizer;
+   no shared parameters or gradients; the same prompt order (every trainer gets the same prompt keys and sampler
+   seed, checked per step).
 2. The diversity probe, before training, on a small labelled probe set (:func:`diversity`): per pair of members,
    Cohen's κ of their right/wrong patterns, c = share where exactly one is right, w = share where both are wrong
    with the same answer.
@@ -46,24 +48,169 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sparring.agents.chat import parse_agent_message
+from transformers import AutoTokenizer
+
+from sparring.agents.added_rows import rows_from_name_words
+from sparring.agents.chat import AGENT_SYSTEM_PROMPT, parse_agent_message
+from sparring.agents.models import build_model
 from sparring.agents.policies import LMPolicy, TurnRequest
-from sparring.rollout import agent_opening
-from sparring.settings import PeerRewardSettings
+from sparring.agents.pretrained import resolve_model_path
+from sparring.agents.tokenizer import stage_tokenizer
+from sparring.rollout import agent_opening, route_utterances
+from sparring.settings import AgentSFTSettings, PeerMember, PeerRewardSettings
+from sparring.timing import Phases, sft_phases
+from sparring.train.demos import intent_examples, warm_start
 from sparring.train.grpo import build_trainer
+from sparring.train.sft import combine, train_sft
 from sparring.train.trl import FreezeWhen, prompt_indices, rollout_output, tile_to_step, trained_model, unwrapped
 
 Label = str | None  # an intent name, or None for an unparseable answer
 
 
-# ---------------------------------------------------------------------------------------------- 3-4. votes, rewards
+# ---------------------------------------------------------------------------------------------------- 1. the cohort
 
 
-def ring_peers(names: Sequence[str]) -> dict[str, str]:
-    """Each member's peer in the ring A←B←C←A: member k is rewarded by member k+1's pseudo-label."""
-    if len(names) < 2:
-        raise ValueError(f"a ring needs at least 2 members, got {list(names)}")
-    return {name: names[(k + 1) % len(names)] for k, name in enumerate(names)}
+def member_tokenizer(member: PeerMember, shared: Any, intents: Sequence[str]) -> Any:
+    """The tokenizer ``member`` reads: a pretrained model's own vocabulary with sparring's tokens (``intents`` among
+    them, :func:`~sparring.agents.tokenizer.stage_tokenizer`), else the cohort's ``shared`` one."""
+    if member.model is None or member.model.name_or_path is None:
+        return shared
+    return stage_tokenizer(member.model.name_or_path, [], 0, intents)
+
+
+def warm_start_member(
+    member: PeerMember,
+    tokenizer: Any,
+    texts: Sequence[str],
+    intents: Sequence[str],
+    demos: Sequence[Sequence[dict[str, Any]]],
+    default: AgentSFTSettings,
+    output_dir: Path,
+    seed: int = 0,
+    phases: Phases | None = None,
+) -> Any:
+    """A member from its model spec (``tokenizer``: :func:`member_tokenizer`'s), warm-started as DA0 is
+    (:func:`warm_start`, ``member.warm_start`` or ``default``); with ``member.demos`` false, its intent phase alone
+    (utterance -> ``<intent>NAME``). ``phases`` records its SFT phases (:func:`~sparring.timing.sft_phases`), named
+    ``<output_dir's name>.<phase>``."""
+    if member.model is None:
+        raise ValueError("the final agent is loaded from its cycle, not built")
+    cfg = member.warm_start or default
+    model = build_model(member.model, tokenizer, seed=seed)
+    if member.model.name_or_path is not None and member.name_rows == "words":
+        rows_from_name_words(
+            model, tokenizer, AutoTokenizer.from_pretrained(resolve_model_path(member.model.name_or_path))
+        )
+    system = AGENT_SYSTEM_PROMPT if cfg.system_prompt else ""
+    model.config.agent_system_prompt = system  # as DA0: whoever loads it prompts it as it was trained
+    if member.demos:
+        result = warm_start(model, tokenizer, demos, texts, intents, cfg, output_dir, seed=seed)
+    else:
+        if cfg.intent is None:
+            raise ValueError("a member without demos needs its warm start's intent phase (warm_start.intent is null)")
+        examples = intent_examples(texts, intents, system or None)
+        intent = train_sft(model, tokenizer, examples, cfg.intent, output_dir / "intent", seed=seed)
+        result = combine({"intent": intent}, {"intent": 1})
+    if phases is not None:
+        sft_phases(phases, result, prefix=f"{output_dir.name}.")
+    return result.model
+
+
+# ----------------------------------------------------------------------------------------------- 2. diversity probe
+
+
+def route_intents(model: Any, tokenizer: Any, texts: Sequence[str], max_new_tokens: int = 2) -> list[Label]:
+    """The intent each text's greedy first reply names (None: none), as ``sparring route`` reads it."""
+    policy = LMPolicy(model, tokenizer, "agent", max_new_tokens=max_new_tokens, greedy=True)
+    return [r["intent"] for r in route_utterances(policy, texts)]
+
+
+def accuracy(predicted: Sequence[Label], gold: Sequence[str]) -> float:
+    """Share of predictions equal to the gold intent."""
+    return sum(p == g for p, g in zip(predicted, gold, strict=True)) / len(gold) if gold else 0.0
+
+
+def cohen_kappa(a: Sequence[bool], b: Sequence[bool]) -> float:
+    """Cohen's κ of two right/wrong patterns: (p_o − p_e) / (1 − p_e); 1.0 when they agree everywhere."""
+    if len(a) != len(b) or not a:
+        raise ValueError(f"need two equally long, non-empty patterns, got {len(a)} and {len(b)}")
+    n = len(a)
+    p_o = sum(x == y for x, y in zip(a, b, strict=True)) / n
+    pa, pb = sum(a) / n, sum(b) / n
+    p_e = pa * pb + (1 - pa) * (1 - pb)
+    return 1.0 if p_e >= 1 else (p_o - p_e) / (1 - p_e)
+
+
+def diversity(predictions: dict[str, Sequence[Label]], gold: Sequence[str]) -> dict[str, Any]:
+    """Co-RL's probe: κ, c (exactly one right) and w (both wrong, same answer) per pair, and their means."""
+    names = list(predictions)
+    right = {k: [p == g for p, g in zip(predictions[k], gold, strict=True)] for k in names}
+    pairs: dict[str, dict[str, float]] = {}
+    for i, a in enumerate(names):
+        for b in names[i + 1 :]:
+            n = len(gold)
+            both_wrong = [
+                not ra and not rb and pa == pb
+                for ra, rb, pa, pb in zip(right[a], right[b], predictions[a], predictions[b], strict=True)
+            ]
+            pairs[f"{a}~{b}"] = {
+                "kappa": cohen_kappa(right[a], right[b]),
+                "c": sum(ra != rb for ra, rb in zip(right[a], right[b], strict=True)) / n,
+                "w": sum(both_wrong) / n,
+            }
+    mean = {m: sum(p[m] for p in pairs.values()) / len(pairs) if pairs else 0.0 for m in ("kappa", "c", "w")}
+    accuracy = {k: sum(right[k]) / len(gold) if gold else 0.0 for k in names}
+    return {**mean, "pairs": pairs, "accuracy": accuracy}
+
+
+def probe(models: dict[str, Any], tokenizer: Any, texts: Sequence[str], gold: Sequence[str]) -> dict[str, Any]:
+    """Co-RL's diversity probe on labelled ``texts``: κ, c, w per pair and their means (greedy routings)."""
+    return diversity({k: route_intents(m, tokenizer, texts) for k, m in models.items()}, gold)
+
+
+def best_on_probe(probe: dict[str, Any]) -> str:
+    """T for ``teacher``: the member most accurate on the probe (:func:`diversity`'s result); a tie goes to the
+    member named first."""
+    accuracy = probe["accuracy"]
+    return max(accuracy, key=lambda k: (accuracy[k], -list(accuracy).index(k)))
+
+
+# --------------------------------------------------------------------------------------------------------- 3. votes
+
+
+def sample_routings(
+    model: Any, tokenizer: Any, texts: Sequence[str], settings: PeerRewardSettings, greedy: bool = False
+) -> tuple[list[list[int]], list[Any]]:
+    """Each text's prompt ids (the agent reading it as the customer's opening) and one sampled (or greedy) first
+    message."""
+    g = settings.grpo
+    policy = LMPolicy(
+        model, tokenizer, "agent", max_new_tokens=g.max_new_tokens, temperature=g.temperature, greedy=greedy
+    )
+    system = getattr(model.config, "agent_system_prompt", "")
+    prompts = [
+        list(tokenizer.apply_chat_template(agent_opening(t, system), add_generation_prompt=True, return_dict=False))
+        for t in texts
+    ]
+    requests = [TurnRequest(role="agent", prompt_ids=p, messages=[], scenario=None) for p in prompts]  # type: ignore[arg-type]
+    was_training = model.training
+    model.eval()
+    try:
+        outputs = policy.act(requests)
+    finally:
+        model.train(was_training)
+    return prompts, outputs
+
+
+def greedy_votes(
+    model: Any, tokenizer: Any, texts: Sequence[str], settings: PeerRewardSettings, batch_size: int = 64
+) -> list[Label]:
+    """The intent each text's greedy first message names (None: none): the teacher's labels, in batches."""
+    votes: list[Label] = []
+    for start in range(0, len(texts), batch_size):
+        _, outs = sample_routings(model, tokenizer, texts[start : start + batch_size], settings, greedy=True)
+        votes.extend(parse_agent_message(o.text).intent for o in outs)
+    return votes
 
 
 def plurality(answers: Sequence[Label]) -> Label:
@@ -73,6 +220,16 @@ def plurality(answers: Sequence[Label]) -> Label:
         return None
     best = max(counts.values())
     return next(a for a in answers if a is not None and counts[a] == best)
+
+
+# ------------------------------------------------------------------------------------------------------- 4. rewards
+
+
+def ring_peers(names: Sequence[str]) -> dict[str, str]:
+    """Each member's peer in the ring A←B←C←A: member k is rewarded by member k+1's pseudo-label."""
+    if len(names) < 2:
+        raise ValueError(f"a ring needs at least 2 members, got {list(names)}")
+    return {name: names[(k + 1) % len(names)] for k, name in enumerate(names)}
 
 
 def targets(
@@ -114,82 +271,18 @@ def rewards(answers: Sequence[Label], target: Label) -> list[float]:
     return [float(a is not None and a == target) for a in answers]
 
 
-# --------------------------------------------------------------------------------------------- 2. diversity probe
+def target_label_accuracy(
+    votes: dict[str, Sequence[Label]], gold: Sequence[str], reward: str, teacher: str | None = None
+) -> dict[str, float]:
+    """The bound's half per member: the accuracy against ``gold`` of the labels ``reward`` would reward it for
+    agreeing with, from each member's one greedy vote per utterance (``votes``, in ring order): its ring peer's
+    vote, the plurality of the other members' votes, its own, or ``teacher``'s
+    (:func:`~sparring.train.peer_reward.targets`)."""
+    goal = targets({k: [[v] for v in vs] for k, vs in votes.items()}, reward, teacher=teacher)
+    return {k: accuracy(goal[k], gold) for k in votes}
 
 
-def cohen_kappa(a: Sequence[bool], b: Sequence[bool]) -> float:
-    """Cohen's κ of two right/wrong patterns: (p_o − p_e) / (1 − p_e); 1.0 when they agree everywhere."""
-    if len(a) != len(b) or not a:
-        raise ValueError(f"need two equally long, non-empty patterns, got {len(a)} and {len(b)}")
-    n = len(a)
-    p_o = sum(x == y for x, y in zip(a, b, strict=True)) / n
-    pa, pb = sum(a) / n, sum(b) / n
-    p_e = pa * pb + (1 - pa) * (1 - pb)
-    return 1.0 if p_e >= 1 else (p_o - p_e) / (1 - p_e)
-
-
-def diversity(predictions: dict[str, Sequence[Label]], gold: Sequence[str]) -> dict[str, Any]:
-    """Co-RL's probe: κ, c (exactly one right) and w (both wrong, same answer) per pair, and their means."""
-    names = list(predictions)
-    right = {k: [p == g for p, g in zip(predictions[k], gold, strict=True)] for k in names}
-    pairs: dict[str, dict[str, float]] = {}
-    for i, a in enumerate(names):
-        for b in names[i + 1 :]:
-            n = len(gold)
-            both_wrong = [
-                not ra and not rb and pa == pb
-                for ra, rb, pa, pb in zip(right[a], right[b], predictions[a], predictions[b], strict=True)
-            ]
-            pairs[f"{a}~{b}"] = {
-                "kappa": cohen_kappa(right[a], right[b]),
-                "c": sum(ra != rb for ra, rb in zip(right[a], right[b], strict=True)) / n,
-                "w": sum(both_wrong) / n,
-            }
-    mean = {m: sum(p[m] for p in pairs.values()) / len(pairs) if pairs else 0.0 for m in ("kappa", "c", "w")}
-    accuracy = {k: sum(right[k]) / len(gold) if gold else 0.0 for k in names}
-    return {**mean, "pairs": pairs, "accuracy": accuracy}
-
-
-def best_on_probe(probe: dict[str, Any]) -> str:
-    """T for ``teacher``: the member most accurate on the probe (:func:`diversity`'s result); a tie goes to the
-    member named first."""
-    accuracy = probe["accuracy"]
-    return max(accuracy, key=lambda k: (accuracy[k], -list(accuracy).index(k)))
-
-
-# ----------------------------------------------------------------------------------------------- 6. collapse guard
-
-
-def entropy(labels: Sequence[Label]) -> float:
-    """Shannon entropy (nats) of the parseable labels' distribution (0 when there are none)."""
-    counts = Counter(x for x in labels if x is not None)
-    n = sum(counts.values())
-    return -sum(c / n * math.log(c / n) for c in counts.values()) if n else 0.0
-
-
-class CollapseGuard:
-    """Fires once a member's last ``window`` votes have entropy < ``floor`` or one intent above ``max_share``."""
-
-    def __init__(self, window: int, floor: float, max_share: float) -> None:
-        self.votes: deque[Label] = deque(maxlen=window)
-        self.floor, self.max_share = floor, max_share
-
-    def update(self, votes: Sequence[Label]) -> str | None:
-        """Add a step's votes; the reason it collapsed (an unparseable vote counts as its own answer), else None."""
-        self.votes.extend(votes)
-        if len(self.votes) < (self.votes.maxlen or 0):
-            return None
-        seen = list(self.votes)
-        h = entropy(seen)
-        top, n = Counter(seen).most_common(1)[0]
-        if h < self.floor:
-            return f"entropy of its last {len(seen)} votes {h:.3f} < {self.floor}"
-        if n / len(seen) > self.max_share:
-            return f"{n / len(seen):.2f} of its last {len(seen)} votes are {top!r} (> {self.max_share})"
-        return None
-
-
-# ------------------------------------------------------------------------------------------ 1, 5. cohort, lockstep
+# ---------------------------------------------------------------------------------------------- 5. GRPO in lockstep
 
 
 class Aborted(RuntimeError):
@@ -299,41 +392,6 @@ class Board:
 def _acc(labels: Sequence[Label], gold: Sequence[Label]) -> float:
     pairs = [(a, g) for a, g in zip(labels, gold, strict=True) if g is not None]
     return sum(a == g for a, g in pairs) / len(pairs) if pairs else float("nan")
-
-
-def sample_routings(
-    model: Any, tokenizer: Any, texts: Sequence[str], settings: PeerRewardSettings, greedy: bool = False
-) -> tuple[list[list[int]], list[Any]]:
-    """Each text's prompt ids (the agent reading it as the customer's opening) and one sampled (or greedy) first
-    message."""
-    g = settings.grpo
-    policy = LMPolicy(
-        model, tokenizer, "agent", max_new_tokens=g.max_new_tokens, temperature=g.temperature, greedy=greedy
-    )
-    system = getattr(model.config, "agent_system_prompt", "")
-    prompts = [
-        list(tokenizer.apply_chat_template(agent_opening(t, system), add_generation_prompt=True, return_dict=False))
-        for t in texts
-    ]
-    requests = [TurnRequest(role="agent", prompt_ids=p, messages=[], scenario=None) for p in prompts]  # type: ignore[arg-type]
-    was_training = model.training
-    model.eval()
-    try:
-        outputs = policy.act(requests)
-    finally:
-        model.train(was_training)
-    return prompts, outputs
-
-
-def greedy_votes(
-    model: Any, tokenizer: Any, texts: Sequence[str], settings: PeerRewardSettings, batch_size: int = 64
-) -> list[Label]:
-    """The intent each text's greedy first message names (None: none): the teacher's labels, in batches."""
-    votes: list[Label] = []
-    for start in range(0, len(texts), batch_size):
-        _, outs = sample_routings(model, tokenizer, texts[start : start + batch_size], settings, greedy=True)
-        votes.extend(parse_agent_message(o.text).intent for o in outs)
-    return votes
 
 
 def make_member_rollout(
@@ -450,6 +508,38 @@ def train_cohort(
         model.eval()
     trained = {name: trained[name] for name in names}  # the ring's order
     return CohortResult(models=trained, logs=board.logs, seconds=time.perf_counter() - start, routings=board.routings)
+
+
+# ------------------------------------------------------------------------------------ 6. monitoring, collapse guard
+
+
+def entropy(labels: Sequence[Label]) -> float:
+    """Shannon entropy (nats) of the parseable labels' distribution (0 when there are none)."""
+    counts = Counter(x for x in labels if x is not None)
+    n = sum(counts.values())
+    return -sum(c / n * math.log(c / n) for c in counts.values()) if n else 0.0
+
+
+class CollapseGuard:
+    """Fires once a member's last ``window`` votes have entropy < ``floor`` or one intent above ``max_share``."""
+
+    def __init__(self, window: int, floor: float, max_share: float) -> None:
+        self.votes: deque[Label] = deque(maxlen=window)
+        self.floor, self.max_share = floor, max_share
+
+    def update(self, votes: Sequence[Label]) -> str | None:
+        """Add a step's votes; the reason it collapsed (an unparseable vote counts as its own answer), else None."""
+        self.votes.extend(votes)
+        if len(self.votes) < (self.votes.maxlen or 0):
+            return None
+        seen = list(self.votes)
+        h = entropy(seen)
+        top, n = Counter(seen).most_common(1)[0]
+        if h < self.floor:
+            return f"entropy of its last {len(seen)} votes {h:.3f} < {self.floor}"
+        if n / len(seen) > self.max_share:
+            return f"{n / len(seen):.2f} of its last {len(seen)} votes are {top!r} (> {self.max_share})"
+        return None
 
 
 def summarize(log: MemberLog, tail: int = 5) -> dict[str, Any]:
