@@ -402,6 +402,14 @@ def train_and_measure(
         )
         before_ok.append(correct(votes[k]["measure"], m_gold))
         after_ok.append(correct(after_votes, m_gold))
+        if reward == "teacher" and not untrained:  # did it learn the teacher's function, or the pool's labels?
+            on_pool = route_intents(result.models[k], tokenizers[k], pool[0])
+            t_measure, n = votes[settings.teacher]["measure"], len(pool[0])
+            rows[k]["teacher_agreement"] = {
+                "measure": [accuracy(votes[k]["measure"], t_measure), accuracy(after_votes, t_measure)],
+                "pool": [accuracy(votes[k]["pool"][:n], teacher_votes), accuracy(on_pool, teacher_votes)],
+            }
+            print(f"seed {seed} {cohort:>22} {k:>7}: agreement with the teacher {rows[k]['teacher_agreement']}")
         r = rows[k]
         print(
             f"seed {seed} {cohort:>22} {k:>7}: {r['before']:.3f} -> {r['after']:.3f}  collapsed {s['collapsed']}  "
