@@ -136,7 +136,7 @@ def _after(
             "collapsed": s["collapsed"],
             "collapse_reason": s["collapse_reason"],
             "collapsed_step": s["collapsed_step"],
-            "entropy": s.get("entropy", float("nan")),  # none for an untrained teacher
+            "entropy": s["entropy"],
             "agreement": agreement,
             "pseudo_label_acc": s.get("target_acc_all", float("nan")),
             "own_vote_acc": s.get("vote_acc_all", float("nan")),

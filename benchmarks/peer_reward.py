@@ -387,8 +387,9 @@ def train_and_measure(
         )
     m_texts, m_gold = data["measure"]
     before_ok, after_ok = [], []
+    teacher = settings.teacher if reward == "teacher" else None  # untrained: its weights, and votes, never changed
     for k in names:
-        untrained = k == settings.teacher and reward == "teacher"  # its weights never changed: its votes neither
+        untrained = k == teacher
         after_votes = votes[k]["measure"] if untrained else route_intents(result.models[k], tokenizers[k], m_texts)
         s = summarize(result.logs[k])
         rows[k].update(
@@ -398,13 +399,13 @@ def train_and_measure(
             pseudo_label_acc=s.get("target_acc_all"),
             own_vote_acc=s.get("vote_acc_all"),
             reward_mean=s["reward_mean"],
-            entropy=s.get("entropy"),
+            entropy=s["entropy"],
         )
         before_ok.append(correct(votes[k]["measure"], m_gold))
         after_ok.append(correct(after_votes, m_gold))
-        if reward == "teacher" and not untrained:  # did it learn the teacher's function, or the pool's labels?
+        if teacher is not None and not untrained:  # did it learn the teacher's function, or the pool's labels?
             on_pool = route_intents(result.models[k], tokenizers[k], pool[0])
-            t_measure, n = votes[settings.teacher]["measure"], len(pool[0])
+            t_measure, n = votes[teacher]["measure"], len(pool[0])
             rows[k]["teacher_agreement"] = {
                 "measure": [accuracy(votes[k]["measure"], t_measure), accuracy(after_votes, t_measure)],
                 "pool": [accuracy(votes[k]["pool"][:n], teacher_votes), accuracy(on_pool, teacher_votes)],
@@ -417,7 +418,7 @@ def train_and_measure(
             flush=True,
         )
     gain, ci = mean_gain(before_ok, after_ok, seed)
-    learners = [i for i, k in enumerate(names) if not (reward == "teacher" and k == settings.teacher)]
+    learners = [i for i, k in enumerate(names) if k != teacher]
     learner_gain, learner_ci = mean_gain([before_ok[i] for i in learners], [after_ok[i] for i in learners], seed)
     print(
         f"seed {seed} {cohort:>22}: mean gain {gain:+.3f}  95% CI [{ci[0]:+.3f}, {ci[1]:+.3f}]; learners "

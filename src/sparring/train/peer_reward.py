@@ -179,14 +179,11 @@ def best_on_probe(probe: dict[str, Any]) -> str:
 
 
 def sample_routings(
-    model: Any, tokenizer: Any, texts: Sequence[str], settings: PeerRewardSettings, greedy: bool = False
+    model: Any, tokenizer: Any, texts: Sequence[str], settings: PeerRewardSettings
 ) -> tuple[list[list[int]], list[Any]]:
-    """Each text's prompt ids (the agent reading it as the customer's opening) and one sampled (or greedy) first
-    message."""
+    """Each text's prompt ids (the agent reading it as the customer's opening) and one sampled first message."""
     g = settings.grpo
-    policy = LMPolicy(
-        model, tokenizer, "agent", max_new_tokens=g.max_new_tokens, temperature=g.temperature, greedy=greedy
-    )
+    policy = LMPolicy(model, tokenizer, "agent", max_new_tokens=g.max_new_tokens, temperature=g.temperature)
     system = getattr(model.config, "agent_system_prompt", "")
     prompts = [
         list(tokenizer.apply_chat_template(agent_opening(t, system), add_generation_prompt=True, return_dict=False))
@@ -200,17 +197,6 @@ def sample_routings(
     finally:
         model.train(was_training)
     return prompts, outputs
-
-
-def greedy_votes(
-    model: Any, tokenizer: Any, texts: Sequence[str], settings: PeerRewardSettings, batch_size: int = 64
-) -> list[Label]:
-    """The intent each text's greedy first message names (None: none): the teacher's labels, in batches."""
-    votes: list[Label] = []
-    for start in range(0, len(texts), batch_size):
-        _, outs = sample_routings(model, tokenizer, texts[start : start + batch_size], settings, greedy=True)
-        votes.extend(parse_agent_message(o.text).intent for o in outs)
-    return votes
 
 
 def plurality(answers: Sequence[Label]) -> Label:
@@ -462,7 +448,7 @@ def train_cohort(
     fixed = {}
     if settings.reward == "teacher":
         t = settings.teacher
-        votes = teacher_votes or greedy_votes(models[t], tokenizers[t], list(pool), settings)  # type: ignore[index]
+        votes = teacher_votes if teacher_votes is not None else route_intents(models[t], tokenizers[t], pool)  # type: ignore[index]
         if len(votes) != len(pool):
             raise ValueError(f"{len(votes)} teacher votes for a pool of {len(pool)} utterances")
         fixed[t] = [votes[i] for i in rows]
@@ -548,6 +534,7 @@ def summarize(log: MemberLog, tail: int = 5) -> dict[str, Any]:
     keys = sorted({k for s in steps for k in s if k != "step"})
     out: dict[str, Any] = {k: sum(s.get(k, 0.0) for s in steps) / len(steps) for k in keys}
     out["reward_mean"] = sum(s["reward"] for s in log.steps) / max(len(log.steps), 1)
+    out.setdefault("entropy", float("nan"))  # no step: an untrained teacher
     for key in ("target_acc", "vote_acc"):  # over the whole run
         values = [s[key] for s in log.steps if key in s and not math.isnan(s[key])]
         if values:
