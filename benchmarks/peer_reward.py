@@ -109,7 +109,7 @@ PROFILES = {  # --profile: the defaults it sets (flags given on the command line
         "batch": 16,
         "g": 16,
         "lr": 1e-3,
-        "pool": 1200,
+        "pool": "all",
     },
 }
 
@@ -262,6 +262,16 @@ def cached_route_parts(
     return votes, rate
 
 
+def pool_size(value: str) -> int | str:
+    """``--pool``: a count of unique utterances, or ``all`` of the seed's pool."""
+    if value == "all":
+        return value
+    try:
+        return int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number or all, got {value!r}") from None
+
+
 def correct(votes: Sequence[Label], gold: Sequence[str]) -> list[float]:
     return [float(v == g) for v, g in zip(votes, gold, strict=True)]
 
@@ -278,7 +288,8 @@ def run_seed(seed: int, args: argparse.Namespace, scratch: Path) -> tuple[dict[s
     pool_texts, pool_gold = data["pool"]
     order = list(range(len(pool_texts)))
     random.Random(seed + 1).shuffle(order)
-    n_bound = max(args.bound_pool, args.pool or 0)  # the teacher's votes cover the pool trained on
+    n = len(pool_texts) if args.pool == "all" else args.pool or args.steps * args.batch  # unique utterances
+    n_bound = max(args.bound_pool, n)  # the teacher's votes cover the pool trained on
     bound_texts, bound_gold = [pool_texts[i] for i in order[:n_bound]], [pool_gold[i] for i in order[:n_bound]]
     (m_texts, m_gold), (p_texts, p_gold) = data["measure"], data["probe"]
     votes = {}
@@ -331,7 +342,6 @@ def run_seed(seed: int, args: argparse.Namespace, scratch: Path) -> tuple[dict[s
             "w": div["w"],
         }
         out[cohort] = entry
-    n = args.pool or args.steps * args.batch  # unique utterances; the trainer cycles through them
     pool = ([pool_texts[i] for i in order[:n]], [pool_gold[i] for i in order[:n]])
     for cohort in [] if args.bound_only else args.cohorts:  # every bound is printed before any RL
         entry = out[cohort]
@@ -462,7 +472,7 @@ def main() -> None:
     ap.add_argument("--bound-pool", type=int, default=600, help="pool rows the target-label accuracy is measured on")
     ap.add_argument("--cohorts", nargs="+", choices=list(COHORTS), default=list(COHORTS), help="the first: JSON's")
     ap.add_argument("--bound-only", action="store_true", help="stop after the bound table (no RL)")
-    ap.add_argument("--pool", type=int, help="unique pool utterances trained on (default: steps x batch)")
+    ap.add_argument("--pool", type=pool_size, help="unique pool utterances trained on, or all (default: steps x batch)")
     ap.add_argument("--warm-cache", help="a folder keeping each seed's warm starts for the next run")
     if "--profile" in sys.argv[1:]:  # a profile's values become the defaults; flags on the command line still win
         known, _ = ap.parse_known_args()
@@ -499,6 +509,7 @@ def main() -> None:
         "intents": args.intents,
         "n_measure": args.measure,
         "n_bound_pool": args.bound_pool,
+        "pool": args.pool,
         "steps": None if args.bound_only else args.steps,
         "wall_seconds": round(time.perf_counter() - start, 1),
     }
