@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import random
 import zlib
 
 import numpy as np
@@ -28,7 +29,7 @@ from sparring.agents.slots import delexicalize, fact_values
 from sparring.agents.tokenizer import train_tokenizer
 from sparring.data.dialogues import generate_dialogues
 from sparring.data.synthetic import OUTCOMES, utterance_frame
-from sparring.evaluate.fidelity import customer_turn_nll, heldout_perplexity, simulator_fidelity
+from sparring.evaluate.fidelity import customer_turn_nll, heldout_perplexity, outcome_f1, simulator_fidelity
 from sparring.judge.models import IntentOracle, OracleConfig, RealismDiscriminator
 from sparring.settings import SFTSettings
 from sparring.train.sft import train_sft
@@ -253,6 +254,25 @@ def test_fidelity_anchors_on_the_scripted_customer(data, judges):
     assert m["strict_pass_coop"] == 1.0
     assert m["sim_rate_resolved"] == 1.0  # replays too: the expert resolves every cooperative session
     assert 0.0 <= m["outcome_f1"] <= 1.0 and 0.0 <= m["group_outcome_rate_error"] <= 1.0
+
+
+def test_outcome_f1_is_sklearns_macro_f1_over_the_three_endings():
+    from sklearn.metrics import f1_score
+
+    resolved, escalated, abandoned = OUTCOMES
+    assert outcome_f1(list(OUTCOMES), list(OUTCOMES)) == 1.0
+    assert outcome_f1([resolved, escalated], [resolved, escalated]) == pytest.approx(2 / 3)  # abandoned: 0
+    # resolved: 2·1/(2·1 + 1) = 2/3; escalated: no hit, one miss = 0; abandoned in neither: 0
+    assert outcome_f1([resolved, resolved], [resolved, escalated]) == pytest.approx((2 / 3) / 3)
+    rng = random.Random(3)
+    for n in (1, 3, 40):
+        for _ in range(100):
+            real = [rng.choice(OUTCOMES[: rng.randint(1, 3)]) for _ in range(n)]
+            simulated = [rng.choice(OUTCOMES) for _ in range(n)]
+            expected = f1_score(real, simulated, labels=list(OUTCOMES), average="macro", zero_division=0)
+            assert outcome_f1(real, simulated) == pytest.approx(expected, abs=1e-12)
+    with pytest.raises(ValueError, match="2 real endings but 1 simulated"):
+        outcome_f1([resolved, resolved], [resolved])
 
 
 def test_dtw_distance():

@@ -40,7 +40,6 @@ from typing import Any
 import numpy as np
 import polars as pl
 import torch
-from sklearn.metrics import f1_score
 
 from sparring.agents.customer_view import dialogue_view, extract_identity
 from sparring.agents.escalation import EscalatingExpert
@@ -128,8 +127,18 @@ def identity_fact_share(episode: Episode) -> float:
 
 
 def outcome_f1(real: Sequence[str], simulated: Sequence[str]) -> float:
-    """Macro F1 of the simulated endings against the real ones, over the three outcomes."""
-    return float(f1_score(real, simulated, labels=list(OUTCOMES), average="macro", zero_division=0))
+    """Macro F1 of the simulated endings against the real ones, over the three outcomes (an outcome in neither
+    scores 0), as sklearn's ``f1_score(..., average="macro", zero_division=0)``, which costs ~5 ms a call: the
+    ending ceiling scores a thousand draws."""
+    if len(real) != len(simulated):
+        raise ValueError(f"{len(real)} real endings but {len(simulated)} simulated")
+    pairs = list(zip(real, simulated, strict=True))
+    scores = []
+    for o in OUTCOMES:
+        tp = sum(r == o and s == o for r, s in pairs)
+        wrong = sum((r == o) != (s == o) for r, s in pairs)  # false positives + false negatives
+        scores.append(2 * tp / (2 * tp + wrong) if tp + wrong else 0.0)
+    return float(np.mean(scores))
 
 
 def group_outcome_rate_error(real: Sequence[str], simulated: Sequence[str], groups: Sequence[str]) -> float:
