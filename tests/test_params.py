@@ -41,6 +41,19 @@ def test_env_selects_profile(monkeypatch):
         load_params(ROOT / "params.yaml")
 
 
+def test_a_changed_file_is_read_again_and_a_loaded_one_is_shared(tmp_path, monkeypatch):
+    monkeypatch.delenv("SPARRING_PROFILE", raising=False)
+    raw = project_params()
+    path = write(tmp_path, raw)
+    first = load_params(path, "quick")
+    assert load_params(path, "quick") is first  # one validation per file text (every stage of a run loads it)
+    raw["seed"] = 7
+    path.write_text(yaml.safe_dump(raw), encoding="utf-8")
+    assert load_params(path, "quick").seed == 7 and first.seed == 0
+    monkeypatch.setenv("SPARRING_PROFILE", "default")
+    assert load_params(path).profile == "default"
+
+
 @pytest.mark.parametrize(
     "edit, message",
     [

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import os
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
@@ -262,15 +263,26 @@ def load_params(path: str | Path = "params.yaml", profile: str | None = None) ->
     if not path.is_file():
         raise ParamsError(f"{source}: no such params file")
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ParamsError(f"{source}: not valid YAML: {exc}") from exc
+    return _validated(text, source, profile, os.environ.get(PROFILE_ENV) or None)
+
+
+@lru_cache(maxsize=16)
+def _validated(text: str, source: str, profile: str | None, env_profile: str | None) -> Params:
+    """The Params of one file's text (frozen, so shared): every stage of an in-process run loads them, and
+    validating every profile costs ~0.1 s a time."""
+    try:
+        raw = yaml.safe_load(text) or {}
+    except yaml.YAMLError as exc:
         raise ParamsError(f"{source}: not valid YAML: {exc}") from exc
     if not isinstance(raw, dict):
         raise ParamsError(f"{source}: expected a mapping at the top level")
 
-    chosen = profile or os.environ.get(PROFILE_ENV) or raw.get("profile", "default")
+    chosen = profile or env_profile or raw.get("profile", "default")
     if chosen not in PROFILES:
-        where = "--profile" if profile else (PROFILE_ENV if os.environ.get(PROFILE_ENV) else "profile")
+        where = "--profile" if profile else (PROFILE_ENV if env_profile else "profile")
         raise ParamsError(f"{source}: {where}: unknown profile {chosen!r} (expected one of {list(PROFILES)})")
 
     result = None
