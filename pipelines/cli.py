@@ -30,6 +30,7 @@ QUIET_ENV = {
     "HF_DATASETS_DISABLE_PROGRESS_BARS": "1",
     "HF_HUB_DISABLE_PROGRESS_BARS": "1",
 }
+INTERRUPTED = 130  # the exit code of a command stopped by Ctrl-C (128 + SIGINT), as shells report it
 VERBOSE_OPTION = typer.Option(False, "--verbose", "-v", help="show trainer output (TRL logs, progress bars, warnings)")
 
 
@@ -85,7 +86,7 @@ def _execute(
     from pipelines.resources import MlflowTracking
 
     config, root, owner = _run_config(verbose), root or _root(), owner_tags()
-    tracking = MlflowTracking(root=str(root))
+    tracking, result = MlflowTracking(root=str(root)), None
     with DagsterInstance.get() as instance:
         _close_runs(instance, tracking, experiment)
         try:
@@ -107,11 +108,18 @@ def _execute(
 
                     job = defs.resolve_job_def("main")
                 result = job.execute_in_process(instance=instance, run_config=config, tags=owner, raise_on_error=False)
+        except KeyboardInterrupt:  # Ctrl-C outside a stage (Dagster starting or ending the run)
+            pass
         finally:
             with capture_interrupts():  # a second Ctrl-C must not leave this run's runs open
                 _close_runs(instance, tracking, experiment, owner)
+    if result is None:
+        fail("interrupted", code=INTERRUPTED)
     if not result.success:
-        fail("\n".join(_failures(result)) or "the run failed (see the Dagster run log)", code=1)
+        lines, stopped = _failures(result)
+        if stopped and len(stopped) == len(lines):  # only interrupted stages: one line, and the shell's exit code
+            fail(f"stage{'s' * (len(stopped) > 1)} {', '.join(stopped)}: interrupted", code=INTERRUPTED)
+        fail("\n".join(lines) or "the run failed (see the Dagster run log)", code=1)
 
 
 def _close_runs(instance: Any, tracking: Any, experiment: str, owner: dict[str, str] | None = None) -> None:
@@ -130,9 +138,10 @@ def _close_runs(instance: Any, tracking: Any, experiment: str, owner: dict[str, 
         say(f"sparring: this run was interrupted; closed {closed}")
 
 
-def _failures(result: Any) -> list[str]:
-    """One line per failed stage: a user's error as its own message; anything else with its type and a hint."""
-    lines = []
+def _failures(result: Any) -> tuple[list[str], list[str]]:
+    """One line per failed stage: a user's error as its own message; anything else with its type and a hint.
+    Also the stages among them that were interrupted (Ctrl-C or SIGTERM)."""
+    lines, stopped = [], []
     for event in (e for e in result.all_events if e.is_step_failure):
         error = event.step_failure_data.error
         while error is not None and error.cause is not None:  # the user's exception, not Dagster's wrapper
@@ -144,12 +153,13 @@ def _failures(result: Any) -> list[str]:
         prefix = message.split(":", 1)[0]
         if kind in ("DagsterExecutionInterruptedError", "KeyboardInterrupt"):  # Ctrl-C or a SIGTERM: no bug to trace
             lines.append(f"stage {event.step_key}: interrupted")
+            stopped.append(event.step_key)
         elif kind in USER_ERRORS and prefix.endswith(kind):
             lines.append(message[len(prefix) + 1 :].strip())
         else:
             hint = f"`sparring stage {event.step_key} --verbose` prints the traceback"
             lines.append(f"stage {event.step_key} failed: {message} ({hint})")
-    return lines
+    return lines, stopped
 
 
 def _summary(root: Path, stages: list[Any], headline_only: bool = False) -> None:

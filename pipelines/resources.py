@@ -17,9 +17,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import yaml
 from dagster import ConfigurableResource, DagsterExecutionInterruptedError
 from dagster._utils.interrupts import capture_interrupts  # defers SIGINT/SIGTERM in the main thread (Dagster's own)
 
+from pipelines.compute_logs import DAGSTER_YAML_BLOCK
 from sparring.params import Params, load_params
 from sparring.runtime import apply_torch_threads, project_root
 
@@ -287,5 +289,8 @@ def ensure_dagster_home(root: Path) -> Path:
             "telemetry:\n  enabled: false\nnux:\n  enabled: false\npython_logs:\n  python_log_level: INFO\n",
             encoding="utf-8",
         )
+    text = config.read_text(encoding="utf-8")
+    if "compute_logs" not in (yaml.safe_load(text) or {}):  # Ctrl-C-deaf log mirrors; a home made before gets it too
+        config.write_text(text + ("" if text.endswith("\n") or not text else "\n") + DAGSTER_YAML_BLOCK, "utf-8")
     os.environ["DAGSTER_HOME"] = str(home)
     return home

@@ -40,7 +40,7 @@ from dagster import (
 )
 
 from pipelines.progress import previous_seconds, say, stage_progress
-from pipelines.resources import VERBOSE_ENV, MlflowTracking, ProjectResource
+from pipelines.resources import INTERRUPTS, VERBOSE_ENV, MlflowTracking, ProjectResource
 from sparring.atomic import adopt_dir, write_json
 from sparring.catalog import REPORTS, Catalog, stage_report
 from sparring.params import Params
@@ -230,8 +230,9 @@ def stage_asset(stage: Stage) -> Callable[[Callable[[StageContext], StageOutput]
                     _write_reports(stage, root, params, output, log, seconds)
                     log.metrics({**output.metrics, "wall_seconds": seconds})
                     log.artifact(root / stage.report)
-            except BaseException:
-                say(f"stage {stage.name}: failed after {time.perf_counter() - began:.1f} s")
+            except BaseException as exc:
+                ended = "interrupted" if isinstance(exc, INTERRUPTS) else "failed"
+                say(f"stage {stage.name}: {ended} after {time.perf_counter() - began:.1f} s")
                 raise
             where = f" (its output: {chatter.relative_to(root)})" if chatter and chatter.stat().st_size else ""
             say(f"stage {stage.name}: finished in {time.perf_counter() - began:.1f} s{where}")

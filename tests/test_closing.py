@@ -5,8 +5,11 @@ FAILED. benchmarks/faults.py runs the real kills (SIGINT, SIGTERM, SIGKILL) agai
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -118,3 +121,39 @@ def test_a_stage_run_ends_killed_when_interrupted_and_failed_when_it_raised(stor
         raise raised()
     assert client.get_run(log.run_id).info.status == status
     assert client.get_run(log.parent_id).info.status == status
+
+
+def test_ctrl_c_during_a_stage_prints_one_line_and_exits_130(tmp_path):
+    """Ctrl-C reaches the terminal's whole process group: Dagster's log mirrors (tail and its orphan watcher) used
+    to print KeyboardInterrupt tracebacks and the command exited 1. An ingest of many utterances keeps the stage
+    running while the signal arrives."""
+    from pipelines.project import copy_project
+
+    def slow(raw: dict) -> None:
+        raw.update(profile="quick")
+        raw["ingest"]["profiles"]["quick"]["utterances"]["per_intent"] = 20_000
+
+    root = copy_project(ROOT, tmp_path / "project", slow)
+    env = {k: v for k, v in os.environ.items() if k != "SPARRING_PROFILE"}
+    env.update(SPARRING_ROOT=str(root), DAGSTER_HOME=str(root / ".dagster"))
+    cli = Path(sys.executable).parent / "sparring"
+    err = tmp_path / "stderr.txt"
+    with err.open("w") as stream:  # a file, not a pipe: the watchers would hold a pipe open after the command ends
+        proc = subprocess.Popen([cli, "stage", "ingest"], cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=stream,
+                                start_new_session=True)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 120
+        while "stage ingest: started" not in err.read_text() and time.monotonic() < deadline:
+            assert proc.poll() is None, err.read_text()
+            time.sleep(0.1)
+        time.sleep(1.0)  # inside the stage, Dagster's log mirrors running
+        assert proc.poll() is None, err.read_text()
+        os.killpg(proc.pid, signal.SIGINT)  # as a terminal sends Ctrl-C: to every process in the group
+        assert proc.wait(timeout=60) == 130, err.read_text()
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    time.sleep(0.5)  # anything the group's other processes would still print
+    lines = err.read_text().splitlines()
+    assert "Traceback" not in err.read_text() and "KeyboardInterrupt" not in err.read_text(), err.read_text()
+    assert lines[-1] == "error: stage ingest: interrupted" and "stage ingest: interrupted after" in lines[-2], lines
