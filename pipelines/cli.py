@@ -317,9 +317,26 @@ def ui_command(port: int) -> list[str]:
     return [sys.executable, "-W", quiet, "-m", "dagster", *dev]
 
 
+def port_in_use(port: int, host: str = "127.0.0.1") -> str | None:
+    """Why the webserver could not listen on ``host:port`` (None when it can): bound as it binds (SO_REUSEADDR,
+    so a port a closed server left in TIME_WAIT is free, as it is to the webserver), then released."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            return exc.strerror or str(exc)
+    return None
+
+
 @app.command()
-def ui(port: int = typer.Option(3000, help="port on 127.0.0.1")) -> None:
+def ui(port: int = typer.Option(3000, min=1, max=65535, help="port on 127.0.0.1")) -> None:
     """Open the Dagster UI on 127.0.0.1 with the project's instance ($DAGSTER_HOME, else <project>/.dagster)."""
+    busy = port_in_use(port)
+    if busy:  # dagster dev would say it serves, fail to bind, and keep running with nothing served
+        fail(f"127.0.0.1:{port}: {busy.lower()}; choose another port with --port")
     root = _prepare(None, verbose=True)  # the UI's runs keep the trainers' output in their compute logs
     os.chdir(root)
     command = ui_command(port)

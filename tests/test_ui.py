@@ -197,3 +197,28 @@ def test_an_experiment_made_without_the_kind_gets_it_on_the_next_stage_run(tmp_p
     _, experiment = _experiment(tmp_path)
     assert experiment.experiment_id == made
     assert experiment.tags[TRAINING_EXPERIMENT[0]] == TRAINING_EXPERIMENT[1]
+
+
+def test_ui_on_a_busy_port_exits_at_once_with_one_line(tmp_path):
+    """dagster dev said it served, failed to bind and kept running with nothing served: the port is checked first."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        process = subprocess.Popen(
+            [str(BIN / "sparring"), "ui", "--port", str(port)],
+            cwd=ROOT,
+            env={**os.environ, "DAGSTER_HOME": str(tmp_path / ".dagster")},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+        try:
+            out, err = process.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            stop(process)
+            pytest.fail("`sparring ui` on a busy port was still running after 30 s")
+    assert process.returncode not in (0, None)
+    assert err.splitlines() == [f"error: 127.0.0.1:{port}: address already in use; choose another port with --port"]
+    assert "Serving" not in out + err and not (tmp_path / ".dagster").exists()
