@@ -12,9 +12,10 @@ from typing import Any
 import typer
 from rich.console import Console
 from rich.table import Table
+from typer.core import TyperCommand
 
 from sparring.cli import app, fail
-from sparring.params import PROFILE_ENV, PROFILES, ParamsError, load_params
+from sparring.params import PROFILE_ENV, PROFILE_GUIDE, PROFILES, ParamsError, load_params
 from sparring.runtime import project_root
 
 # Dagster's console logger: a failed step's stack trace is Dagster's to keep (its run log, the UI); the terminal
@@ -51,8 +52,8 @@ def _prepare(profile: str | None, verbose: bool = False) -> Path:
     if not verbose:
         for key, value in QUIET_ENV.items():
             os.environ.setdefault(key, value)
-    try:
-        load_params(root / "params.yaml")  # fail fast, before Dagster starts, on a bad params file
+    try:  # fail fast, before Dagster starts, on a bad params file; a bad --profile is named as the flag
+        load_params(root / "params.yaml", profile)
     except ParamsError as exc:
         fail(str(exc))
     ensure_dagster_home(root)
@@ -252,22 +253,39 @@ def _tell_dvc(root: Path, ran: str) -> None:
     say("dvc.lock now records this run's outputs: `dvc repro` finds them up to date" if ok else f"dvc commit: {last}")
 
 
-@app.command()
+def profiles_help() -> str:
+    """Each profile, what it is and how long a whole run of it takes on 2 cores: one paragraph each."""
+    return "\n\n".join(f"{name}: {what}. On 2 cores: {took}." for name, (what, took) in PROFILE_GUIDE.items())
+
+
+def estimate_line(root: Path, stages: list[Any], profile: str, parallel: int) -> str:
+    """How long the run should take: from the stages' last times here, else from a measured run (PROFILE_GUIDE)."""
+    from pipelines.progress import run_estimate
+
+    found = run_estimate(root, stages, profile, parallel)
+    return found or f"no stage times here yet; a whole run on 2 cores: {PROFILE_GUIDE[profile][1]}"
+
+
+RUN_HELP = f"""Run the whole pipeline (the Dagster job `main`) and print a summary.
+
+Profiles (--profile; default: $SPARRING_PROFILE, else params.yaml's `profile:`):
+
+{profiles_help()}"""
+
+
+@app.command(help=RUN_HELP)
 def run(
-    profile: str = typer.Option(None, help=" | ".join(PROFILES)),
+    profile: str = typer.Option(None, help=" | ".join(PROFILES) + " (see above)"),
     verbose: bool = VERBOSE_OPTION,
 ) -> None:
-    """Run the whole pipeline (the Dagster job `main`) and print a summary."""
-    from pipelines.progress import run_estimate, say
+    from pipelines.progress import say
 
     root = _prepare(profile, verbose)
     began, params = time.perf_counter(), load_params(root / "params.yaml")
     stages, parallel = _stages(), params.runtime.parallel_stages
     say(f"sparring run: {len(stages)} stages, profile {params.profile}, {parallel} at a time")
     say(f"sparring run: stages {', '.join(s.name for s in stages)}")
-    estimate = run_estimate(root, stages, params.profile, parallel)
-    if estimate:
-        say(f"sparring run: {estimate}")
+    say(f"sparring run: {estimate_line(root, stages, params.profile, parallel)}")
     _execute(None, parallel, root, verbose, params.tracking.experiment)
     took = time.perf_counter() - began
     say(f"sparring run: finished in {took:.1f} s")
@@ -277,9 +295,24 @@ def run(
     say(critical_line(root, stages, params.profile, took))
 
 
-@app.command()
+class _StageCommand(TyperCommand):
+    """`sparring stage --help` lists the stages, read from dvc.yaml only when help is asked for."""
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        from pipelines.project import declared_stages
+
+        try:
+            names = list(declared_stages(project_root()))
+        except FileNotFoundError:  # outside a project: the stages of the checkout this code comes from
+            names = list(declared_stages(Path(__file__).resolve().parents[1]))
+        if names and "Stages" not in (self.help or ""):
+            self.help = f"{self.help}\n\nStages, in run order: {', '.join(names)}."
+        super().format_help(ctx, formatter)
+
+
+@app.command(cls=_StageCommand)
 def stage(
-    name: str,
+    name: str = typer.Argument(..., help="the stage to run (listed above)"),
     profile: str = typer.Option(None, help=" | ".join(PROFILES)),
     verbose: bool = VERBOSE_OPTION,
 ) -> None:

@@ -347,3 +347,54 @@ def test_a_stage_refusing_bad_input_prints_one_line_and_keeps_the_earlier_output
     )
     assert "IngestError" not in result.output  # the message, not the exception's class
     assert {**digest(root / "data" / "ingest"), **digest(root / "reports" / "ingest.json")} == before
+
+
+# ---- first contact: help, version, a mistyped profile ------------------------------------------------------------
+
+
+def test_run_help_says_what_each_profile_is_and_how_long_it_takes():
+    from sparring.params import PROFILE_GUIDE, PROFILES
+
+    assert set(PROFILE_GUIDE) == set(PROFILES)
+    shown = flat(CliRunner().invoke(app, ["run", "--help"], terminal_width=200).output)
+    for name, (what, took) in PROFILE_GUIDE.items():
+        assert f"{name}: {what}. On 2 cores: {took}." in shown, name
+    assert "quick: the smoke test" in shown and "about 70 s" in shown and "default: the main job" in shown
+    assert "about 1 h" in shown
+
+
+def test_params_help_lists_every_profile_and_stage_help_every_stage():
+    from sparring.params import PROFILES
+
+    params_help = flat(CliRunner().invoke(app, ["params", "--help"], terminal_width=200).output)
+    assert " | ".join(PROFILES) in params_help
+    stage_help = flat(CliRunner().invoke(app, ["stage", "--help"], terminal_width=200).output)
+    stages = list(yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"])
+    assert f"Stages, in run order: {', '.join(stages)}." in stage_help
+
+
+def test_version_prints_the_package_version():
+    from importlib.metadata import version
+
+    result = CliRunner().invoke(app, ["--version"])
+    assert result.exit_code == 0 and result.output.startswith(f"sparring {version('sparring')}"), result.output
+
+
+@pytest.mark.parametrize("command", ["run", "stage ingest"])
+def test_a_mistyped_profile_names_the_flag(empty_project, command):
+    root, env = empty_project
+    result = CliRunner().invoke(app, [*command.split(), "--profile", "quik"], env=env)
+    assert_one_clear_error(result, f"{root / 'params.yaml'}: --profile: unknown profile 'quik'")
+    assert "SPARRING_PROFILE" not in result.output and not (root / "data").exists()
+
+
+def test_a_first_run_prints_the_measured_estimate_until_its_stages_have_times(tmp_path):
+    from pipelines.cli import estimate_line
+    from pipelines.definitions import STAGES
+
+    assert estimate_line(tmp_path, STAGES, "default", 2) == (
+        "no stage times here yet; a whole run on 2 cores: about 1 h (57 min measured)"
+    )
+    (tmp_path / "reports").mkdir()
+    (tmp_path / "reports" / "ingest.json").write_text(json.dumps({"profile": "default", "wall_seconds": 60.0}))
+    assert estimate_line(tmp_path, STAGES, "default", 2).startswith("at least 1m00s from the stages' last times")

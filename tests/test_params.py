@@ -118,3 +118,18 @@ def test_the_trainers_read_the_settings_params_yaml_declares():
     assert fields["simulator_sft"].annotation is SimulatorSFTSettings
     assert fields["coevolution"].annotation is CoevolutionSettings
     assert CoevolutionSettings.model_fields["agent_grpo"].annotation is GRPOSettings
+
+
+def test_a_key_written_twice_is_refused_naming_its_path(tmp_path, monkeypatch):
+    """YAML keeps the last of two equal keys silently: `seed:` twice ran with the second seed."""
+    monkeypatch.delenv("SPARRING_PROFILE", raising=False)
+    text = (ROOT / "params.yaml").read_text(encoding="utf-8")
+    path = tmp_path / "params.yaml"
+    path.write_text(text.replace("\nseed: 0\n", "\nseed: 0\nseed: 1\n", 1), encoding="utf-8")
+    line = text.splitlines().index("seed: 0") + 1
+    with pytest.raises(ParamsError, match=rf"^{path}: seed: written twice \(lines {line} and {line + 1}\); keep one$"):
+        load_params(path, "quick")
+    nested = text.replace("  parallel_stages: 2", "  parallel_stages: 2\n  parallel_stages: 3", 1)
+    path.write_text(nested, encoding="utf-8")
+    with pytest.raises(ParamsError, match="runtime.parallel_stages: written twice"):
+        load_params(path, "quick")

@@ -24,6 +24,23 @@ app = typer.Typer(
 err = Console(stderr=True)
 
 
+def _print_version(wanted: bool) -> None:
+    if wanted:
+        from sparring.runtime import sparring_version
+
+        typer.echo(f"sparring {sparring_version()}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    version: bool = typer.Option(
+        False, "--version", callback=_print_version, is_eager=True, help="print the version (and commit) and exit"
+    ),
+) -> None:
+    pass
+
+
 def fail(message: str, code: int = 2) -> None:
     err.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
     raise typer.Exit(code)
@@ -38,9 +55,7 @@ def load_or_fail(params_file: Path, profile: str | None):
 
 @app.command()
 def params(
-    profile: str = typer.Option(
-        None, help="quick | default | scale | banking77 (default: $SPARRING_PROFILE or the file's)"
-    ),
+    profile: str = typer.Option(None, help=f"{' | '.join(PROFILES)} (default: $SPARRING_PROFILE or the file's)"),
     params_file: Path = typer.Option(Path("params.yaml"), "--params", help="the params file"),
 ) -> None:
     """Validate params.yaml and print the values of one profile."""

@@ -30,6 +30,15 @@ from sparring.settings import (
 
 PROFILES = ("quick", "default", "scale", "banking77", "scale_smoke")
 PROFILE_ENV = "SPARRING_PROFILE"
+# What each profile is for, and how long a whole `sparring run` of it took on a 2-core VM (README, docs/results.md):
+# `sparring run --help` says it, and a first run on a profile prints it until its stages have times of their own.
+PROFILE_GUIDE = {
+    "quick": ("the smoke test: tiny models, checks that every stage runs (its figures are zeros)", "about 70 s"),
+    "default": ("the main job on the embedded synthetic world", "about 1 h (57 min measured)"),
+    "scale": ("a pretrained Hugging Face model with LoRA, for a GPU", "not timed: it needs a GPU"),
+    "banking77": ("the default on Banking77's real utterances (../shared/data/banking77)", "over 1 h, not timed whole"),
+    "scale_smoke": ("the scale path (SmolLM2-135M + LoRA) at quick's budgets, on a CPU", "about 30 min"),
+}
 
 
 class ParamsError(ValueError):
@@ -256,6 +265,43 @@ def _explain(err: ValidationError, raw: dict, profile: str, source: str) -> Para
     return ParamsError("\n".join(lines))
 
 
+def _repeated_key(node: yaml.Node, path: str = "") -> str | None:
+    """The first key written twice in one mapping, anywhere under ``node``, as its full path and lines."""
+    if isinstance(node, yaml.MappingNode):
+        seen: dict[Any, int] = {}
+        for key, value in node.value:
+            name = key.value if isinstance(key, yaml.ScalarNode) else None
+            where = f"{path}.{name}" if path else str(name)
+            if name is not None and name in seen:
+                return f"{where}: written twice (lines {seen[name]} and {key.start_mark.line + 1}); keep one"
+            if name is not None:
+                seen[name] = key.start_mark.line + 1
+            found = _repeated_key(value, where)
+            if found:
+                return found
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            found = _repeated_key(item, f"{path}[{i}]")
+            if found:
+                return found
+    return None
+
+
+def _load_unique(text: str, source: str) -> Any:
+    """``yaml.safe_load``, refusing a key written twice in one mapping (YAML keeps the last silently)."""
+    loader = yaml.SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        repeated = _repeated_key(node)
+        if repeated:
+            raise ParamsError(f"{source}: {repeated}")
+        return loader.construct_document(node)
+    finally:
+        loader.dispose()
+
+
 def load_params(path: str | Path = "params.yaml", profile: str | None = None) -> Params:
     """Load, validate and resolve params for `profile` (default: $SPARRING_PROFILE, else the file's `profile`)."""
     path = Path(path)
@@ -274,7 +320,7 @@ def _validated(text: str, source: str, profile: str | None, env_profile: str | N
     """The Params of one file's text (frozen, so shared): every stage of an in-process run loads them, and
     validating every profile costs ~0.1 s a time."""
     try:
-        raw = yaml.safe_load(text) or {}
+        raw = _load_unique(text, source) or {}
     except yaml.YAMLError as exc:
         raise ParamsError(f"{source}: not valid YAML: {exc}") from exc
     if not isinstance(raw, dict):

@@ -1,8 +1,10 @@
-"""Process-wide start-up settings: where the project is, and how many threads torch may use."""
+"""Process-wide start-up settings: where the project is, which code it runs, and how many threads torch may use."""
 
 from __future__ import annotations
 
 import os
+import subprocess
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 ROOT_ENV = "SPARRING_ROOT"
@@ -42,3 +44,26 @@ def apply_torch_threads(n: int) -> int:
             pass
     _applied_threads = torch.get_num_threads()
     return _applied_threads
+
+
+def git_commit(folder: Path) -> str | None:
+    """The commit checked out at ``folder`` (with ``-dirty`` when tracked files differ from it), or None outside
+    git or without git: what tells two runs of different code apart."""
+    try:
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=folder, capture_output=True, text=True, timeout=10)
+        if head.returncode != 0:
+            return None
+        dirty = subprocess.run(["git", "diff", "--quiet", "HEAD", "--"], cwd=folder, capture_output=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return head.stdout.strip() + ("-dirty" if dirty.returncode == 1 else "")
+
+
+def sparring_version() -> str:
+    """The installed package's version, with the commit of the checkout its code comes from when there is one."""
+    try:
+        installed = version("sparring")
+    except PackageNotFoundError:
+        installed = "unknown"
+    commit = git_commit(Path(__file__).resolve().parent)
+    return f"{installed} ({commit[:12]}{'-dirty' * commit.endswith('-dirty')})" if commit else installed
