@@ -1,4 +1,5 @@
-"""Runs a killed `sparring run` left open, closed: its Dagster run marked canceled, its MLflow runs KILLED.
+"""Runs a killed `sparring run` left open, closed: its Dagster run marked canceled, its MLflow runs KILLED; and
+every pipeline's parent MLflow run settled once its Dagster run is over, from all its stages (:func:`settled_status`).
 
 Every run `sparring run` and `sparring stage` start is tagged with the process that owns it (:func:`owner_tags`:
 host, pid and the pid's start time, so a reused pid is not mistaken for it). A Dagster run still STARTED (or
@@ -22,6 +23,19 @@ DAGSTER_RUN_TAG = "dagster.run_id"  # on every MLflow run of a pipeline executio
 PARENT_TAG = "mlflow.parentRunId"
 OPEN = ("NOT_STARTED", "STARTING", "STARTED", "CANCELING")  # Dagster run statuses of a run not over
 KILLED = "KILLED"
+KIND_TAG = "sparring.kind"  # "pipeline": the parent MLflow run of a Dagster run (pipelines/resources.py)
+
+
+def settled_status(dagster_status: str | None, stages: Iterable[str]) -> str:
+    """The parent MLflow run's status once its Dagster run is over, from the whole run rather than from the stage
+    that ended last: FAILED if a stage failed, KILLED if one was stopped (Ctrl-C, a kill) or the run was canceled,
+    FAILED if the run failed with no stage's run saying why, else FINISHED."""
+    stages = set(stages)
+    if "FAILED" in stages:
+        return "FAILED"
+    if KILLED in stages or dagster_status == "CANCELED":
+        return KILLED
+    return "FAILED" if dagster_status == "FAILURE" else "FINISHED"
 
 
 def _process_started(pid: int) -> str | None:
@@ -90,17 +104,30 @@ def _dagster_run_of(run: Any, by_id: dict[str, Any]) -> str | None:
     return parent.data.tags.get(DAGSTER_RUN_TAG) if parent is not None else None
 
 
-def close_mlflow_runs(tracking: Any, experiment: str, dagster_runs: set[str], over: set[str]) -> list[str]:
-    """Mark KILLED the experiment's RUNNING runs whose Dagster run is in ``dagster_runs`` or is known to be ``over``
-    (finished, failed or canceled); returns their names."""
+def close_mlflow_runs(
+    tracking: Any, experiment: str, dagster_runs: set[str], over: set[str], instance: Any = None
+) -> list[str]:
+    """Mark KILLED the experiment's RUNNING stage runs whose Dagster run is in ``dagster_runs`` or is known to be
+    ``over`` (finished, failed or canceled), then settle those Dagster runs' parent runs from all their stages
+    (:func:`settled_status`, with the Dagster run's status from ``instance``). Returns the stage runs' names: a
+    parent's end is no news."""
     client, running = _mlflow_open_runs(tracking, experiment)
     by_id = {r.info.run_id: r for r in running}
-    closed = []
+    closed, parents = [], []
     for run in running:
         owner = _dagster_run_of(run, by_id)
-        if owner is not None and (owner in dagster_runs or owner in over):
-            client.set_terminated(run.info.run_id, KILLED)
-            closed.append(run.info.run_name or run.info.run_id)
+        if owner is None or (owner not in dagster_runs and owner not in over):
+            continue
+        if run.data.tags.get(KIND_TAG) == "pipeline":
+            parents.append((run, owner))
+            continue
+        client.set_terminated(run.info.run_id, KILLED)
+        closed.append(run.info.run_name or run.info.run_id)
+    for run, owner in parents:  # after their stages, so a stage closed just now counts
+        found = client.search_runs([run.info.experiment_id], f"tags.`{PARENT_TAG}` = '{run.info.run_id}'")
+        dagster = instance.get_run_by_id(owner) if instance is not None else None
+        status = settled_status(dagster.status.value if dagster is not None else None, [r.info.status for r in found])
+        client.set_terminated(run.info.run_id, status)
     return closed
 
 
@@ -122,7 +149,7 @@ def close_stale_runs(instance: Any, tracking: Any, experiment: str) -> tuple[lis
     _, running = _mlflow_open_runs(tracking, experiment)
     by_id = {r.info.run_id: r for r in running}
     over = _finished_dagster_runs(instance, filter(None, (_dagster_run_of(r, by_id) for r in running)))
-    return dagster, close_mlflow_runs(tracking, experiment, set(dagster), over)
+    return dagster, close_mlflow_runs(tracking, experiment, set(dagster), over, instance)
 
 
 def close_own_runs(instance: Any, tracking: Any, experiment: str, owner: dict[str, str]) -> tuple[list[str], list[str]]:
@@ -133,7 +160,7 @@ def close_own_runs(instance: Any, tracking: Any, experiment: str, owner: dict[st
     mine = list(instance.get_runs(filters=RunsFilter(tags=owner)))
     still_open = [r for r in mine if r.status.value in OPEN]
     dagster = close_dagster_runs(instance, still_open, "the command that ran it was interrupted")
-    return dagster, close_mlflow_runs(tracking, experiment, {r.run_id for r in mine}, set())
+    return dagster, close_mlflow_runs(tracking, experiment, {r.run_id for r in mine}, set(), instance)
 
 
 def describe(dagster: list[str], mlflow_runs: list[str]) -> str | None:

@@ -6,6 +6,7 @@ pipeline touches them.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -14,6 +15,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +25,7 @@ from dagster._utils.interrupts import capture_interrupts  # defers SIGINT/SIGTER
 
 from pipelines.compute_logs import DAGSTER_YAML_BLOCK
 from sparring.params import Params, load_params
-from sparring.runtime import apply_torch_threads, project_root
+from sparring.runtime import apply_torch_threads, git_commit, project_root
 
 # What a SIGINT or SIGTERM raises in a stage (Dagster maps SIGTERM to its SIGINT handling): its runs end KILLED.
 INTERRUPTS = (KeyboardInterrupt, DagsterExecutionInterruptedError)
@@ -59,6 +61,27 @@ class ProjectResource(ConfigurableResource):
 # on the empty Traces page in UIs that read it. MLflow 3.17's UI decides by its GenAI / Model training switch
 # instead (remembered by the browser, or `?workflowType=machine_learning` in the experiment's URL).
 TRAINING_EXPERIMENT = ("mlflow.experimentKind", "custom_model_development")
+
+
+KIND_TAG = "sparring.kind"  # "pipeline" on the parent run of a pipeline execution (closing.py settles it)
+
+
+@lru_cache(maxsize=1)
+def _code_commit() -> str | None:
+    import sparring
+
+    return git_commit(Path(sparring.__file__).resolve().parent)  # the checkout the running code comes from
+
+
+def source_tags(params: Params) -> dict[str, str]:
+    """What tells runs of different code or params apart, on every run: the commit (MLflow's Source column, with
+    ``sparring.git_commit`` saying ``-dirty`` when the checkout had changes) and a digest of the resolved params."""
+    resolved = json.dumps(params.model_dump(mode="json"), sort_keys=True).encode()
+    tags = {"sparring.params_digest": hashlib.sha256(resolved).hexdigest()[:12], "mlflow.source.name": "sparring"}
+    commit = _code_commit()
+    if commit:
+        tags.update({"mlflow.source.git.commit": commit.removesuffix("-dirty"), "sparring.git_commit": commit})
+    return tags
 
 
 def _flat(prefix: str, value: Any, out: dict[str, Any]) -> dict[str, Any]:
@@ -130,16 +153,18 @@ class MlflowTracking(ConfigurableResource):
             tags={
                 "dagster.run_id": dagster_run_id,
                 "sparring.profile": params.profile,
-                "sparring.kind": "pipeline",
+                KIND_TAG: "pipeline",
+                **source_tags(params),
             },
-        )
+        )  # RUNNING until the whole Dagster run is over: pipelines/closing.py settles it from all its stages
         _log_params(client, run.info.run_id, params.flat())
         return run.info.run_id
 
     @contextmanager
     def stage_run(self, dagster_run_id: str, stage: str, params: Params, sections: list[str]) -> Iterator[Any]:
         """Open the stage's nested run (active, so TRL's `report_to=["mlflow"]` logs into it) and yield a
-        `StageLog` to log metrics and artifacts; close it FINISHED, KILLED if interrupted, FAILED if it raised."""
+        `StageLog` to log metrics and artifacts; close it FINISHED, KILLED if interrupted, FAILED if it raised.
+        The parent run is left RUNNING: its status is the whole run's, not that of the stage that ended last."""
         import mlflow
 
         client, experiment_id = self._setup(params.tracking.experiment)
@@ -152,6 +177,7 @@ class MlflowTracking(ConfigurableResource):
                 "dagster.run_id": dagster_run_id,
                 "sparring.stage": stage,
                 "sparring.profile": params.profile,
+                **source_tags(params),
             },
         )
         run_id = child.info.run_id
@@ -168,7 +194,6 @@ class MlflowTracking(ConfigurableResource):
         finally:
             with capture_interrupts():  # a second interrupt (Ctrl-C and Dagster's forwarded one) must not skip this
                 client.set_terminated(run_id, status)
-                client.set_terminated(parent, status)
 
 
 def _log_params(client: Any, run_id: str, flat: dict[str, Any]) -> None:
@@ -222,6 +247,8 @@ class StageLog:
         stage_run = self.client.get_run(self.run_id)
         tags = {"mlflow.parentRunId": self.run_id, "sparring.stage": self.stage, "sparring.member": name}
         tags["dagster.run_id"] = stage_run.data.tags.get("dagster.run_id", "")  # what closes it if left open
+        source = ("mlflow.source.name", "mlflow.source.git.commit", "sparring.git_commit", "sparring.params_digest")
+        tags.update({k: v for k, v in stage_run.data.tags.items() if k in source})
         child = self.client.create_run(stage_run.info.experiment_id, run_name=f"{self.stage}.{name}", tags=tags)
         status = "FAILED"
         try:

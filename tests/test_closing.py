@@ -113,14 +113,74 @@ def test_no_store_yet_means_nothing_to_close(tmp_path):
     assert not (tmp_path / "mlruns").exists()  # looking did not create MLflow's store
 
 
+def quick_params(experiment: str):
+    return load_params(ROOT / "params.yaml", "quick").model_copy(update={"tracking": Tracking(experiment=experiment)})
+
+
 @pytest.mark.parametrize("raised, status", [(KeyboardInterrupt, "KILLED"), (ValueError, "FAILED")])
 def test_a_stage_run_ends_killed_when_interrupted_and_failed_when_it_raised(stores, raised, status):
     _, tracking, client, _, experiment = stores
-    params = load_params(ROOT / "params.yaml", "quick").model_copy(update={"tracking": Tracking(experiment=experiment)})
-    with pytest.raises(raised), tracking.stage_run("dagster-run-1", "ingest", params, ["ingest"]) as log:
+    with pytest.raises(raised), tracking.stage_run("dagster-run-1", "ingest", quick_params(experiment), []) as log:
         raise raised()
     assert client.get_run(log.run_id).info.status == status
-    assert client.get_run(log.parent_id).info.status == status
+    assert client.get_run(log.parent_id).info.status == "RUNNING"  # one stage's end is not the run's
+
+
+def stage(tracking, dagster_run: str, name: str, experiment: str, raised: type[BaseException] | None = None) -> str:
+    """One stage's MLflow run under ``dagster_run``'s parent, ended as ``raised`` ends it; returns the parent's id."""
+    try:
+        with tracking.stage_run(dagster_run, name, quick_params(experiment), []) as log:
+            if raised is not None:
+                raise raised()
+    except BaseException as exc:
+        if raised is None or not isinstance(exc, raised):
+            raise
+    return log.parent_id
+
+
+def test_the_parent_run_is_running_until_the_run_is_over_and_then_says_how_the_whole_run_ended(stores):
+    """It took the status of whichever stage ended last: FINISHED while the run went on, and a failed stage's
+    FAILED overwritten by a sibling that finished after it."""
+    instance, tracking, client, _, experiment = stores
+    ok, failed, stopped = (started(instance, owner_tags(), "SUCCESS"), started(instance, owner_tags(), "FAILURE"),
+                           started(instance, owner_tags(), "FAILURE"))  # fmt: skip
+    parents = {run: stage(tracking, run, "ingest", experiment) for run in (ok, failed, stopped)}
+    stage(tracking, failed, "agent_sft", experiment, ValueError)
+    stage(tracking, failed, "simulator_sft", experiment)  # the sibling that finishes after the failure
+    stage(tracking, stopped, "agent_sft", experiment, KeyboardInterrupt)
+    assert {client.get_run(p).info.status for p in parents.values()} == {"RUNNING"}  # stages ended, runs not over
+    assert close_own_runs(instance, tracking, experiment, owner_tags()) == ([], [])  # nothing left open to report
+    statuses = {run: client.get_run(parent).info.status for run, parent in parents.items()}
+    assert statuses == {ok: "FINISHED", failed: "FAILED", stopped: "KILLED"}
+
+
+def test_a_killed_runs_parent_ends_killed(stores):
+    """kill -9 in the middle of agent_sft: ingest had FINISHED its parent; now the next command settles it KILLED."""
+    instance, tracking, client, experiment_id, experiment = stores
+    killed = started(instance, owner_tags(dead_pid()))
+    parent = stage(tracking, killed, "ingest", experiment)
+    left = mlflow_run(client, experiment_id, "agent_sft", **{"dagster.run_id": killed, "mlflow.parentRunId": parent})
+    assert close_stale_runs(instance, tracking, experiment) == ([killed], ["agent_sft"])
+    assert client.get_run(left).info.status == "KILLED" and client.get_run(parent).info.status == "KILLED"
+
+
+def test_every_run_carries_the_code_commit_and_the_params_digest(stores):
+    _, tracking, client, _, experiment = stores
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    with (
+        tracking.stage_run("dagster-run-2", "peer_rl", quick_params(experiment), []) as log,
+        log.child_run("qwen") as m,
+    ):
+        pass
+    runs = [client.get_run(r) for r in (log.parent_id, log.run_id, m.run_id)]
+    assert [r.data.tags["mlflow.source.git.commit"] for r in runs] == [head] * 3
+    assert {r.data.tags["sparring.git_commit"].removesuffix("-dirty") for r in runs} == {head}
+    (digest,) = {r.data.tags["sparring.params_digest"] for r in runs}
+    assert len(digest) == 12
+    other = quick_params(experiment).model_copy(update={"seed": 7})
+    with tracking.stage_run("dagster-run-3", "ingest", other, []) as changed:
+        pass
+    assert client.get_run(changed.run_id).data.tags["sparring.params_digest"] != digest
 
 
 def test_ctrl_c_during_a_stage_prints_one_line_and_exits_130(tmp_path):
