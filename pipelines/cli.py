@@ -69,6 +69,18 @@ def _stages() -> list:
     return STAGES
 
 
+def _check_outputs(root: Path, stages: list[Any]) -> None:
+    """Every stage's output folders checked before the run starts, not when that stage ends, maybe an hour in."""
+    from pipelines.stages import check_outputs
+    from sparring.atomic import OutputRefused
+
+    try:
+        for stage in stages:
+            check_outputs(stage, root)
+    except OutputRefused as exc:
+        fail(str(exc))
+
+
 def _run_config(verbose: bool) -> dict:
     return {"loggers": {"console": {"config": {"log_level": LOG_LEVEL[verbose]}}}}
 
@@ -283,6 +295,7 @@ def run(
     root = _prepare(profile, verbose)
     began, params = time.perf_counter(), load_params(root / "params.yaml")
     stages, parallel = _stages(), params.runtime.parallel_stages
+    _check_outputs(root, stages)
     say(f"sparring run: {len(stages)} stages, profile {params.profile}, {parallel} at a time")
     say(f"sparring run: stages {', '.join(s.name for s in stages)}")
     say(f"sparring run: {estimate_line(root, stages, params.profile, parallel)}")
@@ -336,6 +349,7 @@ def stage(
     if found is None:
         known = list(declared_stages(root)) or [s.name for s in _stages()]
         fail(f"unknown stage {name!r} (stages: {', '.join(known)})")
+    _check_outputs(root, [found[0]])
     experiment = load_params(root / "params.yaml").tracking.experiment
     _execute(found[1].resolve_job_def("main"), root=root, verbose=verbose, experiment=experiment)
     _summary(root, [found[0]])

@@ -41,7 +41,7 @@ from dagster import (
 
 from pipelines.progress import previous_seconds, say, stage_progress
 from pipelines.resources import INTERRUPTS, VERBOSE_ENV, MlflowTracking, ProjectResource
-from sparring.atomic import adopt_dir, write_json
+from sparring.atomic import adopt_dir, check_replaceable, write_json
 from sparring.catalog import REPORTS, Catalog, stage_report
 from sparring.params import Params
 
@@ -192,6 +192,16 @@ def _write_reports(stage: Stage, root: Path, params: Params, output: StageOutput
         write_json({"points": _plot_points(stage, log, report)}, root / stage.plot)
 
 
+def check_outputs(stage: Stage, root: Path) -> None:
+    """Refuse (:class:`~sparring.atomic.OutputRefused`), before the stage runs, an output folder holding files
+    sparring did not write: the stage would find them only when it swaps its new folder in, after training."""
+    for out in stage.outs:
+        adopt_dir(root / out)  # the pipeline's own paths: an output from before manifests is still its own
+        if (root / out).is_dir():
+            advice = f"stage {stage.name} writes this folder whole; move them elsewhere (nothing was run)"
+            check_replaceable(root / out, advice=advice)
+
+
 def stage_asset(stage: Stage) -> Callable[[Callable[[StageContext], StageOutput]], Any]:
     """Wrap a plain `fn(StageContext) -> StageOutput` as the stage's Dagster asset: it loads params, opens
     the stage's MLflow run, times the work, writes reports/<stage>.json (and its headline and plot files)
@@ -215,8 +225,7 @@ def stage_asset(stage: Stage) -> Callable[[Callable[[StageContext], StageOutput]
             began = time.perf_counter()
             say(f"stage {stage.name}: started")
             root, params = project.path(), project.params()
-            for out in stage.outs:  # the pipeline's own paths: an output from before manifests is still its own
-                adopt_dir(root / out)
+            check_outputs(stage, root)
             last_time = previous_seconds(root, stage.name, params.profile)  # read before this run rewrites it
             try:
                 with mlflow.stage_run(context.run.run_id, stage.name, params, [*COMMON_PARAMS, *stage.params]) as log:

@@ -398,3 +398,65 @@ def test_a_first_run_prints_the_measured_estimate_until_its_stages_have_times(tm
     (tmp_path / "reports").mkdir()
     (tmp_path / "reports" / "ingest.json").write_text(json.dumps({"profile": "default", "wall_seconds": 60.0}))
     assert estimate_line(tmp_path, STAGES, "default", 2).startswith("at least 1m00s from the stages' last times")
+
+
+# ---- a stage's fixed output folder holding a file sparring did not write -----------------------------------------
+
+
+def foreign_file_in(folder: Path) -> None:
+    """``folder`` as sparring's own output (its manifest) with a user's NOTES.md added."""
+    from sparring.atomic import write_manifest
+
+    folder.mkdir(parents=True)
+    write_manifest(folder)
+    (folder / "NOTES.md").write_text("mine\n")
+
+
+def test_a_foreign_file_in_a_stages_folder_is_refused_before_it_trains(empty_project, monkeypatch):
+    """It was found after judge_models trained, when the new folder was swapped in (on the default profile, after
+    up to 35 minutes of SFT for the stages that hold models); and "choose a new or empty folder" does not fit a
+    stage, whose folder is fixed."""
+    import assets.judge_models
+
+    root, env = empty_project
+    assert CliRunner().invoke(app, ["stage", "ingest"], env=env).exit_code == 0
+    foreign_file_in(root / "models" / "judge")
+    trained = []
+    monkeypatch.setattr(assets.judge_models, "build_judge_models", lambda *a, **k: trained.append(1))
+    result = CliRunner().invoke(app, ["stage", "judge_models"], env=env)
+    assert_one_clear_error(
+        result,
+        f"{root / 'models' / 'judge'}: holds files sparring did not write (NOTES.md); refusing to replace it: "
+        "stage judge_models writes this folder whole; move them elsewhere (nothing was run)",
+    )
+    assert not trained and (root / "models" / "judge" / "NOTES.md").read_text() == "mine\n"
+    assert "choose a new" not in result.output and "started" not in result.output  # before Dagster starts it
+
+
+def test_a_stage_run_from_dagster_refuses_a_foreign_file_before_it_trains(tmp_path):
+    """The Dagster UI (and `sparring run`'s stage processes) run the asset without the command's check."""
+    from dagster import materialize
+
+    from pipelines.resources import MlflowTracking, ProjectResource
+    from pipelines.stages import Stage, StageOutput, stage_asset
+
+    ran = []
+    declared = Stage(name="fixed", description="", params=(), deps=(), outs=("models/fixed",))
+    asset = stage_asset(declared)(lambda ctx: ran.append(1) or StageOutput(metrics={}))
+    (tmp_path / "params.yaml").write_text("profile: quick\n")
+    foreign_file_in(tmp_path / "models" / "fixed")
+    resources = {"project": ProjectResource(root=str(tmp_path)), "mlflow": MlflowTracking(root=str(tmp_path))}
+    result = materialize([asset], resources=resources, raise_on_error=False)
+    assert not result.success and not ran
+    (failure,) = [e for e in result.all_events if e.is_step_failure]
+    message = failure.step_failure_data.error.cause.message
+    assert "models/fixed: holds files sparring did not write (NOTES.md)" in message
+    assert "stage fixed writes this folder whole" in message and not (tmp_path / "mlruns").exists()
+
+
+def test_run_checks_every_stages_folder_before_the_first_stage(empty_project):
+    root, env = empty_project
+    foreign_file_in(root / "models" / "cycles" / "cycle_2")
+    result = CliRunner().invoke(app, ["run"], env=env)
+    assert_one_clear_error(result, "cycle_2: holds files sparring did not write (NOTES.md)", "stage cycle_2 writes")
+    assert not (root / "data").exists() and not (root / "reports").exists()  # no stage ran

@@ -83,8 +83,11 @@ def is_own_output(folder: Path, recognizes: Iterable[str] = ()) -> bool:
     return not _foreign(folder, recognizes)
 
 
-def check_replaceable(out_dir: Path, recognizes: Iterable[str] = ()) -> None:
-    """Raise :class:`OutputRefused` unless ``out_dir`` is absent or is sparring's own earlier output."""
+def check_replaceable(
+    out_dir: Path, recognizes: Iterable[str] = (), advice: str = "choose a new or empty folder"
+) -> None:
+    """Raise :class:`OutputRefused` unless ``out_dir`` is absent or is sparring's own earlier output; the message
+    ends with ``advice`` (a caller whose folder is fixed, a pipeline stage, says what to do instead)."""
     out_dir = Path(out_dir)
     if Path(os.path.abspath(out_dir)).name == "":
         raise OutputRefused(f"{out_dir}: the filesystem root cannot be an output folder")
@@ -97,7 +100,7 @@ def check_replaceable(out_dir: Path, recognizes: Iterable[str] = ()) -> None:
         return
     shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
     raise OutputRefused(
-        f"{out_dir}: holds files sparring did not write ({shown}); refusing to replace it: choose a new or empty folder"
+        f"{out_dir}: holds files sparring did not write ({shown}); refusing to replace it: {advice}"
     )
 
 
