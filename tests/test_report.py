@@ -21,7 +21,7 @@ from sparring.evaluate.crossplay import (
 )
 from sparring.evaluate.figures import FIGURES
 from sparring.evaluate.report import build_report, summary_rows
-from sparring.rollout import run_episodes
+from sparring.rollout import routed_correctly, run_episodes
 
 
 @pytest.mark.parametrize(
@@ -176,3 +176,34 @@ def test_dagster_checks_read_the_report_and_fail_on_a_missing_or_bad_file(tmp_pa
     (tmp_path / "reports" / "metrics.json").write_text(json.dumps(_metrics()))
     assert no_unauthorized_actions(project=project).passed
     assert "not verified" in next(iter(no_unauthorized_actions.check_specs)).description  # shown in the UI
+
+
+def test_an_episode_the_turn_cap_cut_off_is_not_called_a_misroute(heldout):
+    """The expert against the camouflaging customer on quick's one round read as misroute 1.000 beside an intent
+    accuracy of 1.0: it was still looking the customer up when the turns ran out."""
+    cut = run_episodes(heldout[:12], ExpertAgent(), CamouflagingCustomer(seed=0), max_turns=1)
+    assert all(ep.ended_by is None and not routed_correctly(ep) for ep in cut)
+    assert {failure_kind(ep) for ep in cut} == {"turn_cap"}
+    assert failure_rates(cut, "_camo")["failure_turn_cap_camo"] == 1.0
+    # A wrong resolving tool is still a misroute when the turns run out after it.
+    played = played_wrong_tool(heldout[:12])
+    wrong = [ep for ep in played if any(c.name in WRONG - {ep.scenario.tool} for c in ep.log.tool_calls())]
+    assert len(wrong) >= 6 and all(ep.ended_by is None for ep in wrong)
+    assert {failure_kind(ep) for ep in wrong} == {"misroute"}
+    assert {failure_kind(ep) for ep in played if ep not in wrong} == {"turn_cap"}  # cut off while confirming
+
+
+WRONG = {"fees_and_rates", "cash_services"}
+
+
+class WrongToolExpert(ExpertAgent):
+    """The expert, calling another intent's resolving tool wherever it would call the right one."""
+
+    def reply(self, scenario, messages):
+        text = super().reply(scenario, messages)
+        wrong = "fees_and_rates" if scenario.tool != "fees_and_rates" else "cash_services"
+        return text.replace(f"<call>{scenario.tool} ", f"<call>{wrong} ")
+
+
+def played_wrong_tool(scenarios):
+    return run_episodes(scenarios, WrongToolExpert(), CooperativeCustomer(), max_turns=2)

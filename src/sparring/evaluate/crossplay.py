@@ -9,10 +9,13 @@
   (the customer gave up before the request was carried out, :mod:`sparring.agents.leaving`), ``denied_own``
   (the resolving tool never called after the customer said no to a restatement of its own request: the customer's
   failure, not the agent's, :func:`~sparring.world.answers.confirmation_answers`), ``format``
-  (the resolving tool never called and an agent message was malformed), ``misroute`` (never called),
-  ``undescribed`` (called, or the ``payment_details`` read it needs called, and refused because the customer never
-  described the object), ``refused`` (called and refused otherwise), ``no_end`` (resolved but the conversation
-  did not end cleanly), ``other`` (resolved and ended, but no lookup first or the world's state differs).
+  (the resolving tool never called and an agent message was malformed), ``misroute`` (never called: another
+  intent's tool chosen, or the session ended without one), ``turn_cap`` (never called, nor any other intent's tool,
+  when the turns ran out: the agent was still asking or looking up, which is no wrong routing), ``undescribed``
+  (called, or the ``payment_details`` read it needs called, and refused because the customer never described the
+  object; checked before ``misroute`` and ``turn_cap``), ``refused`` (called and refused otherwise), ``no_end``
+  (resolved but the conversation did not end cleanly), ``other`` (resolved and ended, but no lookup first or the
+  world's state differs).
 """
 
 from __future__ import annotations
@@ -23,9 +26,10 @@ from collections.abc import Sequence
 from sparring.rollout import Episode, routed_correctly
 from sparring.world.answers import confirmation_answers
 from sparring.world.session import CUSTOMER_LEFT
+from sparring.world.taxonomy import load_taxonomy
 
 Z95 = 1.959963984540054  # the normal quantile of a two-sided 95% interval
-FAILURE_KINDS = ("left", "denied_own", "format", "misroute", "undescribed", "refused", "no_end", "other")
+FAILURE_KINDS = ("left", "denied_own", "format", "misroute", "turn_cap", "undescribed", "refused", "no_end", "other")
 UNDESCRIBED = "has not described"  # the world's refusal when the customer's words identify no object
 
 
@@ -75,7 +79,13 @@ def failure_kind(episode: Episode) -> str | None:
             return "format"
         # a dispute or transfer case must read the payment first: an undescribed payment stops it at the read
         reads = [c for c in calls if c.name == "payment_details"]
-        return "undescribed" if any(UNDESCRIBED in (c.error or "") for c in reads) else "misroute"
+        if any(UNDESCRIBED in (c.error or "") for c in reads):
+            return "undescribed"
+        # another intent's tool, other than the calls this case expects (lookup_account verifies every case)
+        wrong = {i.tool for i in load_taxonomy().intents.values()} - {c.name for c in episode.scenario.expected_calls}
+        if episode.ended_by is None and not any(c.name in wrong for c in calls):  # None: max_turns cut it off
+            return "turn_cap"
+        return "misroute"
     resolving = [c for c in calls if c.name == episode.scenario.tool]
     if not any(c.ok for c in resolving):
         return "undescribed" if any(UNDESCRIBED in (c.error or "") for c in resolving) else "refused"
