@@ -224,3 +224,13 @@ def test_a_judge_folder_that_does_not_load_is_one_line_naming_it(checkpoint, tmp
         "--params", str(tmp_path / "no_params.yaml"),
     )  # fmt: skip
     one_line_error(result, str(judge), "cannot load the judge")
+
+
+def test_route_prints_no_loading_bar(checkpoint, tmp_path):
+    """transformers' "Loading weights" bar went to the terminal beside route's own progress."""
+    csv_in = tmp_path / "in.csv"
+    csv_in.write_text("text\nmy card never came\n")
+    result = CliRunner().invoke(app, ["route", str(csv_in), "--checkpoint", str(checkpoint)])
+    assert result.exit_code == 0, result.output
+    assert "Loading" not in result.output and "it/s" not in result.output, result.output
+    assert result.output.strip().startswith("routed 1 rows"), result.output

@@ -460,3 +460,39 @@ def test_run_checks_every_stages_folder_before_the_first_stage(empty_project):
     result = CliRunner().invoke(app, ["run"], env=env)
     assert_one_clear_error(result, "cycle_2: holds files sparring did not write (NOTES.md)", "stage cycle_2 writes")
     assert not (root / "data").exists() and not (root / "reports").exists()  # no stage ran
+
+
+# ---- checkpoints: the hint names the agent folder; weights readable like their siblings ---------------------------
+
+
+def test_a_folder_holding_checkpoints_is_named_with_them(tmp_path):
+    """`sparring chat --checkpoint models/cycles/cycle_2` said "train one with `sparring run`": the agent was in it."""
+    cycle = tmp_path / "cycles" / "cycle_2"
+    for side in ("agent", "adversary"):
+        (cycle / side).mkdir(parents=True)
+        (cycle / side / "config.json").write_text("{}")
+    (cycle / "state.json").write_text("{}")
+    result = CliRunner().invoke(app, ["chat", "--checkpoint", str(cycle)], input="/end\n")
+    in_it = f"{cycle / 'agent'}, {cycle / 'adversary'}"
+    assert_one_clear_error(result, f"{cycle}: not a model checkpoint (no config.json); the checkpoints in it: {in_it}")
+    assert "sparring run" not in result.output
+    result = CliRunner().invoke(app, ["chat", "--checkpoint", str(tmp_path)], input="/end\n")
+    assert_one_clear_error(result, f"{tmp_path}: not a model checkpoint (no config.json); train one with `sparring")
+
+
+def test_weights_in_an_output_folder_are_readable_like_their_siblings(tmp_path):
+    """safetensors writes its files 0600; a checkpoint's config and tokenizer beside them are 0644."""
+    import torch
+    from safetensors.torch import save_file
+
+    from sparring.atomic import replace_dir
+
+    def fill(folder: Path) -> None:
+        save_file({"w": torch.zeros(2)}, str(folder / "model.safetensors"))
+        (folder / "config.json").write_text("{}")
+
+    replace_dir(tmp_path / "ckpt", fill)
+    umask = os.umask(0o022)
+    os.umask(umask)
+    modes = {p.name: p.stat().st_mode & 0o777 for p in (tmp_path / "ckpt").iterdir()}
+    assert set(modes.values()) == {0o666 & ~umask}, {k: oct(v) for k, v in modes.items()}

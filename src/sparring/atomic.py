@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 MANIFEST = ".sparring-output.json"
+_UMASK = os.umask(0o022)  # read once (os.umask can only be read by setting it), then put back
+os.umask(_UMASK)
 
 
 class OutputRefused(ValueError):
@@ -104,6 +106,15 @@ def check_replaceable(
     )
 
 
+def _usual_modes(folder: Path) -> None:
+    """Every file under ``folder`` readable as the umask allows: safetensors writes its files 0600, beside the
+    0644 of everything else in a checkpoint."""
+    usual = 0o666 & ~_UMASK
+    for path in folder.rglob("*"):
+        if path.is_file() and not path.is_symlink() and path.stat().st_mode & 0o777 != usual:
+            path.chmod(usual)
+
+
 def write_manifest(folder: Path) -> None:
     """Record every file now in ``folder`` as sparring's (deterministic: the same files give the same bytes)."""
     files = [f for f in _listing(folder) if f != MANIFEST]
@@ -131,6 +142,7 @@ def replace_dir(out_dir: Path, fill: Callable[[Path], None], recognizes: Iterabl
         raise OutputRefused(f"{out_dir}: cannot write the output: {exc.strerror or exc}") from exc
     try:
         fill(tmp)
+        _usual_modes(tmp)
         write_manifest(tmp)
         if out_dir.exists():
             out_dir.rename(old)

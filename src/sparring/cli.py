@@ -163,7 +163,8 @@ def _load_agent(checkpoint: Path, max_new_tokens: int):
 
     apply_torch_threads(1)
     try:
-        model, tokenizer = load_checkpoint(checkpoint)
+        with _no_progress_bars():  # transformers' "Loading weights" bar is not the command's output
+            model, tokenizer = load_checkpoint(checkpoint)
     except CheckpointError as exc:
         fail(str(exc))
     return LMPolicy(model, tokenizer, role="agent", max_new_tokens=max_new_tokens, greedy=True)

@@ -47,7 +47,10 @@ def check_checkpoint(folder: Path) -> None:
         raise CheckpointError(f"{folder}: not a model checkpoint (no such folder); train one with `sparring run`")
     adapter = (folder / MARKER).is_file()
     if not adapter and not (folder / "config.json").is_file():
-        raise CheckpointError(f"{folder}: not a model checkpoint (no config.json); train one with `sparring run`")
+        inside = [p for p in folder.iterdir() if (p / "config.json").is_file() or (p / MARKER).is_file()]
+        inside.sort(key=lambda p: (p.name != "agent", p.name))  # a cycle's agent first: what chat and route want
+        hint = f"the checkpoints in it: {', '.join(map(str, inside))}" if inside else "train one with `sparring run`"
+        raise CheckpointError(f"{folder}: not a model checkpoint (no config.json); {hint}")
     check_weights(folder)
     if adapter:
         check_adapter(folder)
