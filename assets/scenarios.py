@@ -13,8 +13,8 @@ from sparring.world.scenarios import check_disjoint, sample_scenarios, save_scen
 
 STAGE = Stage(
     name="scenarios",
-    description="Scenarios (intent, world, customer, slots, persona, expected calls): train, held-out and the "
-    "agent gym's unplayed sets.",
+    description="Scenarios (intent, world, customer, slots, persona, expected calls): train, held-out, the "
+    "agent gym's unplayed set, and validation and arena sets from the validation split.",
     params=("scenarios",),
     deps=("src/sparring/world", "src/sparring/agents/leaving.py", "src/sparring/seeds.py", "assets/scenarios.py"),
     outs=(SCENARIOS,),
@@ -48,6 +48,20 @@ def scenarios(ctx: StageContext) -> StageOutput:
         skip=gives_up,
     )
     check_disjoint(sets["gym"], sets["heldout"])
+    # Validation (agent_rl's checkpoint choice) and arena (the cycles'): one draw from the validation split, cut in
+    # two, so the sets share no utterance and neither meets a demonstration, a gym or the held-out set.
+    unseen = sample_scenarios(
+        ctx.catalog.utterances("validation"),
+        n=cfg.n_validation + cfg.n_arena,
+        seed=derive_seed(ctx.params.seed, "validation"),
+        personas=dict(cfg.personas),
+        n_customers=cfg.n_customers,
+    )
+    sets["validation"], sets["arena"] = unseen[: cfg.n_validation], unseen[cfg.n_validation :]
+    for name in ("validation", "arena"):
+        for other in ("train", "heldout", "gym"):
+            check_disjoint(sets[name], sets[other])
+    check_disjoint(sets["validation"], sets["arena"])
 
     def write(folder):
         for name, items in sets.items():
@@ -59,6 +73,8 @@ def scenarios(ctx: StageContext) -> StageOutput:
         "n_train": len(sets["train"]),
         "n_heldout": len(sets["heldout"]),
         "n_gym": len(sets["gym"]),
+        "n_validation": len(sets["validation"]),
+        "n_arena": len(sets["arena"]),
         "heldout_intents": len({s.intent for s in sets["heldout"]}),
         **{f"heldout_persona_{p}": n for p, n in sorted(personas.items())},
     }

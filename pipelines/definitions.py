@@ -7,6 +7,7 @@ from typing import Any
 from dagster import AssetSelection, Definitions, define_asset_job
 
 from assets import (
+    agent_rl,
     agent_sft,
     coevolution,
     evaluate,
@@ -31,6 +32,7 @@ STAGE_ASSETS: list[tuple[Stage, Any]] = [
     (tokenizer.STAGE, tokenizer.tokenizer),
     (simulator_sft.STAGE, simulator_sft.simulator_sft),
     (agent_sft.STAGE, agent_sft.agent_sft),
+    (agent_rl.STAGE, agent_rl.agent_rl),
     (simulator_rl.STAGE, simulator_rl.simulator_rl),
     (peer_members.STAGE, peer_members.peer_members),
     *zip(coevolution.STAGES, coevolution.ASSETS, strict=True),

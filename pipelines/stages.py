@@ -154,8 +154,9 @@ def _headline(stage: Stage, metrics: dict[str, Any]) -> dict[str, Any]:
 
 
 def _plot_points(stage: Stage, log: Any, report: dict[str, Any]) -> list[dict[str, Any]]:
-    """The stage's data series: an SFT stage's logged loss (steps counted across its phases), or a cycle's W_DA
-    trajectory so far, with the adversary's arena success beside it (from the state it leaves)."""
+    """The stage's data series: an SFT stage's logged loss (steps counted across its phases), a cycle's W_DA
+    trajectory so far, with the adversary's arena success beside it (from the state it leaves), or the `curve` a
+    stage reports (agent_rl's validation per step)."""
     if is_cycle(stage.name):
         state = report.get("state", {})
         history, adv = state.get("w_da_history", []), state.get("adv_success_history", [])
@@ -163,6 +164,9 @@ def _plot_points(stage: Stage, log: Any, report: dict[str, Any]) -> list[dict[st
         for point, a in zip(points, adv, strict=False):
             point["adv_success"] = float(a)
         return points
+    if stage.series and isinstance(report.get("curve"), list):  # a stage's own curve (agent_rl's validation)
+        x, y = stage.series.x, stage.series.y
+        return [{x: row[x], y: float(row[y])} for row in report["curve"] if x in row and y in row]
     points, offset, last_phase, last_step = [], 0, None, 0
     for entry in getattr(log, "logged_curves", []):
         if "loss" not in entry or "step" not in entry:
@@ -261,7 +265,7 @@ def _plots(stages: list[Stage]) -> list[dict[str, Any]]:
     cycles = [s for s in stages if is_cycle(s.name)]
     for s in stages:
         if s.series and s.plot and (not is_cycle(s.name) or s is cycles[-1]):
-            plot_id = "w_da" if is_cycle(s.name) else f"{s.name}_loss"
+            plot_id = "w_da" if is_cycle(s.name) else f"{s.name}_{s.series.y.removeprefix('train_')}"
             series = {"x": s.series.x, "y": {s.plot: s.series.y}, "title": s.series.title, "template": "linear"}
             plots.append({plot_id: series})
         plots += list(s.figures)  # images: DVC shows them as they are

@@ -22,12 +22,13 @@ if TYPE_CHECKING:
 
 # Each stage's outputs (the folders DVC caches, the files it tracks).
 INGEST = "data/ingest"  # {,dialogues_}{train,validation,test}.parquet (sparring.data.ingest writes them)
-SCENARIOS = "data/scenarios"  # train.jsonl, heldout.jsonl, gym.jsonl
+SCENARIOS = "data/scenarios"  # train, heldout, gym, validation and arena .jsonl
 JUDGE = "models/judge"  # the intent oracle and the realism discriminator (sparring.judge.loading's layout)
 TOKENIZER = "models/tokenizer"
 SIMULATOR_SFT = "models/simulator_sft"
 SIMULATOR_RL = "models/simulator_rl"
 AGENT_SFT = "models/agent_sft"  # DA0
+AGENT_RL = "models/agent_rl"  # DA1: DA0 after agent_rl's GRPO, with its validation curve
 PEER_MEMBERS = "models/peer_members"  # one checkpoint folder per member of another model family
 CYCLES = "models/cycles"  # cycle_<k>/: state, metrics, checkpoints (sparring.train.cycles's layout)
 PEER_RL = "models/peer_rl"  # one checkpoint folder per member, played by evaluate as `peer_<member>`
@@ -37,8 +38,9 @@ FIGURES = f"{REPORTS}/figures"
 REPORT_MD = f"{REPORTS}/report.md"
 REPORT_HTML = f"{REPORTS}/report.html"
 SCRATCH = "scratch"  # trainers' working folders and the stages' logs: not tracked
-# The scenario sets `scenarios` writes: train (demos, gyms), heldout (every measurement), gym (unplayed openings).
-SCENARIO_SETS = ("train", "heldout", "gym")
+# The scenario sets `scenarios` writes: train (demos, gyms), heldout (every measurement), gym (unplayed openings),
+# validation (agent_rl's checkpoint choice) and arena (the cycles' arenas).
+SCENARIO_SETS = ("train", "heldout", "gym", "validation", "arena")
 # The simulator checkpoint `coevolution.simulator` (sft | rl) names.
 SIMULATORS = {"sft": SIMULATOR_SFT, "rl": SIMULATOR_RL}
 

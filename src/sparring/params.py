@@ -20,6 +20,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from sparring.settings import (
+    AgentRLSettings,
     AgentSFTSettings,
     CoevolutionSettings,
     ModelSpec,
@@ -121,6 +122,8 @@ class Scenarios(_Strict):
     n_heldout: int = Field(240, ge=1, le=1_000_000)  # from the test split; metrics are computed on these
     n_customers: int = Field(6, ge=2, le=1000)  # customers per world: the others are what an attacker targets
     n_gym: int = Field(160, ge=0, le=1_000_000)  # from train-split openings no train scenario has: gym.jsonl
+    n_validation: int = Field(96, ge=1, le=1_000_000)  # from the validation split: agent_rl picks DA1 on these
+    n_arena: int = Field(48, ge=1, le=1_000_000)  # from the validation split, disjoint: the cycles' arenas
     personas: dict[Literal["cooperative", "vague", "impatient", "camouflaging", "social_engineering"], float] = Field(
         default_factory=lambda: {
             "cooperative": 0.4,
@@ -189,9 +192,24 @@ class Params(_Strict):
     simulator_sft: SimulatorSFTSettings = SimulatorSFTSettings()
     simulator_rl: SimulatorRLSettings = SimulatorRLSettings()
     agent_sft: AgentSFTSettings = AgentSFTSettings()
+    agent_rl: AgentRLSettings = AgentRLSettings()
     coevolution: CoevolutionSettings = CoevolutionSettings()
     peer_rl: PeerRewardSettings = PeerRewardSettings()
     evaluate: Evaluate = Evaluate()
+
+    @model_validator(mode="after")
+    def _check(self) -> Params:
+        if self.agent_rl.validation_scenarios > self.scenarios.n_validation:
+            raise ValueError(
+                f"agent_rl.validation_scenarios ({self.agent_rl.validation_scenarios}) exceeds the validation set "
+                f"(scenarios.n_validation: {self.scenarios.n_validation})"
+            )
+        if self.coevolution.arena_scenarios > self.scenarios.n_arena:
+            raise ValueError(
+                f"coevolution.arena_scenarios ({self.coevolution.arena_scenarios}) exceeds the arena set "
+                f"(scenarios.n_arena: {self.scenarios.n_arena})"
+            )
+        return self
 
     def flat(self) -> dict[str, Any]:
         """Dotted-name view for MLflow: stable names across runs so runs compare column by column."""

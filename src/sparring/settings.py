@@ -148,6 +148,9 @@ class GRPOSettings(Settings):
     max_calls_per_turn: int = Field(3, ge=1, description="tool calls per agent turn")
     gradient_accumulation_steps: int = Field(1, ge=1, description="micro-batches per step (same episodes, less memory)")
     warmup_steps: int = Field(0, ge=0, description="linear warmup")
+    lr_scheduler: Literal["linear", "constant", "constant_with_warmup", "cosine"] = Field(
+        "linear", description="transformers' lr_scheduler_type (linear decays to 0 at max_steps)"
+    )
     max_grad_norm: float = Field(1.0, gt=0, description="gradient clipping")
     adam_beta2: float = Field(0.999, gt=0, lt=1, description="Adam's beta2")
     logging_steps: int = Field(1, ge=1, description="steps between logged curve points")
@@ -205,20 +208,45 @@ class SimulatorRLSettings(Settings):
         return self
 
 
+# The agent's GRPO recipe that learnt (docs/results.md, "The first long arm"): dynamic sampling at a learning rate
+# that does not decay inside the budget. agent_rl runs it for its own steps; the cycles' agent gyms for theirs.
+AGENT_GRPO = GRPOSettings(learning_rate=3e-4, dynamic_sampling=2, lr_scheduler="constant", max_steps=20)
+
+
+class AgentRLSettings(Settings):
+    """params.yaml's `agent_rl`: RL-ADA's step 1, DA0 -> DA1 by multi-turn GRPO on the unplayed gym with
+    ``coevolution.agent_grpo``'s recipe, keeping the step best on validation scenarios
+    (:mod:`sparring.train.agent_rl`)."""
+
+    max_steps: int = Field(100, ge=1, description="GRPO steps (replaces coevolution.agent_grpo.max_steps here)")
+    eval_every: int = Field(20, ge=1, description="steps between validation plays (and resumable checkpoints)")
+    validation_scenarios: int = Field(64, ge=1, description="validation scenarios played at each check (greedy)")
+    gym: Literal["unplayed", "train"] = Field(
+        "unplayed", description="the gym's scenarios: openings no demonstration played (gym.jsonl), or the train set"
+    )
+    keep: Literal["best", "last"] = Field("best", description="DA1: the checked step best on validation, or the last")
+
+    @model_validator(mode="after")
+    def _check(self) -> AgentRLSettings:
+        if self.eval_every > self.max_steps:
+            raise ValueError(f"eval_every ({self.eval_every}) must be <= max_steps ({self.max_steps})")
+        return self
+
+
 class CoevolutionSettings(Settings):
     """params.yaml's `coevolution`: RL-ADA's cycles, one pipeline stage per cycle."""
 
-    agent_grpo: GRPOSettings = Field(GRPOSettings(), description="the agent's gym; its turn limits shape every episode")
+    agent_grpo: GRPOSettings = Field(AGENT_GRPO, description="the agent's gym; its turn limits shape every episode")
     adversary_grpo: GRPOSettings = Field(
         GRPOSettings(max_new_tokens=64), description="the adversary's gym; its tokens and temperature every customer's"
     )
-    arena_scenarios: int = Field(24, ge=1, description="held-in scenarios per arena")
+    arena_scenarios: int = Field(24, ge=1, description="arena.jsonl scenarios per arena (neither side trains on them)")
     arena_runs: int = Field(2, ge=1, description="times each arena scenario is played")
     gym_scenarios: int = Field(32, ge=1, description="scenarios a gym samples its groups from")
     replay_share: float = Field(0.5, ge=0, le=1, description="of them, replayed from recent arena transcripts")
     replay_failure_share: float = Field(0.7, ge=0, le=1, description="of the replayed, the trained side's losses")
     agent_gym: Literal["train", "unplayed"] = Field(
-        "train", description="the agent gym's fresh scenarios: the training ones or scenarios' unplayed gym.jsonl"
+        "unplayed", description="the agent gym's fresh scenarios: the training ones or scenarios' unplayed gym.jsonl"
     )
     max_transcripts: int = Field(512, ge=0, description="recent arena transcripts carried from cycle to cycle")
     agent_mix: dict[Literal["adversary", "pool", "coop"], float] = Field(

@@ -195,6 +195,8 @@ def make_rollout_func(
     def rollout(prompts: list[Any], trainer: Any) -> dict[str, list]:
         t0 = time.perf_counter()
         picked = [scenarios[i] for i in prompt_indices(prompts, g)]
+        if calls[0] == 0:  # a resumed trainer: its rollouts' draws go on from the step it resumed at
+            calls[0] = getattr(getattr(trainer, "state", None), "global_step", 0) // settings.num_iterations
         draw = derive_seed(seed, side, calls[0])
         calls[0] += 1
         model = unwrapped(trainer)
@@ -302,8 +304,11 @@ def _reward_func(name: str) -> Callable[..., list[float]]:
     return reward
 
 
-def grpo_config(settings: GRPOSettings, output_dir: Path, report_to: Sequence[str] = (), seed: int = 0) -> Any:
-    """The ``GRPOConfig`` of ``settings``: one generation batch (= G x scenarios_per_step episodes) per step."""
+def grpo_config(
+    settings: GRPOSettings, output_dir: Path, report_to: Sequence[str] = (), seed: int = 0, save_every: int = 0
+) -> Any:
+    """The ``GRPOConfig`` of ``settings``: one generation batch (= G x scenarios_per_step episodes) per step;
+    ``save_every`` > 0 checkpoints the trainer (weights, optimizer, scheduler, RNG) every that many steps."""
     import torch
     from trl import GRPOConfig
 
@@ -317,6 +322,7 @@ def grpo_config(settings: GRPOSettings, output_dir: Path, report_to: Sequence[st
         max_steps=settings.max_steps,
         learning_rate=settings.learning_rate,
         warmup_steps=settings.warmup_steps,
+        lr_scheduler_type=settings.lr_scheduler,
         max_grad_norm=settings.max_grad_norm,
         adam_beta2=settings.adam_beta2,
         beta=settings.beta,
@@ -334,7 +340,9 @@ def grpo_config(settings: GRPOSettings, output_dir: Path, report_to: Sequence[st
         use_cpu=not cuda,
         bf16=cuda,
         activation_checkpointing=False,
-        save_strategy="no",
+        save_strategy="steps" if save_every else "no",
+        save_steps=save_every or 500,
+        save_total_limit=2 if save_every else None,  # the last two: a kill mid-save leaves the one before whole
         report_to=list(report_to),
         dataloader_num_workers=0,
         disable_tqdm=True,
@@ -480,6 +488,7 @@ def build_trainer(
     report_to: Sequence[str] = (),
     callbacks: Sequence[Any] = (),
     seed: int = 0,
+    save_every: int = 0,
 ) -> Any:
     """A ``GRPOTrainer`` over ``n_prompts`` prompt keys ``"<i>|"``-prefixed; rewards reach it as ``side_reward``."""
     from datasets import Dataset
@@ -498,7 +507,7 @@ def build_trainer(
     dataset = Dataset.from_list([{"prompt": f"{i}|"} for i in range(n_prompts)])
     # One trainer class: per-token advantages when the rollout returns token_credit, TRL's Â otherwise.
     trainer_class = make_update_trainer(make_credit_trainer(GRPOTrainer))
-    args = grpo_config(settings, output_dir, report_to, seed)
+    args = grpo_config(settings, output_dir, report_to, seed, save_every)
     return trainer_class(
         model=model,
         reward_funcs=[_reward_func(reward_name)],
@@ -541,12 +550,16 @@ def train_side(
     wrap: Callable[[LMPolicy], Policy] | None = None,
     report_to: Sequence[str] = (),
     callbacks: Sequence[Any] = (),
+    save_every: int = 0,
+    resume_from: Path | None = None,
 ) -> GRPOResult:
     """Train ``side`` (the chat role: "agent" or "customer") of ``model`` with GRPO against a frozen ``opponent``: a
     policy, or ``(scenario, seed) -> policy`` drawn once per group. Each step plays ``scenarios_per_step`` of
     ``scenarios`` (shuffled with ``seed``) x ``num_generations`` episodes, rewarded by the judge's ``reward_key``
     (default: the side's). ``output_dir``: the trainer's scratch (a temporary folder when None; the caller saves
-    the model). ``wrap`` wraps the trained policy in every rollout. Deterministic in ``seed`` on CPU."""
+    the model). ``wrap`` wraps the trained policy in every rollout. Deterministic in ``seed`` on CPU. With
+    ``save_every`` the trainer checkpoints into ``output_dir`` every that many steps; ``resume_from`` (one of those
+    checkpoints) goes on from it to the weights an uninterrupted run reaches."""
     if not scenarios:
         raise ValueError("no scenarios to train on")
     pool = tile_to_step(scenarios, settings.scenarios_per_step)
@@ -569,13 +582,15 @@ def train_side(
             report_to=report_to,
             callbacks=callbacks,
             seed=seed,
+            save_every=save_every,
         )
         start = time.perf_counter()
-        trainer.train()
+        trainer.train(resume_from_checkpoint=str(resume_from) if resume_from else None)
         seconds = time.perf_counter() - start
     trained = trained_model(trainer)
+    resumed = int(Path(resume_from).name.rsplit("-", 1)[-1]) if resume_from else 0  # checkpoint-<step>
     for i, row in enumerate(record):
-        row["step"] = i + 1
+        row["step"] = resumed + i + 1
     return GRPOResult(
         model=trained,
         curves=list(trainer.state.log_history),

@@ -1,0 +1,90 @@
+"""Asset `agent_rl`: DA0 -> DA1, RL-ADA's GRPO bootstrap before any arena (sparring.train.agent_rl).
+
+Resuming: the trainer checkpoints into scratch/agent_rl every `agent_rl.eval_every` steps, beside the validation
+curve and the weights kept at each check; a run killed mid-stage and started again goes on from the last
+checkpoint to the weights an uninterrupted run reaches. The scratch folder is removed once DA1 is in place.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pipelines.stages import Plot, Stage, StageContext, StageOutput, stage_asset
+from sparring.catalog import AGENT_RL, AGENT_SFT, SIMULATORS
+from sparring.params import PROFILES, load_params
+from sparring.train.agent_rl import clear_scratch, train_agent_rl
+
+PARAMS_FILE = Path(__file__).resolve().parents[1] / "params.yaml"
+
+
+def _plays_rl() -> bool:
+    """Whether some profile's agent plays the RL simulator (`coevolution.simulator: rl`): then agent_rl waits for
+    it, as cycle_1 does; the graph is one whatever the active profile."""
+    return any(load_params(PARAMS_FILE, name).coevolution.simulator == "rl" for name in PROFILES)
+
+
+STAGE = Stage(
+    name="agent_rl",
+    description="DA1: multi-turn GRPO of DA0 on the unplayed gym against the simulator (as the first adversary "
+    "and the cooperative customer), the agent's reward from the world; validation strict PASS every K steps picks "
+    "the step kept.",
+    params=("agent_rl", "coevolution", "judge"),
+    deps=(
+        "src/sparring/train",
+        "src/sparring/judge",
+        "src/sparring/agents",
+        "src/sparring/hf_door.py",  # the private TRL/transformers touches of agents/ and train/
+        "src/sparring/rollout.py",
+        "src/sparring/seeds.py",
+        "src/sparring/world",
+        "assets/agent_rl.py",
+    ),
+    outs=(AGENT_RL,),
+    upstream=("scenarios", "agent_sft", "simulator_sft", *(("simulator_rl",) * _plays_rl())),
+    priority=2,  # on the longest chain (agent_sft -> agent_rl -> the cycles): before simulator_rl when both are ready
+    headline_metrics=("val_score_da1",),
+    series=Plot("step", "strict_pass_advpool", "agent_rl: validation strict PASS vs the pool per step"),
+    group="warm_start",
+    kinds=("pytorch", "huggingface", "mlflow"),
+)
+
+
+@stage_asset(STAGE)
+def agent_rl(ctx: StageContext) -> StageOutput:
+    p, data, rl, co = ctx.params, ctx.catalog, ctx.params.agent_rl, ctx.params.coevolution
+    scratch = data.scratch(STAGE.name)
+    result = train_agent_rl(
+        data.path(AGENT_SFT),
+        data.path(SIMULATORS[co.simulator]),
+        data.scenarios("gym" if rl.gym == "unplayed" else "train"),
+        data.scenarios("validation"),
+        co,
+        rl,
+        p.judge.reward,
+        data.path(AGENT_RL),
+        scratch,
+        seed=p.seed,
+        log=ctx.dagster.log.info,
+    )
+    ctx.log.checkpoint(data.path(AGENT_RL), "")
+    start = next(row for row in result.curve if row["step"] == 0)
+    chosen = next(row for row in result.curve if row["step"] == result.step)
+    for row in result.curve:  # the validation curve in MLflow, step by step
+        ctx.log.metrics({f"val_{k}": v for k, v in row.items() if k != "step"}, row["step"])
+    metrics = {
+        "chosen_step": float(result.step),
+        "resumed_from": float(result.resumed_from),
+        "train_seconds": round(result.seconds, 2),
+        **{f"val_{k}_da0": float(v) for k, v in start.items() if k != "step"},  # validation, DA0 and DA1
+        **{f"val_{k}_da1": float(v) for k, v in chosen.items() if k != "step"},
+    }
+    if result.grpo is not None:
+        metrics.update(
+            grpo_seconds=result.grpo.seconds,
+            grpo_rollout_seconds=result.grpo.rollout_seconds,
+            grpo_rollout_episodes=float(result.grpo.rollout_episodes),
+            **{f"grpo_{k}": v for k, v in result.grpo.reward_stats().items()},
+        )
+    clear_scratch(scratch)
+    report = {"curve": result.curve, "chosen_step": result.step, "signals": result.signals}
+    return StageOutput(metrics=metrics, report=report)
