@@ -21,7 +21,7 @@ from typing import Any
 from dagster import MetadataValue
 
 from pipelines.stages import Plot, Stage, StageContext, StageOutput, stage_asset
-from sparring.catalog import AGENT_SFT, JUDGE, SCENARIOS, SIMULATORS, cycle_dir, load_judge
+from sparring.catalog import AGENT_RL, JUDGE, SCENARIOS, SIMULATORS, cycle_dir, load_judge
 from sparring.params import PROFILES, load_params
 from sparring.train.cycle_state import CycleState
 from sparring.train.cycles import cycle_phases, fingerprint, is_finished, load_metrics, run_cycle_folder
@@ -37,6 +37,7 @@ CODE = (
     "src/sparring/train/opponents.py",
     "src/sparring/train/cycles.py",
     "src/sparring/train/play.py",
+    "src/sparring/train/lm_head.py",  # grpo's CPU update head
     "src/sparring/judge",
     "src/sparring/catalog.py",  # load_judge: the judge the cycles play with
     "src/sparring/rollout.py",
@@ -72,7 +73,7 @@ def cycle_stages(params_file: Path = PARAMS_FILE) -> list[Stage]:
     (`coevolution.simulator: rl`), so the graph is one whatever the active profile."""
     profiles = [load_params(params_file, name).coevolution for name in PROFILES]
     plays_rl = any(c.simulator == "rl" for c in profiles)
-    first = ("scenarios", "judge_models", "simulator_sft", *(("simulator_rl",) * plays_rl), "agent_sft")
+    first = ("scenarios", "judge_models", "simulator_sft", *(("simulator_rl",) * plays_rl), "agent_rl")
     return [cycle_stage(k, first) for k in range(1, max(c.max_cycles for c in profiles) + 1)]
 
 
@@ -99,7 +100,7 @@ def cycle_fingerprint(ctx: StageContext, k: int) -> dict[str, Any]:
     inputs = {"scenarios": data.path(SCENARIOS), "judge": data.path(JUDGE)}
     if k == 1:
         simulator = SIMULATORS[p.coevolution.simulator]  # keyed by its folder's name, as stored fingerprints are
-        inputs.update({"agent_sft": data.path(AGENT_SFT), Path(simulator).name: data.path(simulator)})
+        inputs.update({"agent_rl": data.path(AGENT_RL), Path(simulator).name: data.path(simulator)})
     else:
         inputs["previous"] = data.path(cycle_dir(k - 1))
     inputs.update({f"code:{c}": data.path(c) for c in CODE})
@@ -112,11 +113,12 @@ def _numeric(metrics: dict[str, Any]) -> dict[str, float]:
 
 
 def previous_state(root: Path, k: int, max_cycles: int, simulator: str = "sft") -> CycleState:
-    """The state cycle k starts from: DA0 and the simulator (``coevolution.simulator``'s) for cycle 1, else cycle
+    """The state cycle k starts from: DA1 (agent_rl's) and the simulator (``coevolution.simulator``'s) for cycle
+    1, else cycle
     k-1's folder; a state past the active profile's ``max_cycles`` (a profile with fewer cycles than the graph) is
     marked stopped."""
     if k == 1:
-        previous = CycleState(agent_dir=AGENT_SFT, simulator_dir=SIMULATORS[simulator])
+        previous = CycleState(agent_dir=AGENT_RL, simulator_dir=SIMULATORS[simulator])
     else:
         previous = CycleState.load(root / cycle_dir(k - 1))
     if not previous.stopped and previous.cycle >= max_cycles:
@@ -193,6 +195,7 @@ def _run_cycle(ctx: StageContext, k: int, print_: dict[str, Any]) -> tuple[Cycle
         print_,
         seed=p.seed,
         agent_gym=data.scenarios("gym") if cfg.agent_gym == "unplayed" else None,
+        arena_scenarios=data.scenarios("arena"),
         log=ctx.dagster.log.info,
     )
 

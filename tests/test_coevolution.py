@@ -59,13 +59,32 @@ class FixedBackend:
     ],
 )
 def test_stop_rule(history, expected):
-    assert stop_reason(history, CoevolutionSettings(max_cycles=8)) == expected
+    assert stop_reason(history, CoevolutionSettings(max_cycles=8), BOTH) == expected
+
+
+BOTH = ("adversary", "agent")
 
 
 def test_stop_rule_window_and_budget():
-    assert stop_reason([0.6, 0.62, 0.7], CoevolutionSettings(window=3, max_cycles=8)) is None
-    assert stop_reason([0.5, 0.6, 0.62, 0.65], CoevolutionSettings(window=3, max_cycles=8)) == "gates"
-    assert stop_reason([0.1, 0.2], CoevolutionSettings(max_cycles=2)) == "max_cycles"
+    assert stop_reason([0.6, 0.62, 0.7], CoevolutionSettings(window=3, max_cycles=8), BOTH) is None
+    assert stop_reason([0.5, 0.6, 0.62, 0.65], CoevolutionSettings(window=3, max_cycles=8), BOTH) == "gates"
+    assert stop_reason([0.1, 0.2], CoevolutionSettings(max_cycles=2), BOTH) == "max_cycles"
+
+
+@pytest.mark.parametrize("trained", [(), ("adversary",), ("adversary", "none"), ("agent", "agent")])
+def test_the_stop_rule_cannot_fire_before_each_side_trained(trained):
+    # DA1 holds the gates from the first arenas (W_DA 0.7 and steady): the loop goes on until both sides trained.
+    assert stop_reason([0.7, 0.7, 0.7], CoevolutionSettings(max_cycles=8), trained) is None
+    assert stop_reason([0.7, 0.7, 0.7], CoevolutionSettings(max_cycles=8), (*trained, "adversary", "agent")) == "gates"
+    assert stop_reason([0.7] * 8, CoevolutionSettings(max_cycles=8), trained) == "max_cycles"
+
+
+def test_a_side_that_never_trained_trains_before_the_rule_compares_them():
+    # The adversary's gym moved nothing (a tie would alternate; a gain for the agent would train the adversary
+    # again): the agent, which never trained, trains in cycle 2 whatever the arena says.
+    assert behind_side([0.7, 0.9], [0.1, 0.05], ["adversary"]) == "agent"
+    assert behind_side([0.7, 0.5], [0.1, 0.3], ["agent"]) == "adversary"
+    assert behind_side([0.7, 0.9], [0.1, 0.05], ["adversary", "agent"]) == "adversary"
 
 
 def test_the_literal_weaker_rule_compares_raw_rates_and_never_trains_the_agent_on_this_scale():

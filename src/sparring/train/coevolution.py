@@ -108,8 +108,9 @@ class Arena:
 def play_arena(
     models: CycleModels, adversary_dir: str, scenarios: Sequence[Scenario], judge: Scorer, seed: int, cycle: int
 ) -> Arena:
-    """The agent against the current adversary on ``arena_scenarios`` held-in scenarios x ``arena_runs``, both
-    sampling; the agent wins on strict PASS, the adversary on the judge's ``adv_won``."""
+    """The agent against the current adversary on ``arena_scenarios`` of ``scenarios`` (the arena set, which no
+    gym or demonstration plays) x ``arena_runs``, both sampling; the agent wins on strict PASS, the adversary on
+    the judge's ``adv_won``."""
     s = models.settings
     picked = _sample(scenarios, s.arena_scenarios, random.Random(derive_seed(seed, cycle, "arena"))) * s.arena_runs
     episodes = run_episodes(
@@ -142,11 +143,15 @@ def behind_side(w_da_history: Sequence[float], adv_success_history: Sequence[flo
     """``train: behind``: the side that lost more ground since the previous arena trains.
 
     Δ_agent = W_DA_k - W_DA_{k-1}, Δ_adv = adv_success_k - adv_success_{k-1} (the histories end with this cycle's
-    arena); the side with the lower Δ trains. After the adversary's gym lowers W_DA the agent trains; after the
-    agent's gym lowers adv_success the adversary does. With no previous arena (cycle 1, or a state saved before
+    arena); the side with the lower Δ trains, once each side has trained (until then, the side that never did).
+    After the adversary's gym lowers W_DA the agent trains; after the agent's gym lowers adv_success the
+    adversary does. With no previous arena (cycle 1, or a state saved before
     adv_success was kept), or a tie, the side that did not train last trains (``trained``: earlier cycles'
     sides, oldest first): the adversary first, since it starts without RL, as the paper's CA."""
     other = "agent" if trained and trained[-1] == "adversary" else "adversary"
+    never = [side for side in ("adversary", "agent") if side not in trained]
+    if trained and never:  # each side trains once before the rule compares them: both must move to co-evolve
+        return never[0]
     if len(w_da_history) < 2 or len(adv_success_history) < 2:
         return other
     d_agent = w_da_history[-1] - w_da_history[-2]
@@ -349,15 +354,16 @@ def evaluate_cycle(
 # 5. Stop rule ---------------------------------------------------------------------------------------------------
 
 
-def stop_reason(w_da_history: Sequence[float], settings: CoevolutionSettings) -> str | None:
+def stop_reason(w_da_history: Sequence[float], settings: CoevolutionSettings, trained: Sequence[str]) -> str | None:
     """Why to stop after these W_DA values (one per cycle), or None to go on.
 
-    "gates": the last ``window`` values are all >= ``w_da_gate`` (competency) and each consecutive change among
-    them is within ``stability``; "max_cycles": ``max_cycles`` cycles ran. A tiny slack absorbs float noise
-    (0.64 -> 0.59 is a change of 0.05)."""
+    "gates": both sides have trained (``trained``: the earlier cycles' sides), the last ``window`` values are all
+    >= ``w_da_gate`` (competency) and each consecutive change among them is within ``stability``; "max_cycles":
+    ``max_cycles`` cycles ran. A tiny slack absorbs float noise (0.64 -> 0.59 is a change of 0.05). Without the
+    first gate a competent DA1 held the gates at once and co-evolution ended with nothing trained."""
     w, s, eps = list(w_da_history), settings, 1e-9
     n = max(s.window, 2)
-    if len(w) >= n:
+    if len(w) >= n and {"agent", "adversary"} <= set(trained):
         last = w[-n:]
         steady = all(abs(b - a) <= s.stability + eps for a, b in zip(last, last[1:], strict=False))
         if steady and all(x >= s.w_da_gate - eps for x in last):
@@ -381,12 +387,14 @@ def run_cycle(
     seed: int = 0,
     report_to: Sequence[str] = (),
     agent_gym: Sequence[Scenario] | None = None,
+    arena_scenarios: Sequence[Scenario] | None = None,
     log: Callable[[str], None] = lambda _: None,
 ) -> tuple[CycleState, dict[str, Any]]:
     """Run cycle ``state.cycle + 1``; write its checkpoints, state and metrics into ``out_dir``; return both.
 
-    ``train_scenarios`` feed the arena and the gym (held-in), ``eval_scenarios`` the cycle's evaluation (held-out);
+    ``train_scenarios`` feed the gyms (held-in), ``eval_scenarios`` the cycle's evaluation (held-out);
     ``agent_gym``, when given, is the agent gym's fresh draw in their place (``coevolution.agent_gym: unplayed``);
+    ``arena_scenarios`` (the arena set, which neither side trains on; None: the train scenarios) the arena's;
     every draw is seeded from (``seed``, cycle)."""
     if state.stopped:
         raise ValueError(f"co-evolution already stopped ({state.stopped})")
@@ -396,7 +404,8 @@ def run_cycle(
     load_seconds = time.perf_counter() - t0
 
     t0 = time.perf_counter()
-    arena = play_arena(models, state.adversary_dir, train_scenarios, judge, seed, k)
+    arena_set = train_scenarios if arena_scenarios is None else arena_scenarios
+    arena = play_arena(models, state.adversary_dir, arena_set, judge, seed, k)
     transcripts = (state.transcripts + arena.records(k))[-s.max_transcripts :]
     history = [*state.w_da_history, arena.w_da]
     adv_history = [*state.adv_success_history, arena.adv_success]
@@ -414,7 +423,7 @@ def run_cycle(
         f"({len(arena.episodes)} episodes)"
     )
 
-    stop = stop_reason(history, s)
+    stop = stop_reason(history, s, state.trained_history)
     side = pick_side(s, history, adv_history, state.trained_history, stop)
     new = replace(
         state, cycle=k, w_da_history=history, adv_success_history=adv_history, transcripts=transcripts, stopped=None

@@ -114,10 +114,11 @@ def run_cycle_folder(
     *,
     seed: int = 0,
     agent_gym: Sequence[Scenario] | None = None,
+    arena_scenarios: Sequence[Scenario] | None = None,
     log: Callable[[str], None] = lambda _: None,
 ) -> tuple[CycleState, dict[str, Any]]:
-    """Run cycle ``cycle`` after ``previous`` (root-relative paths) into ``out_dir``, atomically (``agent_gym``:
-    :func:`~sparring.train.coevolution.run_cycle`'s).
+    """Run cycle ``cycle`` after ``previous`` (root-relative paths) into ``out_dir``, atomically (``agent_gym``,
+    ``arena_scenarios``: :func:`~sparring.train.coevolution.run_cycle`'s).
 
     If ``previous`` already stopped, the folder records that (its metrics say ``stopped``, the state is copied
     forward) and nothing trains. ``inputs`` (:func:`fingerprint`) is written last, as ``inputs.json``."""
@@ -147,6 +148,7 @@ def run_cycle_folder(
                 tmp,
                 seed=seed,
                 agent_gym=agent_gym,
+                arena_scenarios=arena_scenarios,
                 log=log,
             )
             state = portable(new, root, tmp, out_dir)
