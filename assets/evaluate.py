@@ -1,5 +1,6 @@
-"""Asset `evaluate`: DA0, every cycle's agent, the final agent and each peer-reward member (`peer_<member>`) on
-held-out scenarios → reports/metrics.json.
+"""Asset `evaluate`: DA0, DA1 (agent_rl's), every cycle's agent, the final agent and each peer-reward member
+(`peer_<member>`) on held-out scenarios → reports/metrics.json, with the paired gains DA1 − DA0, final − DA0 and
+final − DA1.
 
 Opponents: the cooperative simulator (`_coop`), the scripted camouflaging customer (`_camo`) and the pool of
 adversary generations (`_advpool`, with the judge's adversary reward parts). Beside the agents: the goal-knowing
@@ -22,9 +23,9 @@ from pipelines.progress import CriticalPath, critical_path, upstream_closure
 from pipelines.stages import Stage, StageContext, StageOutput, stage_asset
 from sparring.agents.scripted import ExpertAgent
 from sparring.atomic import write_json
-from sparring.catalog import AGENT_SFT, JUDGE, METRICS, PEER_RL, REPORTS, Catalog, cycle_dir, load_judge
+from sparring.catalog import AGENT_RL, AGENT_SFT, JUDGE, METRICS, PEER_RL, REPORTS, Catalog, cycle_dir, load_judge
 from sparring.evaluate import checks
-from sparring.evaluate.episodes import compact_episodes
+from sparring.evaluate.episodes import compact_episodes, gains
 from sparring.evaluate.parallel import evaluate_heldout_parallel
 from sparring.evaluate.strategies import discover_strategies, strategy_records
 from sparring.train.cycle_state import CycleState
@@ -37,7 +38,7 @@ STAGE = Stage(
     params=("evaluate", "coevolution", "judge"),
     deps=(
         "src/sparring/evaluate/heldout.py",
-        "src/sparring/evaluate/episodes.py",
+        "src/sparring/evaluate/episodes.py",  # the compact per-episode outcomes and the paired gains
         "src/sparring/evaluate/parallel.py",
         "src/sparring/train/play.py",
         "src/sparring/evaluate/crossplay.py",
@@ -61,6 +62,7 @@ STAGE = Stage(
         f"cycle_{N_CYCLES}",
         "peer_rl",
         "agent_sft",
+        "agent_rl",
         "simulator_sft",
         "simulator_rl",
         "scenarios",
@@ -119,10 +121,10 @@ def _wall_seconds(data: Catalog, profile: str) -> tuple[dict[str, float], Critic
 
 
 def _agents(data: Catalog, peer: dict[str, Any] | None) -> tuple[dict[str, Path], list[dict[str, Any]], CycleState]:
-    """The agents to play (DA0, each cycle's that ran, the final one, each peer member), the cycles' metrics, and
-    the state the last cycle left (the simulator and the adversary pool)."""
+    """The agents to play (DA0, DA1, each cycle's that ran, the final one, each peer member), the cycles' metrics,
+    and the state the last cycle left (the simulator and the adversary pool)."""
     cycles = []  # the cycles that ran (the rest recorded that co-evolution had stopped)
-    agents: dict[str, Path] = {"da0": data.path(AGENT_SFT)}
+    agents: dict[str, Path] = {"da0": data.path(AGENT_SFT), "da1": data.path(AGENT_RL)}
     for k, stage in enumerate(CYCLE_STAGES, start=1):
         metrics = load_metrics(data.path(cycle_dir(k)))
         if metrics.get("stopped"):
@@ -158,21 +160,29 @@ def evaluate(ctx: StageContext) -> StageOutput:
         pass_k_scenarios=e.pass_k_scenarios,
         main_only=[name for name in agents if name.startswith("peer_")],  # routers: peer_rl measures them
     )
-    document = _document(ctx, played, len(heldout), cycles, final, peer)
+    episodes = compact_episodes(played.episodes)
+    document = _document(ctx, played, len(heldout), cycles, final, peer, gains(episodes, seed=p.seed))
     write_json(document, data.path(METRICS))
     ctx.log.artifact(data.path(METRICS))
     results = played.agents
     headline = {f"{agent}.{m}": values[m] for agent, values in results.items() for m in KEY_METRICS if m in values}
     report = {"stop_reason": final.stopped, "phases": played.phases, "worker_phases": played.worker_phases}
-    report["episodes"] = compact_episodes(played.episodes)  # per-episode outcomes, for paired comparisons
+    report["episodes"] = episodes  # per-episode outcomes, for paired comparisons
     return StageOutput(metrics={**headline, "n_heldout": len(heldout), "cycles_run": len(cycles)}, report=report)
 
 
 def _document(
-    ctx: StageContext, played: Any, n_heldout: int, cycles: list, final: CycleState, peer: dict[str, Any] | None
+    ctx: StageContext,
+    played: Any,
+    n_heldout: int,
+    cycles: list,
+    final: CycleState,
+    peer: dict[str, Any] | None,
+    paired: dict[str, Any],
 ) -> dict[str, Any]:
-    """reports/metrics.json: the agents' figures with the ceiling, cross-play, the adversaries' strategies, the
-    cycles, the peer cohort, both simulators' fidelity and the stages' times."""
+    """reports/metrics.json: the agents' figures with the ceiling, the paired gains (DA1 - DA0, final - DA0,
+    final - DA1), cross-play, the adversaries' strategies, the cycles, the peer cohort, both simulators' fidelity
+    and the stages' times."""
     p, data = ctx.params, ctx.catalog
     records = [r for g, eps in sorted(played.adversary_episodes.items()) for r in strategy_records(eps, g - 1)]
     strategies = discover_strategies(
@@ -185,6 +195,7 @@ def _document(
         "n_heldout": n_heldout,
         "agents": played.agents,
         "ceiling": played.ceiling,
+        "gains": paired,  # {"da1-da0": {"advpool": [mean, low, high], ...}, ...}: paired bootstrap 95%
         "cross_play": played.cross_play,
         "strategies": strategies,
         "cycles": cycles,

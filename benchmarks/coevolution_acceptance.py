@@ -33,26 +33,26 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from pipelines.project import copy_project
-from sparring.evaluate.episodes import episode_outcomes
+from pipelines.project import copy_project, declared_stages
+from sparring.evaluate.episodes import episode_outcomes, paired_bootstrap
 
 ROOT = Path(__file__).resolve().parents[1]
 
 EXPERT_FLOOR = 0.95  # the expert's strict PASS vs the pool: the pool must be winnable
 ROUTING_ERROR_MAX = 0.03  # the final agent's routing error vs the cooperative simulator
 FAITHFUL = 0.8  # the adversary's faithfulness floor in its first gym
-RESAMPLES = 2000
 EPS = 1e-9  # rates equal up to float noise compare as equal
 NOT_AVERAGED = ("seed", "n_heldout", "n_paired", "first_gym_cycle")
 CRITERIA = ("expert_ceiling", "pool_half_gap", "coop_routing_camo", "both_sides_trained", "first_gym")
+PER_SEED = ("da1_gain", "final_gain", "coop_camo_held")  # issue 63: judged in every seed
+DA1_GAIN, FINAL_GAIN, HELD = 0.05, 0.08, 0.02  # DA1 - DA0 and final - DA0 vs the pool; coop and camo held within
 
 
 class BadRun(Exception):
@@ -96,19 +96,6 @@ def load_run(root: Path, profile: str) -> tuple[dict[str, Any], dict[str, Any]]:
     if not isinstance(metrics.get("cycles"), list):
         raise BadRun(f"{metrics_path}: no cycles list")
     return metrics, evaluate
-
-
-def paired_bootstrap(
-    before: Sequence[float], after: Sequence[float], resamples: int = RESAMPLES, seed: int = 0, level: float = 0.95
-) -> tuple[float, float]:
-    """The ``level`` percentile interval of mean(after - before) over ``resamples`` resamples of the pairs."""
-    d = np.asarray(after, dtype=float) - np.asarray(before, dtype=float)
-    if d.ndim != 1 or d.size == 0:
-        raise ValueError("paired_bootstrap needs two equally long, non-empty vectors")
-    rng = np.random.default_rng(seed)
-    means = d[rng.integers(0, d.size, size=(resamples, d.size))].mean(axis=1)
-    low, high = np.quantile(means, [(1 - level) / 2, (1 + level) / 2])
-    return float(low), float(high)
 
 
 def pool_difference(evaluate: dict[str, Any], path: Path, seed: int) -> dict[str, Any]:
@@ -180,7 +167,17 @@ def seed_figures(root: Path, profile: str, bootstrap_seed: int = 0) -> dict[str,
         "w_da_trajectory": metrics.get("w_da_trajectory", [c.get("w_da") for c in cycles]),
         "adv_success_trajectory": metrics.get("adv_success_trajectory", [c.get("arena_adv_success") for c in cycles]),
         **first_gym(cycles),
+        **rl_gains(metrics),
     }
+
+
+def rl_gains(metrics: dict[str, Any]) -> dict[str, Any]:
+    """metrics.json's paired gains (evaluate's, when DA1 was played): [mean, low, high] per pair and opponent."""
+    gains = metrics.get("gains") or {}
+    out = {f"gain_{pair}_{opp}": gains[pair][opp] for pair in gains for opp in gains[pair]}
+    if "da1" in metrics.get("agents", {}):
+        out["da1_strict_pass_advpool"] = metrics["agents"]["da1"].get("strict_pass_advpool")
+    return out
 
 
 def checks(f: dict[str, Any]) -> dict[str, bool | None]:
@@ -199,6 +196,28 @@ def checks(f: dict[str, Any]) -> dict[str, bool | None]:
         "both_sides_trained": None if trained is None else {"agent", "adversary"} <= set(trained),
         "first_gym": gym,
     }
+
+
+def gain_checks(f: dict[str, Any]) -> dict[str, bool | None]:
+    """Issue 63's criteria on one seed's paired gains (evaluate's ``gains``): DA1 - DA0 and final - DA0 vs the
+    pool at least their floors with intervals above 0; final no lower than DA0 vs `_coop` and `_camo` beyond HELD."""
+    return {
+        "da1_gain": _gain_holds(f.get("gain_da1-da0_advpool"), DA1_GAIN),
+        "final_gain": _gain_holds(f.get("gain_final-da0_advpool") or _pool_gain(f), FINAL_GAIN),
+        "coop_camo_held": None
+        if "gain_final-da0_coop" not in f
+        else all(f[f"gain_final-da0_{o}"][0] >= -HELD - EPS for o in ("coop", "camo")),
+    }
+
+
+def _pool_gain(f: dict[str, Any]) -> list[float] | None:
+    ci = f.get("final_minus_da0_advpool_ci")
+    return [f["final_minus_da0_advpool"], *ci] if ci and "final_minus_da0_advpool" in f else None
+
+
+def _gain_holds(gain: list[float] | None, floor: float) -> bool | None:
+    """A paired gain [mean, low, high] of at least ``floor`` whose interval lies above 0; None: unmeasured."""
+    return None if not gain else gain[0] >= floor - EPS and gain[1] > 0
 
 
 def over_seeds(seeds: dict[str, dict[str, Any]]) -> tuple[dict[str, Any], dict[str, bool | None]]:
@@ -222,6 +241,10 @@ def over_seeds(seeds: dict[str, dict[str, Any]]) -> tuple[dict[str, Any], dict[s
     criteria = {k: on_mean[k] for k in CRITERIA[:3]}
     criteria["both_sides_trained"] = all(c["both_sides_trained"] for c in per_seed)
     criteria["first_gym"] = False if False in gym else (None if None in gym else True)
+    gains = [gain_checks(r) for r in rows]
+    for name in PER_SEED:
+        marks = [c[name] for c in gains]
+        criteria[name] = False if False in marks else (None if None in marks else True)
     return mean, criteria
 
 
@@ -243,7 +266,7 @@ def print_tables(seeds: dict[str, dict[str, Any]], mean: dict[str, Any], criteri
         for key, value in f.items():
             if key not in ("path", "seed", "n_heldout"):
                 print(f"  {key:36s} {show(value)}")
-        for name, ok in checks(f).items():
+        for name, ok in {**checks(f), **gain_checks(f)}.items():
             print(f"  {'criterion ' + name:36s} {verdict(ok)}")
     print(f"\nmean over {len(seeds)} seed(s)")
     for key, value in mean.items():
@@ -300,6 +323,58 @@ def copy_command(root: Path) -> tuple[list[str], dict[str, str]]:
     return [str(Path(sys.executable).parent / "sparring")], env
 
 
+# A warm start's folders and stage reports, shared by every RL seed: what agent_rl, the cycles and evaluate read.
+WARM_FOLDERS = ("data/ingest", "data/scenarios", "models/judge", "models/tokenizer", "models/agent_sft")
+WARM_FOLDERS += ("models/simulator_sft",)
+WARM_STAGES = ("ingest", "scenarios", "judge_models", "tokenizer", "agent_sft", "simulator_sft")
+SCENARIO_SETS = ("train", "heldout", "gym", "validation", "arena")  # what agent_rl, the cycles and evaluate read
+# `sparring stage NAME` without the upstream check: evaluate runs without the peer cohort and simulator_rl.
+RUN_STAGE = "import sys; from pipelines.cli import run_stage; run_stage(sys.argv[1], check_upstream=False)"
+
+
+def run_from_warm(workdir: Path, warm: Path, seed: int, profile: str) -> Path:
+    """The finished copy for RL ``seed`` on ``warm``'s warm start (DA0, the simulator, the judge, the tokenizer, the
+    ingested data and the scenario sets, copied: the draws DA0's demonstrations played): agent_rl, every cycle and
+    evaluate; their output in run.log. Only the RL seed differs between copies."""
+    root = workdir / f"seed_{seed}"
+    if finished(root, profile, seed):
+        return root
+    sets = [f"data/scenarios/{name}.jsonl" for name in SCENARIO_SETS]
+    missing = [rel for rel in (*WARM_FOLDERS, *sets) if not (warm / rel).exists()]
+    if missing:
+        raise BadRun(f"{warm}: no {', '.join(missing)} (run its warm-start stages first)")
+    prepare_copy(ROOT, root, seed, profile)
+    for rel in WARM_FOLDERS:
+        shutil.copytree(warm / rel, root / rel)
+    for name in WARM_STAGES:
+        for rel in (f"reports/{name}.json", f"reports/headline/{name}.json"):
+            if (warm / rel).is_file():
+                (root / rel).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(warm / rel, root / rel)
+    cli, env = copy_command(root)
+    print(f"seed {seed}: agent_rl, cycles and evaluate in {root} from {warm} (log: {root / 'run.log'})", flush=True)
+    stages = ["agent_rl", *(f"cycle_{k}" for k in range(1, n_cycles(root) + 1)), "evaluate"]
+    with open(root / "run.log", "w", encoding="utf-8") as log:
+        for name in stages:
+            done = subprocess.run([sys.executable, "-c", RUN_STAGE, name], cwd=root, env=env, stdout=log, stderr=log)
+            if done.returncode != 0:
+                raise BadRun(f"stage {name} failed in {root} (exit {done.returncode}); see {root / 'run.log'}")
+    return root
+
+
+def n_cycles(root: Path) -> int:
+    """The cycle stages the copy's graph holds (dvc.yaml's, as `sparring stage` reads them)."""
+    return len([name for name in declared_stages(root) if name.startswith("cycle_")])
+
+
+def run_outcomes(root: Path, profile: str) -> dict[str, Any]:
+    """A finished run's per-scenario strict PASS of every agent against every opponent, ids and 0/1 only (no
+    texts): ``{"scenario_ids": {opponent: [...]}, "strict_pass": {agent: {opponent: "0110..."}}}``."""
+    _, evaluate = load_run(root, profile)
+    episodes = evaluate.get("episodes") or {}
+    return {"scenario_ids": episodes.get("scenario_ids", {}), "strict_pass": episodes.get("strict_pass", {})}
+
+
 def run_seed(workdir: Path, seed: int, profile: str) -> Path:
     """The finished copy for ``seed``: ``sparring run`` in it unless done; its output in run.log."""
     root = workdir / f"seed_{seed}"
@@ -320,6 +395,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--run", action="append", default=[], help="LABEL=DIR: a finished run's project folder")
     parser.add_argument("--seeds", type=int, nargs="+", default=[], help="run the pipeline for these seeds first")
     parser.add_argument("--workdir", type=Path, default=ROOT / "scratch" / "acceptance", help="where --seeds runs")
+    parser.add_argument(
+        "--warm-start", type=Path, default=None, help="with --seeds: share this project's DA0, simulator and judge"
+    )
+    parser.add_argument("--runs-json", type=Path, default=None, help="write every run's per-scenario outcomes here")
     parser.add_argument("--profile", default="default", help="the profile every run must have run (default)")
     parser.add_argument("--bootstrap-seed", type=int, default=0)
     args = parser.parse_args(argv)
@@ -328,7 +407,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     runs = parse_runs(parser, args.run)
     for seed in args.seeds:
         try:
-            runs[f"seed{seed}"] = run_seed(args.workdir, seed, args.profile)
+            if args.warm_start:
+                runs[f"seed{seed}"] = run_from_warm(args.workdir, args.warm_start.resolve(), seed, args.profile)
+            else:
+                runs[f"seed{seed}"] = run_seed(args.workdir, seed, args.profile)
         except BadRun as e:
             print(f"error: --seeds {seed}: {e}", file=sys.stderr)
             return 2
@@ -341,6 +423,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
     mean, criteria = over_seeds(seeds)
     print_tables(seeds, mean, criteria)
+    if args.runs_json:
+        outcomes = {label: run_outcomes(root, args.profile) for label, root in runs.items()}
+        args.runs_json.write_text(json.dumps({"profile": args.profile, "runs": outcomes}, indent=1) + "\n")
     print(json.dumps({"seeds": seeds, "mean": mean, "criteria": criteria}))
     return 0
 

@@ -76,7 +76,7 @@ from sparring.train.peer_reward import (
 )
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from coevolution_acceptance import paired_bootstrap  # noqa: E402  (a sibling script)
+from sparring.evaluate.episodes import paired_bootstrap  # noqa: E402
 
 BANKING77 = Path(__file__).resolve().parents[2] / "shared" / "data" / "banking77" / "train.csv"
 TINY = {"num_layers": 2, "num_heads": 2, "num_kv_heads": 1, "max_position_embeddings": 256}

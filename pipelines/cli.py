@@ -330,6 +330,12 @@ def stage(
     verbose: bool = VERBOSE_OPTION,
 ) -> None:
     """Run one stage (what `dvc repro` calls); it reads its upstream stages' files from disk."""
+    run_stage(name, profile, verbose)
+
+
+def run_stage(name: str, profile: str | None = None, verbose: bool = False, check_upstream: bool = True) -> None:
+    """`sparring stage NAME`. Without ``check_upstream`` a stage whose optional inputs are absent still runs:
+    benchmarks/coevolution_acceptance.py's `evaluate` from a shared warm start, with no peer cohort."""
     from pipelines.project import declared_stages, dvc_profile_conflict, missing_upstream
 
     root = _prepare(profile, verbose)
@@ -337,7 +343,7 @@ def stage(
     conflict = dvc_profile_conflict(root, profile or os.environ.get(PROFILE_ENV), via)
     if conflict:
         fail(f"stage {name}: {conflict}")
-    missing = missing_upstream(root, name)
+    missing = missing_upstream(root, name) if check_upstream else None
     if missing:
         fail(missing)
     from pipelines.stages import stage_definitions

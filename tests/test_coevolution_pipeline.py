@@ -95,7 +95,7 @@ def test_one_stage_per_cycle_then_evaluate():
     cycles = [f"cycle_{k}" for k in range(1, N_CYCLES + 1)]
     tail = names[names.index("cycle_1") :]  # in pipeline order, after the SFT stages; peer RL between
     assert tail[:N_CYCLES] == cycles and tail[-2:] == ["evaluate", "report"] and set(tail[N_CYCLES:-2]) <= {"peer_rl"}
-    first = {"agent_sft", "simulator_sft", "judge_models", "scenarios"}
+    first = {"agent_rl", "simulator_sft", "judge_models", "scenarios"}  # DA1 starts the cycles
     plays_rl = any(load_params(ROOT / "params.yaml", p).coevolution.simulator == "rl" for p in PROFILES)
     assert set(by_name["cycle_1"].upstream) == first | ({"simulator_rl"} if plays_rl else set())
     for k in range(2, N_CYCLES + 1):
@@ -196,7 +196,12 @@ def test_quick_run_writes_metrics_json_mlflow_and_dagster(uninterrupted):
     assert doc["n_heldout"] == n
     ran = [f"cycle_{k}" for k in range(1, QUICK_CYCLES + 1)]
     members = load_params(root / "params.yaml", "quick").peer_rl.members
-    assert set(doc["agents"]) == {"da0", "final", *ran, *(f"peer_{m}" for m in members)}  # every member is an agent
+    assert set(doc["agents"]) == {"da0", "da1", "final", *ran, *(f"peer_{m}" for m in members)}  # every member too
+    assert set(doc["gains"]) == {"da1-da0", "final-da0", "final-da1"}  # paired, [mean, low, high] per opponent
+    for pair in doc["gains"].values():
+        assert set(pair) == {"advpool", "coop", "camo"} and all(
+            low <= mean <= high for mean, low, high in pair.values()
+        )
     assert set(doc["peer"]["members"]) == set(members) and {"kappa", "c", "w"} <= set(doc["peer"])
     for m in doc["peer"]["members"].values():
         assert 0.0 <= m["before"] <= 1.0 and 0.0 <= m["after"] <= 1.0 and m["collapsed"] in (True, False)
@@ -272,7 +277,7 @@ def test_quick_run_writes_metrics_json_mlflow_and_dagster(uninterrupted):
     assert any(p.name == "model.safetensors" for p in artifacts)
     client = MlflowClient(tracking_uri=f"sqlite:///{root / 'mlruns' / 'mlflow.db'}")
     logged = {m.name: m for m in client.search_logged_models([client.get_run(cycle_1).info.experiment_id])}
-    expected = {"agent_sft", "simulator_sft", "simulator_rl", f"cycle_1-{trained[0]}"}
+    expected = {"agent_sft", "agent_rl", "simulator_sft", "simulator_rl", f"cycle_1-{trained[0]}"}
     expected |= {f"peer_rl-{m}" for m in members}
     assert expected <= set(logged), sorted(logged)  # every checkpoint is a logged model, not only loose files
     model = logged[f"cycle_1-{trained[0]}"]
@@ -301,7 +306,10 @@ def test_the_acceptance_benchmark_reads_a_finished_quick_run(uninterrupted):
     low, high = figures["final_minus_da0_advpool_ci"]
     assert low <= figures["final_minus_da0_advpool"] <= high
     assert set(doc["criteria"]) == {"expert_ceiling", "pool_half_gap", "coop_routing_camo", "both_sides_trained",
-                                    "first_gym"}  # fmt: skip
+                                    "first_gym", "da1_gain", "final_gain", "coop_camo_held"}  # fmt: skip
+    assert (
+        figures["gain_da1-da0_advpool"][1] <= figures["gain_da1-da0_advpool"][0] <= figures["gain_da1-da0_advpool"][2]
+    )
 
 
 def test_the_learning_curve_benchmark_runs_its_arms_on_a_quick_run(uninterrupted, tmp_path):
@@ -390,6 +398,41 @@ def test_the_scenarios_stage_writes_the_agent_gyms_unplayed_openings(uninterrupt
     assert len(gym) == load_params(root / "params.yaml", "quick").scenarios.n_gym > 0
     assert not {s.utterance.strip() for s in gym} & {s.utterance.strip() for s in train}
     assert not {s.utterance_id for s in gym} & {s.utterance_id for s in held}
+
+
+def test_validation_and_arena_sets_come_from_the_validation_split_and_meet_no_other_set(uninterrupted):
+    root, _ = uninterrupted
+    folder, cfg = root / "data" / "scenarios", load_params(root / "params.yaml", "quick").scenarios
+    sets = {
+        name: load_scenarios(folder / f"{name}.jsonl") for name in ("train", "heldout", "gym", "validation", "arena")
+    }
+    assert (len(sets["validation"]), len(sets["arena"])) == (cfg.n_validation, cfg.n_arena)
+    for name in ("validation", "arena"):
+        others = {u for other, items in sets.items() if other != name for u in (s.utterance_id for s in items)}
+        assert not {s.utterance_id for s in sets[name]} & others, name
+
+
+def test_agent_rl_chooses_da1_on_validation_scenarios_and_plays_no_held_out_one(uninterrupted, tmp_path, monkeypatch):
+    """The stage again, in a copy of the finished quick run, with every episode's world recorded: it plays the gym
+    and the validation set, never a held-out scenario (only `evaluate` reads those)."""
+    import sparring.rollout
+
+    source, _ = uninterrupted
+    root = tmp_path / "run"
+    shutil.copytree(source, root, ignore=shutil.ignore_patterns(".dagster", "mlruns", ".venv"))
+    played: list[str] = []
+    real = sparring.rollout.build_world
+    monkeypatch.setattr(sparring.rollout, "build_world", lambda sc: played.append(sc.scenario_id) or real(sc))
+    invoke(root, "stage", "agent_rl")
+    folder = root / "data" / "scenarios"
+    ids = {name: {s.scenario_id for s in load_scenarios(folder / f"{name}.jsonl")} for name in ("heldout", "gym")}
+    validation = {s.scenario_id for s in load_scenarios(folder / "validation.jsonl")}
+    assert played and not set(played) & ids["heldout"]
+    assert set(played) & validation and set(played) & ids["gym"]
+    report = json.loads((root / "reports" / "agent_rl.json").read_text())
+    curve = json.loads((root / "models" / "agent_rl" / "curve.json").read_text())
+    assert curve["chosen_step"] == report["chosen_step"] >= 1 and [r["step"] for r in report["curve"]][0] == 0
+    assert not (root / "scratch" / "agent_rl").exists()  # the trainer's checkpoints go once DA1 is in place
 
 
 def test_quick_run_trains_the_simulator_with_tracer_rewards_and_measures_both(uninterrupted):

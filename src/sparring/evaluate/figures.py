@@ -22,10 +22,10 @@ FIDELITY = (
 
 
 def generations(metrics: dict[str, Any]) -> list[str]:
-    """The agent generations in order: DA0, each cycle that ran, the final agent (whatever of them exists)."""
+    """The agent generations in order: DA0, DA1, each cycle that ran, the final agent (whatever of them exists)."""
     agents = metrics.get("agents", {})
     cycles = sorted((a for a in agents if a.startswith("cycle_")), key=lambda a: int(a.split("_")[1]))
-    return [a for a in ["da0", *cycles, "final"] if a in agents]
+    return [a for a in ["da0", "da1", *cycles, "final"] if a in agents]
 
 
 def _empty(ax: Any, what: str) -> None:

@@ -93,6 +93,31 @@ def _improvement(metrics: dict[str, Any]) -> str:
     return "Strict PASS from DA0 to the final agent: " + "; ".join(parts) + "."
 
 
+GAIN_LABELS = {"da1-da0": "DA1 − DA0 (agent_rl)", "final-da1": "final − DA1 (the cycles)", "final-da0": "final − DA0"}
+
+
+def rl_verdict(metrics: dict[str, Any]) -> str:
+    """One line: did RL help, and by how much (final − DA0 against the pool, its paired 95% interval)."""
+    pool = metrics.get("gains", {}).get("final-da0", {}).get("advpool")
+    if not pool:
+        return "RL's gain: not measured (no DA0 and final agent played on the same episodes)."
+    mean, low, high = pool
+    verdict = "RL helped" if low > 0 else "RL hurt" if high < 0 else "RL's gain is not distinguishable from 0"
+    return (f"{verdict}: final − DA0 strict PASS against the adversary pool {mean:+.3f} "
+            f"[95% paired interval {low:+.3f}, {high:+.3f}].")  # fmt: skip
+
+
+def gain_rows(metrics: dict[str, Any]) -> list[list[str]]:
+    """The paired gains table (header first): each pair's mean [low, high] against each opponent."""
+    gains = metrics.get("gains", {})
+    rows = [["", *(OPPONENTS[o] for o in OPPONENTS)]]
+    for pair, label in GAIN_LABELS.items():
+        if pair in gains:
+            cells = [f"{g[0]:+.3f} [{g[1]:+.3f}, {g[2]:+.3f}]" if (g := gains[pair].get(o)) else "–" for o in OPPONENTS]
+            rows.append([label, *cells])
+    return rows
+
+
 def _cross_play_rows(cp: dict[str, Any]) -> list[list[str]]:
     rows = [["agent \\ opponent", *cp["opponents"]]]
     for i, agent in enumerate(cp["agents"]):
@@ -148,6 +173,11 @@ def report_blocks(metrics: dict[str, Any], figures: dict[str, Path]) -> list[Blo
                       f"{metrics.get('n_heldout')} held-out scenarios per opponent. "
                       f"Co-evolution stopped: {metrics.get('stop_reason')}."),  # fmt: skip
         *([Block("text", QUICK_NOTE)] if metrics.get("profile") == "quick" else []),
+        Block("heading", "Did RL help?"),
+        Block("text", rl_verdict(metrics)),
+        *([Block("table", rows=gain_rows(metrics))] if metrics.get("gains") else []),
+        Block("text", "Paired differences of strict PASS on the same held-out scenarios and draws, with 95% "
+                      "bootstrap intervals; the expert's row in the summary is the ceiling."),
         Block("heading", "Summary"),
         Block("table", rows=summary_rows(metrics)),
         Block("text", "PASS: strict PASS (the right tool, lookup first, the world's state as the goal needs, a "
