@@ -101,9 +101,7 @@ def check_replaceable(
     if not foreign:
         return
     shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
-    raise OutputRefused(
-        f"{out_dir}: holds files sparring did not write ({shown}); refusing to replace it: {advice}"
-    )
+    raise OutputRefused(f"{out_dir}: holds files sparring did not write ({shown}); refusing to replace it: {advice}")
 
 
 def _usual_modes(folder: Path) -> None:
