@@ -64,7 +64,6 @@ def agent_rl(ctx: StageContext) -> StageOutput:
         data.path(AGENT_RL),
         scratch,
         seed=p.seed,
-        log=ctx.dagster.log.info,
     )
     ctx.log.checkpoint(data.path(AGENT_RL), "")
     start = next(row for row in result.curve if row["step"] == 0)

@@ -34,6 +34,7 @@ from sparring.agents.checkpoints import load_checkpoint, save_checkpoint
 from sparring.agents.policies import LMPolicy
 from sparring.atomic import MANIFEST, replace_dir, write_json
 from sparring.judge.rewards import Judge
+from sparring.progress import LOGGER
 from sparring.rollout import episode_metrics, run_episodes
 from sparring.seeds import derive_seed
 from sparring.settings import AgentRLSettings, CoevolutionSettings, GRPOSettings
@@ -90,7 +91,7 @@ class ValidationCheck(TrainerCallback):
 
     def __init__(
         self, play: Callable[[Any], dict[str, Any]], every: int, last: int, tokenizer: Any, folder: Path,
-        log: Callable[[str], None] = lambda _: None,
+        log: Callable[[str], None] = LOGGER.info,
     ) -> None:  # fmt: skip
         self.play, self.every, self.last, self.log = play, every, last, log
         self.tokenizer, self.folder = tokenizer, folder
@@ -168,10 +169,11 @@ def train_agent_rl(
     seed: int = 0,
     report_to: Sequence[str] = (),
     callbacks: Sequence[Any] = (),
-    log: Callable[[str], None] = lambda _: None,
+    log: Callable[[str], None] = LOGGER.info,
 ) -> AgentRLResult:
     """DA0 (``da0_dir``) -> DA1 in ``out_dir`` (DA1's checkpoint with ``curve.json``), training in ``scratch``
-    (kept across a kill: a second call resumes there). ``reward``: params' ``judge.reward`` weights."""
+    (kept across a kill: a second call resumes there). ``reward``: params' ``judge.reward`` weights. ``log`` gets a
+    line per validation (default: the progress lines the pipeline shows in the terminal and Dagster's log)."""
     if len(validation) < rl.validation_scenarios:
         raise ValueError(f"agent_rl: {len(validation)} validation scenarios, {rl.validation_scenarios} asked")
     t0 = time.perf_counter()
