@@ -21,9 +21,10 @@ from assets.coevolution import STAGES as CYCLE_STAGES
 from pipelines.checks import report_check
 from pipelines.progress import CriticalPath, critical_path, upstream_closure
 from pipelines.stages import Stage, StageContext, StageOutput, stage_asset
+from pipelines.timings import read_timings, split_timings, timed_stages
 from sparring.agents.scripted import ExpertAgent
 from sparring.atomic import write_json
-from sparring.catalog import AGENT_RL, AGENT_SFT, JUDGE, METRICS, PEER_RL, REPORTS, Catalog, cycle_dir, load_judge
+from sparring.catalog import AGENT_RL, AGENT_SFT, JUDGE, METRICS, PEER_RL, Catalog, cycle_dir, load_judge
 from sparring.evaluate import checks
 from sparring.evaluate.episodes import compact_episodes, gains
 from sparring.evaluate.parallel import evaluate_heldout_parallel
@@ -105,16 +106,16 @@ def _peer_summary(peer: dict[str, Any] | None) -> dict[str, Any]:
 
 
 def _wall_seconds(data: Catalog, profile: str) -> tuple[dict[str, float], CriticalPath]:
-    """Every other stage's wall time in its last run of this profile, and the critical path through the stages
-    evaluate waited for (the chain that set when it could start): evaluate runs before the run ends and before
-    `report`, so the path leaves out both; `sparring run` names the whole run's when it ends."""
+    """Every other stage's wall time in its last run of this profile (reports/timings/), and the critical path
+    through the stages evaluate waited for (the chain that set when it could start): evaluate runs before the run
+    ends and before `report`, so the path leaves out both; `sparring run` names the whole run's when it ends."""
     wall: dict[str, float] = {}
     graph: dict[str, Any] = {STAGE.name: STAGE.upstream}
-    for file in sorted(data.path(REPORTS).glob("*.json")):
-        report = data.report(file.stem, profile) if file.stem not in ("metrics", STAGE.name) else None
-        if report is not None and "wall_seconds" in report:
-            wall[file.stem] = report["wall_seconds"]
-            graph[file.stem] = report.get("upstream", ())
+    for name in timed_stages(data.root):
+        timings = read_timings(data.root, name, profile) if name != STAGE.name else None
+        if timings is not None:
+            wall[name] = timings["wall_seconds"]
+            graph[name] = timings.get("upstream", ())
     waited = upstream_closure(graph, STAGE.name)
     found = critical_path(graph, {name: t for name, t in wall.items() if name in waited})
     return wall, found._replace(seconds=round(found.seconds, 3))
@@ -162,12 +163,16 @@ def evaluate(ctx: StageContext) -> StageOutput:
     )
     episodes = compact_episodes(played.episodes)
     document = _document(ctx, played, len(heldout), cycles, final, peer, gains(episodes, seed=p.seed))
+    # The stages' times and the cycles' go to reports/timings/evaluate.json, not metrics.json: `report` depends on
+    # metrics.json, and evaluate rerun on the same inputs must leave it up to date.
+    document, timed = split_timings(document)
     write_json(document, data.path(METRICS))
     ctx.log.artifact(data.path(METRICS))
     results = played.agents
     headline = {f"{agent}.{m}": values[m] for agent, values in results.items() for m in KEY_METRICS if m in values}
     report = {"stop_reason": final.stopped, "phases": played.phases, "worker_phases": played.worker_phases}
     report["episodes"] = episodes  # per-episode outcomes, for paired comparisons
+    report["timings"] = {"metrics_json": timed or {}}  # moved whole to the timings file (pipelines/timings.py)
     return StageOutput(metrics={**headline, "n_heldout": len(heldout), "cycles_run": len(cycles)}, report=report)
 
 
@@ -206,7 +211,7 @@ def _document(
         "adversary_generations": len(final.adversary_dirs),
         "peer": _peer_summary(peer),
         "simulator": simulator_summary(data.report("simulator_sft", p.profile), data.report("simulator_rl", p.profile)),
-        "wall_seconds": wall,
+        "stage_wall_seconds": wall,  # every other stage's, beside the critical path (both timings)
         "critical_path": critical._asdict(),
     }
 

@@ -1,7 +1,7 @@
 """Main job profile: where `sparring run`'s wall time goes, per stage and per phase within a stage.
 
 Reads a finished run's records in a project folder (``--root``, default this project): each stage's
-reports/<stage>.json (``wall_seconds``, the time inside the stage's function, and ``phases``: what the stage
+reports/timings/<stage>.json (``wall_seconds``, the time inside the stage's function, and ``phases``: what the stage
 timed with ``time.perf_counter`` around its real work, counted in the tokens or episodes it processed; see
 src/sparring/timing.py), and the Dagster event log
 (``.dagster/history/runs/<run id>.db``: each step's start and end, so the time a stage spends outside its function
@@ -44,15 +44,25 @@ RECORDED = {"judge_models": {"oracle_fit": "oracle_fit_s", "discriminator_fit": 
 
 
 def stage_reports(root: Path) -> dict[str, dict[str, Any]]:
-    """reports/<stage>.json of every stage (a file with ``stage`` and ``wall_seconds``), by stage name."""
+    """Every stage's timings (reports/timings/<stage>.json: ``wall_seconds``, ``phases``, its timing metrics), with
+    its report's metrics beside them, by stage name. A report from before timings moved out (one holding
+    ``wall_seconds`` itself) counts as it is."""
+    from pipelines.timings import TIMINGS
+
     out = {}
-    for path in sorted((root / "reports").glob("*.json")):
+    for path in [*sorted((root / "reports").glob("*.json")), *sorted((root / TIMINGS).glob("*.json"))]:
         try:
             report = json.loads(path.read_text(encoding="utf-8"))
         except ValueError:
             continue
-        if isinstance(report, dict) and "wall_seconds" in report and report.get("stage") == path.stem:
-            out[path.stem] = report
+        if not (isinstance(report, dict) and "wall_seconds" in report and report.get("stage") == path.stem):
+            continue
+        tracked = root / "reports" / path.name
+        try:
+            metrics = json.loads(tracked.read_text(encoding="utf-8")).get("metrics", {}) if tracked != path else {}
+        except (OSError, ValueError):
+            metrics = {}
+        out[path.stem] = {**report, "metrics": {**metrics, **report.get("metrics", {})}}
     return out
 
 

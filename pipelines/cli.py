@@ -182,19 +182,24 @@ def _summary(root: Path, stages: list[Any], headline_only: bool = False) -> None
     table = Table(title=title, show_lines=False)
     for column in ("stage", "metric", "value"):
         table.add_column(column)
+    from pipelines.timings import read_timings
+
     for stage in stages:
         report = json.loads((root / stage.report).read_text())
-        table.add_row(stage.name, "wall_seconds", f"{report['wall_seconds']:.2f}")
-        keys = stage.headline_metrics if headline_only else report["metrics"]
-        for key in (k for k in keys if k in report["metrics"]):
-            value = report["metrics"][key]
+        timed = read_timings(root, stage.name, report.get("profile", "")) or {}  # beside the report, not in it
+        seconds = timed.get("wall_seconds")
+        table.add_row(stage.name, "wall_seconds", f"{seconds:.2f}" if isinstance(seconds, int | float) else "?")
+        metrics = {**report["metrics"], **timed.get("metrics", {})}
+        keys = stage.headline_metrics if headline_only else metrics
+        for key in (k for k in keys if k in metrics):
+            value = metrics[key]
             table.add_row("", key, f"{value:g}" if isinstance(value, float) else str(value))
     Console().print(table)
 
 
 def critical_line(root: Path, stages: list[Any], profile: str, took: float) -> str:
-    """The run's critical path (from every stage's reports/<stage>.json) beside the wall time the command measured:
-    what is left between them is start-up, scheduling and stages waiting for a free process."""
+    """The run's critical path (from every stage's reports/timings/<stage>.json) beside the wall time the command
+    measured: what is left between them is start-up, scheduling and stages waiting for a free process."""
     from pipelines.progress import critical_path, previous_seconds
 
     seconds = {s.name: previous_seconds(root, s.name, profile) for s in stages}
@@ -223,8 +228,13 @@ def _agents_summary(root: Path) -> None:
     cycles = Table(title=f"co-evolution (stop: {doc.get('stop_reason')})")
     for column in ("cycle", "trained", "w_da", "arena_adv_success", "grpo_tokens_per_s"):
         cycles.add_column(column, justify="left" if column == "trained" else "right")
-    for c in doc["cycles"]:
-        tps = c.get("grpo_tokens_per_s")
+    from pipelines.timings import read_timings
+
+    # The cycles' rates are timings: evaluate keeps them beside metrics.json, in the cycles' order.
+    timed = ((read_timings(root, "evaluate", doc.get("profile", "")) or {}).get("timings") or {}).get("metrics_json")
+    rates = (timed or {}).get("cycles") or []
+    for k, c in enumerate(doc["cycles"]):
+        tps = c.get("grpo_tokens_per_s", rates[k].get("grpo_tokens_per_s") if k < len(rates) else None)
         cycles.add_row(
             str(c["cycle"]),
             str(c["trained"]),

@@ -10,7 +10,6 @@ the progress records the same way (with the stage's name), into the stage's log 
 
 from __future__ import annotations
 
-import json
 import logging
 import sys
 import threading
@@ -20,7 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NamedTuple, TextIO
 
-from sparring.catalog import stage_report
+from pipelines.timings import wall_seconds
 from sparring.progress import LOGGER, format_duration, progress_interval
 
 HEARTBEAT_SECONDS = 60.0  # a stage whose code logged nothing for this long still shows it is running
@@ -32,13 +31,8 @@ def say(message: str, stream: TextIO | None = None) -> None:
 
 
 def previous_seconds(root: Path, stage: str, profile: str) -> float | None:
-    """The wall time of the stage's last run on ``profile`` (its reports/<stage>.json), or None."""
-    try:
-        report = json.loads((root / stage_report(stage)).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    seconds = report.get("wall_seconds")
-    return float(seconds) if report.get("profile") == profile and isinstance(seconds, int | float) else None
+    """The wall time of the stage's last run on ``profile`` (reports/timings/<stage>.json), or None."""
+    return wall_seconds(root, stage, profile)
 
 
 class StageProgress(logging.Handler):
@@ -145,7 +139,7 @@ def run_estimate(root: Path, stages: Sequence[Any], profile: str, parallel: int)
     missing = [name for name, t in times.items() if t is None]
     if missing:
         return f"at least {total} from the stages' last times (none yet for {', '.join(missing)})"
-    return f"about {total} from the stages' last times (reports/<stage>.json; start-up and checks not counted)"
+    return f"about {total} from the stages' last times (reports/timings/<stage>.json; start-up and checks not counted)"
 
 
 class CriticalPath(NamedTuple):

@@ -8,8 +8,9 @@ asset graph agree.
 
 Besides its own outputs, every stage writes reports/<stage>.json (all its metrics), reports/headline/<stage>.json
 (a few headline numbers: DVC's metrics, so `dvc metrics show` stays a short table) and, for the stages with a
-`series`, reports/plots/<stage>.json (a data series for `dvc plots show`). Where each stage's files live is
-sparring.catalog's: the assets read their inputs through `StageContext.catalog`.
+`series`, reports/plots/<stage>.json (a data series for `dvc plots show`). Its timings (wall time, phases, timing
+metrics) go to reports/timings/<stage>.json, which DVC does not track (pipelines/timings.py). Where each stage's
+files live is sparring.catalog's: the assets read their inputs through `StageContext.catalog`.
 """
 
 # No `from __future__ import annotations`: Dagster reads the asset function's annotations at definition time.
@@ -41,15 +42,22 @@ from dagster import (
 
 from pipelines.progress import previous_seconds, say, stage_progress
 from pipelines.resources import INTERRUPTS, VERBOSE_ENV, MlflowTracking, ProjectResource
+from pipelines.timings import split_timings, write_stage_timings
 from sparring.atomic import adopt_dir, check_replaceable, write_json
 from sparring.catalog import REPORTS, Catalog, stage_report
 from sparring.params import Params
 
 # Every stage reads these: switching the profile or the seed reruns everything.
 COMMON_PARAMS = ("profile", "seed")
-# params.py reads params.yaml; settings.py holds the defaults of every key params.yaml leaves out
-COMMON_DEPS = ("src/sparring/params.py", "src/sparring/settings.py", "pipelines/stages.py")
+# params.py reads params.yaml; settings.py holds the defaults of every key params.yaml leaves out; timings.py decides
+# what of a stage's report DVC tracks.
+COMMON_DEPS = ("src/sparring/params.py", "src/sparring/settings.py", "pipelines/stages.py", "pipelines/timings.py")
 CYCLE = re.compile(r"cycle_(\d+)")
+# Each DVC stage's command: `sparring stage <name>`, found on PATH or, without the venv activated (`.venv/bin/dvc
+# repro`), in the project's own .venv/bin: DVC deletes a stage's outputs before running it, so a command it cannot
+# find (exit 127) lost them. `env` sets PATH the same way in sh, bash, zsh and fish (DVC runs cmd in $SHELL).
+STAGE_COMMAND = 'env "PATH=$PATH:.venv/bin" sparring stage'
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -180,16 +188,20 @@ def _plot_points(stage: Stage, log: Any, report: dict[str, Any]) -> list[dict[st
 
 
 def _write_reports(stage: Stage, root: Path, params: Params, output: StageOutput, log: Any, seconds: float) -> None:
+    """reports/<stage>.json without its timings, which go to reports/timings/<stage>.json: downstream stages
+    depend on the report, and a rerun with the same inputs must leave them up to date (pipelines/timings.py)."""
     report = {
         "stage": stage.name,
         "profile": params.profile,
         "seed": params.seed,
-        "wall_seconds": seconds,
         "upstream": list(stage.upstream),  # the graph beside the times: evaluate's critical path reads both
         "metrics": output.metrics,
         **output.report,
     }
-    write_json(report, root / stage.report)
+    tracked, timed = split_timings(report)
+    identity = {k: report[k] for k in ("stage", "profile", "seed", "upstream")}
+    write_stage_timings(root, stage.name, {**identity, "wall_seconds": seconds, **(timed or {})})
+    write_json(tracked, root / stage.report)
     write_json(_headline(stage, output.metrics), root / stage.headline)
     if stage.plot:
         # write_json takes a dict; DVC reads the first list of points it finds in the file
@@ -282,7 +294,7 @@ def render_dvc_yaml(stages: list[Stage]) -> str:
         small = [s.report, *s.metrics, *([s.plot] if s.plot else [])]  # tracked, too small to cache
         body[s.name] = {
             "desc": s.description,
-            "cmd": f"sparring stage {s.name}",
+            "cmd": f"{STAGE_COMMAND} {s.name}",
             "deps": [*upstream_outs, *COMMON_DEPS, *s.deps],
             "params": [*COMMON_PARAMS, *s.params],
             "outs": [*s.outs, *({path: {"cache": False}} for path in small)],

@@ -170,8 +170,8 @@ def test_metrics_json_critical_path_runs_through_the_stages_evaluate_waited_for(
     from assets.evaluate import _wall_seconds
     from sparring.catalog import Catalog
 
-    reports = tmp_path / "reports"
-    reports.mkdir()
+    reports = tmp_path / "reports" / "timings"
+    reports.mkdir(parents=True)
     planted = {
         "ingest": ("quick", 1.0, []),
         "simulator_rl": ("quick", 50.0, ["ingest"]),
@@ -227,7 +227,7 @@ def test_quick_run_writes_metrics_json_mlflow_and_dagster(uninterrupted):
     assert doc["stop_reason"] == "max_cycles" and cycles[-1]["stop_reason"] == "max_cycles"
     for c in cycles:
         assert c["trained"] in ("agent", "adversary") and 0.0 <= c["w_da"] <= 1.0
-        assert c["grpo_tokens_per_s"] > 0 and "strict_pass_advpool" in c and "adv_realism" in c
+        assert "strict_pass_advpool" in c and "adv_realism" in c
     trained = [c["trained"] for c in cycles]
     assert doc["adversary_generations"] == trained.count("adversary")
     for simulator in ("sft", "rl"):  # TRACER's two stages, measured on the same held-out sessions
@@ -236,7 +236,10 @@ def test_quick_run_writes_metrics_json_mlflow_and_dagster(uninterrupted):
         )
     ceiling = doc["simulator"]["ceiling"]  # the best ending fidelity reachable on the same sessions
     assert 0.0 <= ceiling["outcome_f1"] <= 1.0 and 0.0 <= ceiling["sim_rate_escalated"] <= 1.0
-    assert {"ingest", "agent_sft", "cycle_1", "cycle_2"} <= set(doc["wall_seconds"])
+    timed = json.loads((root / "reports" / "timings" / "evaluate.json").read_text())["timings"]["metrics_json"]
+    assert {"ingest", "agent_sft", "cycle_1", "cycle_2"} <= set(timed["stage_wall_seconds"])
+    assert "stage_wall_seconds" not in doc and "critical_path" not in doc  # report depends on metrics.json
+    assert all(c["grpo_tokens_per_s"] > 0 for c in timed["cycles"]) and "grpo_tokens_per_s" not in cycles[0]
     assert "held-out agents" in output and "co-evolution" in output
 
     # Cycles past the quick budget record that co-evolution stopped, copy the state, and train nothing.

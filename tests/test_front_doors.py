@@ -395,8 +395,9 @@ def test_a_first_run_prints_the_measured_estimate_until_its_stages_have_times(tm
     assert estimate_line(tmp_path, STAGES, "default", 2) == (
         "no stage times here yet; a whole run on 2 cores: about 1 h (57 min measured)"
     )
-    (tmp_path / "reports").mkdir()
-    (tmp_path / "reports" / "ingest.json").write_text(json.dumps({"profile": "default", "wall_seconds": 60.0}))
+    (tmp_path / "reports" / "timings").mkdir(parents=True)
+    timings = {"profile": "default", "wall_seconds": 60.0}
+    (tmp_path / "reports" / "timings" / "ingest.json").write_text(json.dumps(timings))
     assert estimate_line(tmp_path, STAGES, "default", 2).startswith("at least 1m00s from the stages' last times")
 
 

@@ -116,3 +116,45 @@ def test_bytecode_and_tool_caches_leave_a_finished_run_up_to_date_and_a_code_cha
     for name, entries in changed.items():
         deps = {k: v for e in entries for k, v in e.get("changed deps", {}).items()}
         assert deps and all(v == "modified" and f"{changed_file}/".startswith(f"{k}/") for k, v in deps.items()), name
+
+
+def test_a_rerun_the_recovery_advice_and_a_venv_not_on_path_leave_dvc_up_to_date(tmp_path):
+    """Issue 61 item 2. The project's venv linked in as .venv and not on PATH (`.venv/bin/dvc repro` without
+    activating it): every stage failed with exit 127 after DVC had deleted its outputs. `sparring stage ingest` run
+    again on the same inputs made `scenarios` stale, its report's wall time having changed. And the README's advice
+    after a stage failed under `dvc repro` must bring back every output, uncached reports included."""
+    root = copy_project(ROOT, tmp_path / "project", lambda raw: raw.update(profile="quick"))
+    subprocess.run(["git", "init", "-q"], cwd=root, check=True)
+    (root / ".venv").symlink_to(BIN.parent, target_is_directory=True)
+    path = os.pathsep.join(p for p in os.environ["PATH"].split(os.pathsep) if Path(p or ".").resolve() != BIN.resolve())
+    env = {k: v for k, v in os.environ.items() if k not in ("SPARRING_ROOT", "SPARRING_PROFILE", "VIRTUAL_ENV")}
+    env.update(PATH=path, DAGSTER_HOME=str(root / ".dagster"))
+    bare = subprocess.run(
+        [str(BIN / "dvc"), "repro", "scenarios"], cwd=root, env=env, capture_output=True, text=True, timeout=600
+    )
+    assert bare.returncode == 0, bare.stdout + bare.stderr
+    outputs = ("reports/scenarios.json", "reports/headline/scenarios.json", "reports/ingest.json")
+    made = {**digest(root / "data" / "scenarios"), **{p: (root / p).read_text() for p in outputs}}
+    assert "wall_seconds" not in (root / "reports" / "ingest.json").read_text()  # the time is kept beside it
+    assert json.loads((root / "reports" / "timings" / "ingest.json").read_text())["wall_seconds"] > 0
+
+    def up_to_date() -> dict:
+        status = dvc(root, "status", "--json", "--with-deps", "scenarios")
+        assert status.returncode == 0, status.stdout + status.stderr
+        return json.loads(status.stdout or "{}")
+
+    assert up_to_date() == {}
+    cli, run_env = acceptance.copy_command(root)
+    again = subprocess.run([*cli, "stage", "ingest"], cwd=root, env=run_env, capture_output=True, text=True)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert up_to_date() == {}, "the same inputs, yet DVC would rerun what ingest feeds"
+
+    # A stage that fails under `dvc repro` (here refused: another profile than params.yaml's) after DVC removed it.
+    refused = dvc(root, "repro", "-f", "--single-item", "scenarios", SPARRING_PROFILE="default")
+    assert refused.returncode != 0 and not (root / "reports" / "scenarios.json").exists()
+    advice = "`dvc repro <stage>` restores them all"
+    assert advice in " ".join((ROOT / "README.md").read_text().split())  # what this test runs is what it says
+    restored = dvc(root, "repro", "scenarios")
+    assert restored.returncode == 0, restored.stdout + restored.stderr
+    assert {**digest(root / "data" / "scenarios"), **{p: (root / p).read_text() for p in outputs}} == made
+    assert up_to_date() == {}

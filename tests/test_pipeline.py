@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 from pipelines.cli import app
 from pipelines.definitions import STAGES, defs
 from pipelines.project import copy_project
-from pipelines.stages import render_dvc_yaml
+from pipelines.stages import STAGE_COMMAND, render_dvc_yaml
 from sparring.progress import INTERVAL_ENV
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -41,7 +41,7 @@ def test_dvc_and_dagster_have_the_same_stages_and_upstreams():
         for key in asset_graph.get_all_asset_keys()
     }
     assert dvc_graph == dagster_graph
-    assert all(s["cmd"] == f"sparring stage {name}" for name, s in stages.items())
+    assert all(s["cmd"] == f"{STAGE_COMMAND} {name}" for name, s in stages.items())
     for name, s in stages.items():  # every declared dep exists, so DVC never tracks a path that isn't there
         assert all((ROOT / d).exists() for d in s["deps"] if d not in producer), name
 
@@ -161,11 +161,13 @@ def test_run_ends_naming_its_critical_path_and_metrics_json_holds_the_path_to_ev
     chain, seconds, took = said[1].split(" → "), float(said[2]), float(said[3])
     assert chain[-1] == "report" and not reports[chain[0]]["upstream"]  # from a first stage to the last
     assert all(before in reports[after]["upstream"] for before, after in zip(chain, chain[1:], strict=False))
-    assert seconds == pytest.approx(sum(reports[s]["wall_seconds"] for s in chain), abs=0.05) and seconds < took
-    # evaluate could not see its own time or report's: its path is the run's up to them
-    assert json.loads((root / "reports" / "metrics.json").read_text())["critical_path"] == {
+    timings = {s.name: json.loads((root / "reports" / "timings" / f"{s.name}.json").read_text()) for s in STAGES}
+    assert not any("wall_seconds" in report for report in reports.values())  # DVC tracks the reports, not the times
+    assert seconds == pytest.approx(sum(timings[s]["wall_seconds"] for s in chain), abs=0.05) and seconds < took
+    # evaluate could not see its own time or report's: its path is the run's up to them (kept beside metrics.json)
+    assert timings["evaluate"]["timings"]["metrics_json"]["critical_path"] == {
         "stages": chain[:-2],
-        "seconds": pytest.approx(sum(reports[s]["wall_seconds"] for s in chain[:-2]), abs=1e-3),
+        "seconds": pytest.approx(sum(timings[s]["wall_seconds"] for s in chain[:-2]), abs=1e-3),
     }
 
 

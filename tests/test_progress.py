@@ -204,13 +204,13 @@ def test_the_run_estimate_follows_the_executors_order_and_says_what_it_lacks(tmp
     assert estimate_run(graph, seconds, 1) == 200  # one at a time: the sum
     assert estimate_run(graph, seconds, 2) == 140  # sim beside agent: 10 + 100 + 30
     assert run_estimate(tmp_path, graph, "default", 2) is None  # no earlier run
-    (tmp_path / "reports").mkdir()
+    (tmp_path / "reports" / "timings").mkdir(parents=True)
     for name, wall in seconds.items():
         report = {"stage": name, "profile": "default", "wall_seconds": wall}
-        (tmp_path / "reports" / f"{name}.json").write_text(json.dumps(report))
+        (tmp_path / "reports" / "timings" / f"{name}.json").write_text(json.dumps(report))
     assert run_estimate(tmp_path, graph, "default", 2).startswith("about 2m20s")
     assert run_estimate(tmp_path, graph, "quick", 2) is None  # another profile's times say nothing
-    (tmp_path / "reports" / "eval.json").unlink()
+    (tmp_path / "reports" / "timings" / "eval.json").unlink()
     assert run_estimate(tmp_path, graph, "default", 2).startswith("at least 1m50s") and "yet for eval" in (
         run_estimate(tmp_path, graph, "default", 2)
     )
@@ -234,9 +234,9 @@ def test_the_critical_path_is_the_longest_chain_and_the_longer_branch_of_a_diamo
 
 def test_the_runs_last_line_names_its_critical_path_from_the_stages_reports(tmp_path):
     graph = [stage("ingest"), stage("sim", "ingest"), stage("agent", "ingest"), stage("eval", "sim", "agent")]
-    (tmp_path / "reports").mkdir()
+    (tmp_path / "reports" / "timings").mkdir(parents=True)
     for name, wall in {"ingest": 10, "sim": 50, "agent": 60, "eval": 30}.items():
         report = {"stage": name, "profile": "default", "wall_seconds": wall}
-        (tmp_path / "reports" / f"{name}.json").write_text(json.dumps(report))
+        (tmp_path / "reports" / "timings" / f"{name}.json").write_text(json.dumps(report))
     line = critical_line(tmp_path, graph, "default", 123.45)
     assert line == "sparring run: critical path ingest → agent → eval: 100.0 s of the run's 123.5 s"
