@@ -112,7 +112,6 @@ def _metrics() -> dict:
                         "traits": {"mean_words": 30.0, "keyword_rate": 0.1, "detail_rate": 0.9},
                         "examples": ["a long story about a Tesco trip on the 12th"], "ngrams": ["tesco"]}],
         "simulator": {"sft": {"outcome_f1": 0.2, "sim_faithfulness": 0.54}},
-        "wall_seconds": {"ingest": 3.0},
     }  # fmt: skip
 
 
@@ -128,6 +127,30 @@ def test_report_shows_the_metrics_numbers_and_every_figure(tmp_path):
     assert "Contextual Camouflage" in markdown and "0.800 [0.600, 0.900]" in markdown
     assert "](figures/cross_play.png)" in markdown and page.count("data:image/png;base64,") == len(FIGURES)
     assert "figures/" not in page  # self-contained: no link to a file beside it
+
+
+def test_the_wall_time_table_lists_every_stage_in_run_order_evaluate_and_report_too(tmp_path):
+    """Issue 61 item 7: the table was alphabetical, from metrics.json, which evaluate writes before it and report
+    end. It now takes the run's order and every stage, from the timings the pipeline keeps beside the reports."""
+    from pipelines.timings import run_order_times
+
+    timings = tmp_path / "reports" / "timings"
+    timings.mkdir(parents=True)
+    walls = {"ingest": 2.0, "scenarios": 1.5, "agent_sft": 30.25, "evaluate": 12.0, "report": 99.0}
+    for name, wall in walls.items():
+        (timings / f"{name}.json").write_text(json.dumps({"stage": name, "profile": "quick", "wall_seconds": wall}))
+    (timings / "cycle_1.json").write_text(json.dumps({"stage": "cycle_1", "profile": "default", "wall_seconds": 7}))
+    order = ["ingest", "scenarios", "judge_models", "agent_sft", "cycle_1", "evaluate", "report"]
+    wall = run_order_times(tmp_path, order, "quick", running="report")
+    assert wall == {"ingest": 2.0, "scenarios": 1.5, "judge_models": None, "agent_sft": 30.25, "cycle_1": None,
+                    "evaluate": 12.0, "report": "running now"}  # fmt: skip
+    markdown, page, _ = build_report(_metrics(), tmp_path / "figures", wall)
+    table = markdown.split("## Wall time per stage", 1)[1].strip().splitlines()
+    assert [row.split(" | ")[0].strip("| ") for row in table[2:]] == order  # run order, not alphabetical
+    assert table[2:] == ["| ingest | 2.000 |", "| scenarios | 1.500 |", "| judge_models | – |",
+                         "| agent_sft | 30.250 |", "| cycle_1 | – |", "| evaluate | 12.000 |",
+                         "| report | running now |"]  # fmt: skip
+    assert "running now" in page
 
 
 def test_report_leaves_out_what_has_not_run(tmp_path):

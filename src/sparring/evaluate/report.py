@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import base64
 import html
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -165,8 +165,11 @@ def _strategy_blocks(strategies: Sequence[dict[str, Any]]) -> list[Block]:
     return blocks
 
 
-def report_blocks(metrics: dict[str, Any], figures: dict[str, Path]) -> list[Block]:
-    """The report's content, top to bottom, from ``metrics`` (metrics.json) and the drawn ``figures``."""
+def report_blocks(
+    metrics: dict[str, Any], figures: dict[str, Path], wall: Mapping[str, float | str | None] | None = None
+) -> list[Block]:
+    """The report's content, top to bottom, from ``metrics`` (metrics.json) and the drawn ``figures``; ``wall``,
+    every stage's wall time in run order (the pipeline's timings, kept out of metrics.json), ends it."""
     b = [
         Block("heading", "sparring: end-of-run report"),
         Block("text", f"Profile `{metrics.get('profile')}`, seed {metrics.get('seed')}, "
@@ -217,10 +220,9 @@ def report_blocks(metrics: dict[str, Any], figures: dict[str, Path]) -> list[Blo
         b += [Block("heading", "Peer-reward RL"), Block("table", rows=rows),
               Block("text", f"Cohort diversity before training: κ {fmt(peer.get('kappa'))}, "
                             f"c {fmt(peer.get('c'))}, w {fmt(peer.get('w'))}.")]  # fmt: skip
-    wall = metrics.get("wall_seconds") or {}
-    if wall:
-        b += [Block("heading", "Wall time per stage"), Block("table", rows=[["stage", "seconds"]]
-              + [[k, fmt(float(v))] for k, v in wall.items()])]  # fmt: skip
+    if wall:  # in the order given (the run's), every stage: a dash where none ran, text for the one running
+        rows = [[name, fmt(float(v)) if isinstance(v, int | float) else fmt(v)] for name, v in wall.items()]
+        b += [Block("heading", "Wall time per stage"), Block("table", rows=[["stage", "seconds"], *rows])]
     return [block for block in b if block.kind != "figure" or block.path is not None]
 
 
@@ -280,9 +282,12 @@ def to_html(blocks: Sequence[Block]) -> str:
     return "\n".join(out) + "</body></html>\n"
 
 
-def build_report(metrics: dict[str, Any], figures_dir: Path) -> tuple[str, str, list[Block]]:
+def build_report(
+    metrics: dict[str, Any], figures_dir: Path, wall: Mapping[str, float | str | None] | None = None
+) -> tuple[str, str, list[Block]]:
     """Draw the figures into ``figures_dir`` and return the report as (markdown, html, blocks); the markdown
-    links to the figures as ``figures/<name>.png`` (report.md sits beside that folder)."""
+    links to the figures as ``figures/<name>.png`` (report.md sits beside that folder). ``wall``: see
+    :func:`report_blocks`."""
     figures = draw_figures(metrics, figures_dir)
-    blocks = report_blocks(metrics, figures)
+    blocks = report_blocks(metrics, figures, wall)
     return to_markdown(blocks), to_html(blocks), blocks
