@@ -17,6 +17,10 @@ Per seed, then on the mean over seeds:
    generation), with that arena's mean faithfulness (``arena_adv_faithfulness``; for runs from before it was kept,
    the first generation's held-out faithfulness against DA0 in its own cycle's evaluation). "unmeasured" when
    the agent trained first or no arena followed the gym.
+6. ``da1_gain``: DA1 - DA0 (agent_rl) strict PASS vs the pool >= +0.05 with its paired 95% interval above 0, from
+   metrics.json's ``gains`` (every seed; unmeasured for a run without DA1).
+7. ``final_gain``: final - DA0 vs the pool >= +0.08 with its interval above 0 (every seed).
+8. ``coop_camo_held``: final - DA0 vs `_coop` and `_camo` no lower than -0.02 (every seed).
 
 Prints a table per seed, the means, PASS/FAIL/UNMEASURED per criterion and, last, one JSON object:
 ``{"seeds": {...}, "mean": {...}, "criteria": {name: true | false | null}}`` (null: unmeasured). Exit 0 whenever
@@ -26,6 +30,11 @@ Usage: ``python benchmarks/coevolution_acceptance.py --run seed0=DIR --run seed1
 ``--seeds 0 1 2 [--workdir DIR]`` to run the pipeline first, once per seed, in a copy of the project under
 ``--workdir/seed_<n>`` (its params set to that seed and profile); a copy that already finished this profile and
 seed is not run again, so an interrupted benchmark resumes seed by seed (~40 min per default-profile seed).
+``--warm-start DIR`` with ``--seeds``: every copy shares DIR's warm start (its ingested data, scenario sets, judge,
+tokenizer, DA0 and simulator) and runs only agent_rl, the cycles and evaluate, so the seeds differ by the RL seed
+alone (the gyms' draws and sampling, the arenas, the held-out opponents' sampling): the variance of SFT (DA0's,
+the simulator's and the judge's seeds) and of the scenario draws is left out. ``--runs-json PATH`` writes every
+run's per-scenario strict PASS (scenario ids, opponent, agent; no texts), so the intervals can be recomputed.
 """
 
 from __future__ import annotations
