@@ -197,16 +197,18 @@ def _summary(root: Path, stages: list[Any], headline_only: bool = False) -> None
     Console().print(table)
 
 
-def critical_line(root: Path, stages: list[Any], profile: str, took: float) -> str:
-    """The run's critical path (from every stage's reports/timings/<stage>.json) beside the wall time the command
-    measured: what is left between them is start-up, scheduling and stages waiting for a free process."""
-    from pipelines.progress import critical_path, previous_seconds
+def critical_line(root: Path, stages: list[Any], profile: str, took: float, parallel: int = 1) -> str:
+    """The run's critical path (from every stage's reports/timings/<stage>.json, scheduled on ``parallel`` slots as
+    the executor runs them, so a stage that waited for a free process is on it, marked ⇢) beside the wall time the
+    command measured: what is left between them is start-up and Dagster's own scheduling."""
+    from pipelines.progress import previous_seconds, scheduled_path
 
     seconds = {s.name: previous_seconds(root, s.name, profile) for s in stages}
-    known = {name: t for name, t in seconds.items() if t is not None}
-    path = critical_path({s.name: s.upstream for s in stages}, known)
-    chain = " → ".join(path.stages)
-    return f"sparring run: critical path {chain}: {path.seconds:.1f} s of the run's {took:.1f} s"
+    known = {s.name: seconds[s.name] for s in stages if seconds[s.name] is not None}
+    path = scheduled_path([s for s in stages if s.name in known], known, parallel)
+    chain = "".join((" ⇢ " if name in path.waits else " → ") + name for name in path.stages)[3:]
+    waited = f", slot waits before {', '.join(path.waits)}" if path.waits else ""
+    return f"sparring run: critical path {chain}: {path.seconds:.1f} s of the run's {took:.1f} s{waited}"
 
 
 QUICK_NOTE = (
@@ -315,7 +317,7 @@ def run(
     _tell_dvc(root, params.profile)
     _summary(root, stages, headline_only=True)
     _agents_summary(root)
-    say(critical_line(root, stages, params.profile, took))
+    say(critical_line(root, stages, params.profile, took, parallel))
 
 
 class _StageCommand(TyperCommand):

@@ -110,23 +110,59 @@ def stage_progress(
         LOGGER.propagate = was[1]
 
 
-def estimate_run(stages: Sequence[Any], seconds: dict[str, float], parallel: int) -> float:
-    """The run's wall time if each stage takes ``seconds[name]``: stages start as the multiprocess executor starts
+def schedule(stages: Sequence[Any], seconds: Mapping[str, float], parallel: int) -> dict[str, tuple[float, float]]:
+    """Each stage's (start, end) if it takes ``seconds[name]``: stages start as the multiprocess executor starts
     them, up to ``parallel`` at once, the ready stage of highest priority first (then declaration order)."""
     pending, running, finished, now = list(stages), [], set(), 0.0
-    names = {s.name for s in stages}
+    names, spans = {s.name for s in stages}, {}
     while pending or running:
         ready = [s for s in pending if all(u in finished or u not in names for u in s.upstream)]
         for s in sorted(ready, key=lambda s: -s.priority)[: max(1, parallel) - len(running)]:
             pending.remove(s)
             running.append((now + seconds.get(s.name, 0.0), s.name))
+            spans[s.name] = (now, now + seconds.get(s.name, 0.0))
         if not running:  # an upstream cycle: nothing can start (never in a Dagster graph)
             break
         end, name = min(running)
         running.remove((end, name))
         now = end
         finished.add(name)
-    return now
+    return spans
+
+
+def estimate_run(stages: Sequence[Any], seconds: dict[str, float], parallel: int) -> float:
+    """The run's wall time if each stage takes ``seconds[name]``, scheduled as :func:`schedule` does."""
+    return max((end for _, end in schedule(stages, seconds, parallel).values()), default=0.0)
+
+
+class ScheduledPath(NamedTuple):
+    stages: list[str]  # first to last, each started when the one before it ended
+    waits: list[str]  # of them, those that started on a free slot, not on their last upstream stage
+    seconds: float  # the scheduled run's end: the path's times, waits for a slot included
+
+
+def scheduled_path(stages: Sequence[Any], seconds: Mapping[str, float], parallel: int) -> ScheduledPath:
+    """The chain that set the scheduled run's end: from the stage that ends last, back through what each one
+    waited for, its last upstream stage or, when all had ended, the stage whose end freed the slot it took.
+    Unlike :func:`critical_path` (the longest chain by summed times, whatever ran at once), it counts the slot
+    waits: a stage ready early that waited for ``parallel`` others to end."""
+    spans = schedule(stages, {s.name: float(seconds.get(s.name, 0.0)) for s in stages}, parallel)
+    if not spans:
+        return ScheduledPath([], [], 0.0)
+    upstream = {s.name: [u for u in s.upstream if u in spans] for s in stages}
+    name = max(spans, key=lambda n: (spans[n][1], -list(spans).index(n)))
+    chain, waits = [name], []
+    while spans[name][0] > 1e-9:
+        start = spans[name][0]
+        before = [u for u in upstream.get(name, ()) if abs(spans[u][1] - start) < 1e-9]
+        if not before:  # ready earlier: a slot freed by another stage's end let it start
+            waits.append(name)
+            before = [n for n in spans if n != name and abs(spans[n][1] - start) < 1e-9]
+        if not before:
+            break
+        name = before[0]
+        chain.append(name)
+    return ScheduledPath(chain[::-1], waits[::-1], max(end for _, end in spans.values()))
 
 
 def run_estimate(root: Path, stages: Sequence[Any], profile: str, parallel: int) -> str | None:

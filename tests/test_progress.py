@@ -17,7 +17,14 @@ import pytest
 import torch
 
 from pipelines.cli import critical_line
-from pipelines.progress import critical_path, estimate_run, run_estimate, stage_progress, upstream_closure
+from pipelines.progress import (
+    critical_path,
+    estimate_run,
+    run_estimate,
+    scheduled_path,
+    stage_progress,
+    upstream_closure,
+)
 from pipelines.stages import Stage
 from sparring.progress import INTERVAL_ENV, LOGGER, ProgressMeter, format_duration, forward_to, relay_from
 
@@ -232,11 +239,29 @@ def test_the_critical_path_is_the_longest_chain_and_the_longer_branch_of_a_diamo
     assert upstream_closure(upstream, "ingest") == set()
 
 
+def test_the_scheduled_critical_path_counts_the_wait_for_a_free_slot():
+    # Two slots: sim (priority 1) and agent take them after ingest; members, ready at 10, waits until agent ends at
+    # 70, then runs 100 s and sets the end (170), though its summed chain (110) is not the longest (ingest, sim,
+    # eval: 140). The longest-chain rule named that one and understated the run by the wait.
+    graph = [stage("ingest"), stage("sim", "ingest", priority=1), stage("agent", "ingest"), stage("members", "ingest"),
+             stage("eval", "sim", "agent")]  # fmt: skip
+    seconds = {"ingest": 10, "sim": 100, "agent": 60, "members": 100, "eval": 30}
+    path = scheduled_path(graph, seconds, 2)
+    assert path == (["ingest", "agent", "members"], ["members"], 170.0)
+    assert critical_path({s.name: s.upstream for s in graph}, seconds).seconds == 140
+    assert scheduled_path(graph, seconds, 5) == (["ingest", "sim", "eval"], [], 140.0)  # enough slots: no wait
+    assert scheduled_path([], {}, 2) == ([], [], 0.0)
+
+
 def test_the_runs_last_line_names_its_critical_path_from_the_stages_reports(tmp_path):
     graph = [stage("ingest"), stage("sim", "ingest"), stage("agent", "ingest"), stage("eval", "sim", "agent")]
     (tmp_path / "reports" / "timings").mkdir(parents=True)
     for name, wall in {"ingest": 10, "sim": 50, "agent": 60, "eval": 30}.items():
         report = {"stage": name, "profile": "default", "wall_seconds": wall}
         (tmp_path / "reports" / "timings" / f"{name}.json").write_text(json.dumps(report))
-    line = critical_line(tmp_path, graph, "default", 123.45)
+    line = critical_line(tmp_path, graph, "default", 123.45, parallel=2)
     assert line == "sparring run: critical path ingest → agent → eval: 100.0 s of the run's 123.5 s"
+    one_slot = critical_line(tmp_path, graph, "default", 160.0, parallel=1)  # agent waited for sim's slot
+    assert one_slot == (
+        "sparring run: critical path ingest → sim ⇢ agent → eval: 150.0 s of the run's 160.0 s, slot waits before agent"
+    )
