@@ -133,8 +133,8 @@ def test_over_seeds_judges_the_pool_on_the_mean_and_the_sides_in_every_seed(tmp_
     doc = json.loads(out.strip().splitlines()[-1])
     assert set(doc["seeds"]) == {"seed0", "seed1"} and doc["mean"]["final_strict_pass_advpool"] == 0.75
     assert doc["mean"]["pool_target"] == pytest.approx(0.7) and doc["criteria"]["pool_half_gap"] is True
-    assert doc["criteria"] == dict.fromkeys(acceptance.CRITERIA, True)
-    older = doc["seeds"]["seed1"]
+    assert doc["criteria"] == {**dict.fromkeys(acceptance.CRITERIA, True), **dict.fromkeys(acceptance.PER_SEED)}
+    older = doc["seeds"]["seed1"]  # runs from before agent_rl: no DA1, no gains, the agent-RL criteria unmeasured
     assert older["final_minus_da0_advpool_ci"] is None and "no per-episode outcomes" in older["ci_note"]
     verdicts = re.findall(r"criterion pool_half_gap +(\w+)", out)
     assert verdicts == ["FAIL", "PASS", "PASS"]  # seed0, seed1, the mean
@@ -173,3 +173,22 @@ def test_a_missing_or_bad_run_exits_2_naming_the_path(tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_:
         acceptance.main(["--run", str(good)])  # no LABEL=
     assert exit_.value.code == 2 and "expected LABEL=DIR" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("gains", "expected"),
+    [
+        ({"da1-da0": (0.06, 0.01, 0.11), "final-da0": (0.09, 0.03, 0.15), "coop": -0.01, "camo": 0.0}, (True,) * 3),
+        ({"da1-da0": (0.06, -0.01, 0.11), "final-da0": (0.09, 0.03, 0.15), "coop": 0, "camo": 0}, (False, True, True)),
+        ({"da1-da0": (0.04, 0.01, 0.08), "final-da0": (0.07, 0.02, 0.12), "coop": 0, "camo": 0}, (False, False, True)),
+        ({"da1-da0": (0.06, 0.01, 0.11), "final-da0": (0.09, 0.03, 0.15), "coop": 0, "camo": -0.03}, (1, 1, 0)),
+    ],
+)
+def test_the_agent_rl_criteria_read_the_paired_gains(gains, expected):
+    """DA1 - DA0 >= +0.05 and final - DA0 >= +0.08 vs the pool, each with its interval above 0; coop and camo held
+    within 0.02 (issue 63), from metrics.json's gains as seed_figures reads them."""
+    metrics = {"gains": {"da1-da0": {"advpool": list(gains["da1-da0"])},
+                         "final-da0": {"advpool": list(gains["final-da0"]), "coop": [gains["coop"], -1, 1],
+                                       "camo": [gains["camo"], -1, 1]}}}  # fmt: skip
+    checks = acceptance.gain_checks(acceptance.rl_gains(metrics))
+    assert tuple(checks[name] for name in acceptance.PER_SEED) == tuple(bool(x) for x in expected)
