@@ -8,8 +8,7 @@ from pipelines.stages import Stage, StageContext, StageOutput, stage_asset
 from sparring.agents.leaving import gives_up
 from sparring.atomic import replace_dir
 from sparring.catalog import SCENARIOS, scenario_file
-from sparring.seeds import derive_seed
-from sparring.world.scenarios import check_disjoint, sample_scenarios, save_scenarios, unplayed_scenarios
+from sparring.world.scenarios import save_scenarios, scenario_sets
 
 STAGE = Stage(
     name="scenarios",
@@ -26,42 +25,11 @@ STAGE = Stage(
 
 @stage_asset(STAGE)
 def scenarios(ctx: StageContext) -> StageOutput:
-    cfg, train = ctx.params.scenarios, ctx.catalog.utterances("train")
-    sets = {
-        name: sample_scenarios(
-            train if split == "train" else ctx.catalog.utterances(split),
-            n=n,
-            seed=ctx.params.seed,
-            personas=dict(cfg.personas),
-            n_customers=cfg.n_customers,
-        )
-        for name, split, n in (("train", "train", cfg.n_train), ("heldout", "test", cfg.n_heldout))
-    }
-    check_disjoint(sets["train"], sets["heldout"])
-    sets["gym"] = unplayed_scenarios(  # the agent gym's openings that no demonstration played
-        train,
-        sets["train"],
-        cfg.n_gym,
-        derive_seed(ctx.params.seed, "fresh-gym", 0),
-        dict(cfg.personas),
-        n_customers=cfg.n_customers,
-        skip=gives_up,
-    )
-    check_disjoint(sets["gym"], sets["heldout"])
-    # Validation (agent_rl's checkpoint choice) and arena (the cycles'): one draw from the validation split, cut in
-    # two, so the sets share no utterance and neither meets a demonstration, a gym or the held-out set.
-    unseen = sample_scenarios(
-        ctx.catalog.utterances("validation"),
-        n=cfg.n_validation + cfg.n_arena,
-        seed=derive_seed(ctx.params.seed, "validation"),
-        personas=dict(cfg.personas),
-        n_customers=cfg.n_customers,
-    )
-    sets["validation"], sets["arena"] = unseen[: cfg.n_validation], unseen[cfg.n_validation :]
-    for name in ("validation", "arena"):
-        for other in ("train", "heldout", "gym"):
-            check_disjoint(sets[name], sets[other])
-    check_disjoint(sets["validation"], sets["arena"])
+    cfg, data = ctx.params.scenarios, ctx.catalog
+    sizes = {"train": cfg.n_train, "heldout": cfg.n_heldout, "gym": cfg.n_gym}
+    sizes.update(validation=cfg.n_validation, arena=cfg.n_arena)
+    splits = {split: data.utterances(split) for split in ("train", "validation", "test")}
+    sets = scenario_sets(splits, sizes, ctx.params.seed, dict(cfg.personas), n_customers=cfg.n_customers, skip=gives_up)
 
     def write(folder):
         for name, items in sets.items():

@@ -170,6 +170,40 @@ def unplayed_scenarios(
     return sample_scenarios(rows, n, seed, personas, n_customers=n_customers)
 
 
+def scenario_sets(
+    splits: dict[str, Any],
+    sizes: dict[str, int],
+    seed: int,
+    personas: dict[str, float] | None = None,
+    *,
+    n_customers: int = 6,
+    skip: Callable[[str], bool] = lambda text: False,
+) -> dict[str, list[Scenario]]:
+    """The `scenarios` stage's sets from ``splits``' utterances (train, validation, test), ``sizes`` of each name:
+    train (demonstrations, the adversary's gym) and heldout (every measurement) from the train and test splits; gym,
+    train-split openings no train scenario has (``skip`` refuses some); validation (agent_rl's checkpoint choice) and
+    arena (the cycles'), one draw from the validation split cut in two. Every pair shares no scenario or utterance
+    (checked)."""
+    from sparring.seeds import derive_seed
+
+    draw = {"personas": personas, "n_customers": n_customers}
+    sets = {
+        "train": sample_scenarios(splits["train"], sizes["train"], seed, **draw),
+        "heldout": sample_scenarios(splits["test"], sizes["heldout"], seed, **draw),
+    }
+    gym_seed = derive_seed(seed, "fresh-gym", 0)
+    sets["gym"] = unplayed_scenarios(splits["train"], sets["train"], sizes["gym"], gym_seed, skip=skip, **draw)
+    n = sizes["validation"]
+    unseen = sample_scenarios(splits["validation"], n + sizes["arena"], derive_seed(seed, "validation"), **draw)
+    sets["validation"], sets["arena"] = unseen[:n], unseen[n:]
+    names = list(sets)
+    for i, a in enumerate(names):
+        for b in names[i + 1 :]:
+            if {a, b} != {"train", "gym"}:  # the gym is drawn from the train split, by unplayed openings
+                check_disjoint(sets[a], sets[b])
+    return sets
+
+
 def _make(row: dict[str, Any], i: int, seed: int, persona: str, n_customers: int) -> Scenario:
     scenario_id = "sc_" + hashlib.sha1(f"{row['id']}|{seed}|{i}".encode()).hexdigest()[:12]
     world_seed = int(hashlib.sha1(scenario_id.encode()).hexdigest()[:12], 16)
