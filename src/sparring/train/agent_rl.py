@@ -116,7 +116,7 @@ class ValidationCheck(TrainerCallback):
         self.curve = [r for r in self.curve if r["step"] != step] + [row]
         write_json({"curve": self.curve}, self.folder / CURVE_FILE)
         self.log(
-            f"agent_rl: validation at step {step}: strict PASS pool {row['strict_pass_advpool']:.3f}, "
+            f"validation at step {step}: strict PASS pool {row['strict_pass_advpool']:.3f}, "
             f"coop {row['strict_pass_coop']:.3f} ({seconds:.0f} s)"
         )
 
@@ -193,7 +193,7 @@ def train_agent_rl(
     result = None
     if done < rl.max_steps:
         if resume:
-            log(f"agent_rl: resuming from step {done} ({resume})")
+            log(f"resuming from step {done} ({resume})")
         opponent = agent_opponents(state, co.agent_mix, models.customer, co.coop_opening, co.adversary_opening)
         result = train_side(
             model,
