@@ -35,7 +35,10 @@ PROFILE_ENV = "SPARRING_PROFILE"
 # `sparring run --help` says it, and a first run on a profile prints it until its stages have times of their own.
 PROFILE_GUIDE = {
     "quick": ("the smoke test: tiny models, checks that every stage runs (its figures are zeros)", "about 70 s"),
-    "default": ("the main job on the embedded synthetic world", "about 1 h (57 min measured)"),
+    "default": (
+        "the main job on the embedded synthetic world",
+        "about 1 h 20 min (57 min measured before agent_rl, whose 100 GRPO steps add ~20 min)",
+    ),
     "scale": ("a pretrained Hugging Face model with LoRA, for a GPU", "not timed: it needs a GPU"),
     "banking77": ("the default on Banking77's real utterances (../shared/data/banking77)", "over 1 h, not timed whole"),
     "scale_smoke": ("the scale path (SmolLM2-135M + LoRA) at quick's budgets, on a CPU", "about 30 min"),
