@@ -11,16 +11,11 @@ from pathlib import Path
 
 from pipelines.stages import Plot, Stage, StageContext, StageOutput, stage_asset
 from sparring.catalog import AGENT_RL, AGENT_SFT, SIMULATORS
-from sparring.params import PROFILES, load_params
+from sparring.params import some_profile_plays_rl_simulator
 from sparring.train.agent_rl import clear_scratch, train_agent_rl
 
 PARAMS_FILE = Path(__file__).resolve().parents[1] / "params.yaml"
-
-
-def _plays_rl() -> bool:
-    """Whether some profile's agent plays the RL simulator (`coevolution.simulator: rl`): then agent_rl waits for
-    it, as cycle_1 does; the graph is one whatever the active profile."""
-    return any(load_params(PARAMS_FILE, name).coevolution.simulator == "rl" for name in PROFILES)
+PLAYS_RL = some_profile_plays_rl_simulator(PARAMS_FILE)  # then agent_rl waits for simulator_rl, as cycle_1 does
 
 
 STAGE = Stage(
@@ -40,7 +35,7 @@ STAGE = Stage(
         "assets/agent_rl.py",
     ),
     outs=(AGENT_RL,),
-    upstream=("scenarios", "agent_sft", "simulator_sft", *(("simulator_rl",) * _plays_rl())),
+    upstream=("scenarios", "agent_sft", "simulator_sft", *(("simulator_rl",) * PLAYS_RL)),
     priority=2,  # on the longest chain (agent_sft -> agent_rl -> the cycles): before simulator_rl when both are ready
     headline_metrics=("val_score_da1",),
     series=Plot("step", "strict_pass_advpool", "agent_rl: validation strict PASS vs the pool per step"),
@@ -85,5 +80,5 @@ def agent_rl(ctx: StageContext) -> StageOutput:
             **{f"grpo_{k}": v for k, v in result.grpo.reward_stats().items()},
         )
     clear_scratch(scratch)
-    report = {"curve": result.curve, "chosen_step": result.step, "signals": result.signals}
+    report = {"curve": result.curve, "chosen_step": result.step, "signals": result.grpo.steps if result.grpo else []}
     return StageOutput(metrics=metrics, report=report)

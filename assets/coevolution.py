@@ -22,7 +22,7 @@ from dagster import MetadataValue
 
 from pipelines.stages import Plot, Stage, StageContext, StageOutput, stage_asset
 from sparring.catalog import AGENT_RL, JUDGE, SCENARIOS, SIMULATORS, cycle_dir, load_judge
-from sparring.params import PROFILES, load_params
+from sparring.params import PROFILES, load_params, some_profile_plays_rl_simulator
 from sparring.train.cycle_state import CycleState
 from sparring.train.cycles import cycle_phases, fingerprint, is_finished, load_metrics, run_cycle_folder
 
@@ -71,10 +71,10 @@ def cycle_stages(params_file: Path = PARAMS_FILE) -> list[Stage]:
     """cycle_1 ... cycle_N as params_file's profiles make them, each profile read once: N is the largest
     `coevolution.max_cycles`, and cycle_1 waits for `simulator_rl` only when some profile's cycles play it
     (`coevolution.simulator: rl`), so the graph is one whatever the active profile."""
-    profiles = [load_params(params_file, name).coevolution for name in PROFILES]
-    plays_rl = any(c.simulator == "rl" for c in profiles)
+    cycles = max(load_params(params_file, name).coevolution.max_cycles for name in PROFILES)
+    plays_rl = some_profile_plays_rl_simulator(params_file)
     first = ("scenarios", "judge_models", "simulator_sft", *(("simulator_rl",) * plays_rl), "agent_rl")
-    return [cycle_stage(k, first) for k in range(1, max(c.max_cycles for c in profiles) + 1)]
+    return [cycle_stage(k, first) for k in range(1, cycles + 1)]
 
 
 STAGES = cycle_stages()  # by name in `stage.name`

@@ -333,8 +333,9 @@ def copy_command(root: Path) -> tuple[list[str], dict[str, str]]:
 
 
 # A warm start's folders and stage reports, shared by every RL seed: what agent_rl, the cycles and evaluate read.
-WARM_FOLDERS = ("data/ingest", "data/scenarios", "models/judge", "models/tokenizer", "models/agent_sft")
-WARM_FOLDERS += ("models/simulator_sft",)
+WARM_FOLDERS = (
+    "data/ingest", "data/scenarios", "models/judge", "models/tokenizer", "models/agent_sft", "models/simulator_sft",
+)  # fmt: skip
 WARM_STAGES = ("ingest", "scenarios", "judge_models", "tokenizer", "agent_sft", "simulator_sft")
 SCENARIO_SETS = ("train", "heldout", "gym", "validation", "arena")  # what agent_rl, the cycles and evaluate read
 # `sparring stage NAME` without the upstream check: evaluate runs without the peer cohort and simulator_rl.
@@ -360,7 +361,7 @@ def run_from_warm(workdir: Path, warm: Path, seed: int, profile: str) -> Path:
             if (warm / rel).is_file():
                 (root / rel).parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy2(warm / rel, root / rel)
-    cli, env = copy_command(root)
+    _, env = copy_command(root)
     print(f"seed {seed}: agent_rl, cycles and evaluate in {root} from {warm} (log: {root / 'run.log'})", flush=True)
     stages = ["agent_rl", *(f"cycle_{k}" for k in range(1, n_cycles(root) + 1)), "evaluate"]
     with open(root / "run.log", "w", encoding="utf-8") as log:

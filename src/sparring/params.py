@@ -363,3 +363,9 @@ def _validated(text: str, source: str, profile: str | None, env_profile: str | N
             result = params
     assert result is not None
     return result
+
+
+def some_profile_plays_rl_simulator(path: str | Path) -> bool:
+    """Whether any profile in ``path`` plays the RL simulator (``coevolution.simulator: rl``): then agent_rl and
+    cycle_1 wait for simulator_rl, in one graph whatever the active profile."""
+    return any(load_params(path, name).coevolution.simulator == "rl" for name in PROFILES)

@@ -24,7 +24,7 @@ import json
 import shutil
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -143,7 +143,6 @@ class AgentRLResult:
     grpo: GRPOResult | None  # None when every step had run before (a finished run reread)
     resumed_from: int = 0  # the trainer checkpoint's step a killed run resumed from (0: a fresh start)
     seconds: float = 0.0
-    signals: list[dict[str, float]] = field(default_factory=list)  # per rollout: reward, spread, strict pass
 
 
 def last_checkpoint(folder: Path) -> tuple[Path | None, int]:
@@ -225,7 +224,6 @@ def train_agent_rl(
         grpo=result,
         resumed_from=done,
         seconds=time.perf_counter() - t0,
-        signals=list(result.steps) if result else [],
     )
 
 
