@@ -50,7 +50,7 @@ from pathlib import Path
 from typing import Any
 
 from pipelines.project import copy_project, declared_stages
-from sparring.evaluate.episodes import episode_outcomes, paired_bootstrap
+from sparring.evaluate.episodes import episode_outcomes, paired_gain
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -112,15 +112,11 @@ def pool_difference(evaluate: dict[str, Any], path: Path, seed: int) -> dict[str
     episodes = evaluate.get("episodes")
     if not episodes:
         return {"final_minus_da0_advpool_ci": None, "ci_note": f"{path}: no per-episode outcomes (an older run)"}
-    try:
-        da0 = episode_outcomes(episodes, "da0", "advpool")
-        final = episode_outcomes(episodes, "final", "advpool")
+    try:  # the library's paired gain, as evaluate computes metrics.json's `gains`
+        _, low, high = paired_gain(episodes, "final", "da0", "advpool", seed)
+        keys = episode_outcomes(episodes, "da0", "advpool")
     except (KeyError, TypeError, ValueError) as e:
         raise BadRun(f"{path}: episodes of da0/final vs advpool unreadable ({e!r})") from None
-    keys = sorted(set(da0) & set(final))
-    if not keys:
-        raise BadRun(f"{path}: da0 and final share no advpool scenario")
-    low, high = paired_bootstrap([da0[k] for k in keys], [final[k] for k in keys], seed=seed)
     return {"final_minus_da0_advpool_ci": [low, high], "n_paired": len(keys)}
 
 

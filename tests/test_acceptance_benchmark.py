@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from sparring.evaluate.episodes import compact_episodes
+from sparring.evaluate.episodes import compact_episodes, paired_bootstrap
 
 ROOT = Path(__file__).resolve().parents[1]
 _spec = importlib.util.spec_from_file_location("acceptance", ROOT / "benchmarks" / "coevolution_acceptance.py")
@@ -63,14 +63,14 @@ def fake_run(
 
 def test_the_paired_bootstrap_on_hand_made_cases():
     same = [0, 1, 1, 0, 1] * 8
-    assert acceptance.paired_bootstrap(same, same) == (0.0, 0.0)
-    low, high = acceptance.paired_bootstrap([0] * 30 + [1] * 10, [1] * 40)  # every pair improved or held
-    assert 0 < low <= 0.75 <= high and acceptance.paired_bootstrap([0] * 40, [1] * 40) == (1.0, 1.0)
+    assert paired_bootstrap(same, same) == (0.0, 0.0)
+    low, high = paired_bootstrap([0] * 30 + [1] * 10, [1] * 40)  # every pair improved or held
+    assert 0 < low <= 0.75 <= high and paired_bootstrap([0] * 40, [1] * 40) == (1.0, 1.0)
     mixed = ([0, 1] * 20, [1, 0] * 20)  # as many pairs lost as won: the interval straddles 0, seeded
-    low, high = acceptance.paired_bootstrap(*mixed)
-    assert low < 0 < high and acceptance.paired_bootstrap(*mixed) == (low, high)
+    low, high = paired_bootstrap(*mixed)
+    assert low < 0 < high and paired_bootstrap(*mixed) == (low, high)
     with pytest.raises(ValueError):
-        acceptance.paired_bootstrap([], [])
+        paired_bootstrap([], [])
 
 
 def test_a_run_that_meets_every_criterion(tmp_path):

@@ -20,7 +20,7 @@ from sparring.evaluate.crossplay import (
     wilson_interval,
 )
 from sparring.evaluate.figures import FIGURES
-from sparring.evaluate.report import build_report, summary_rows
+from sparring.evaluate.report import build_report, gain_rows, rl_verdict, summary_rows
 from sparring.rollout import routed_correctly, run_episodes
 
 
@@ -230,3 +230,18 @@ class WrongToolExpert(ExpertAgent):
 
 def played_wrong_tool(scenarios):
     return run_episodes(scenarios, WrongToolExpert(), CooperativeCustomer(), max_turns=2)
+
+
+@pytest.mark.parametrize(
+    ("pool", "verdict"),
+    [([0.09, 0.03, 0.15], "RL helped"), ([-0.05, -0.1, -0.01], "RL hurt"), ([0.01, -0.05, 0.07], "distinguishable")],
+)
+def test_the_report_says_whether_rl_helped_from_the_paired_pool_gain(pool, verdict):
+    metrics = {"gains": {"final-da0": {"advpool": pool, "coop": [0.0, -0.02, 0.02]}, "da1-da0": {"advpool": pool}}}
+    line = rl_verdict(metrics)
+    assert verdict in line
+    assert f"{pool[0]:+.3f}" in line and f"{pool[1]:+.3f}, {pool[2]:+.3f}" in line
+    rows = gain_rows(metrics)
+    assert rows[1][0].startswith("DA1 − DA0") and rows[1][2] == "–"  # the pair's unplayed opponent
+    assert rows[2][1] == "+0.000 [-0.020, +0.020]"
+    assert rl_verdict({}).startswith("RL's gain: not measured")
