@@ -1,4 +1,5 @@
-"""Rollout throughput: batched turn-synchronous episodes vs one episode at a time vs raw ``model.generate``.
+"""Rollout throughput: sparring's decode loop vs ``model.generate``, batched episodes vs one at a time vs raw
+``model.generate``, and the raw batched forward that framework overhead sits on.
 
 One tokenizer (trained on a small synthetic corpus), one tiny random-init model spec for both sides (agent and
 customer are two models of it), the same scenarios for every measurement:
@@ -9,7 +10,14 @@ customer are two models of it), the same scenarios for every measurement:
 (c) raw batched ``model.generate`` replaying exactly the prompts (a) sent to the policies, same sampling and
     ``max_new_tokens``: the ceiling for an engine that re-encodes its prompts.
 
-Prints readable lines, then one JSON object as the last line. Goals: >= 10x the loop, >= 60% of raw generate.
+(d) per role (agent, customer), on the same episodes with the same seed, interleaved repeat by repeat: the
+    policies' tokens/s with ``decoder="loop"`` (:func:`sparring.agents.decode.decode`) and ``decoder="generate"``,
+    whether both wrote the same tokens, and the raw batched forward's rate: one token per sequence per forward over
+    a buffered cache, at the batch sizes and prompt lengths (a) sent to that role, with no sampling or processors.
+
+Prints readable lines, then one JSON object as the last line: ``{"agent": {"loop_tokens_per_s": ...,
+"generate_tokens_per_s": ..., "raw_forward_tokens_per_s": ...}, "customer": {...}, ...}``. Goals: >= 10x one at a
+time, >= 60% of raw generate; the decode loop >= 2x generate and >= 0.5x the raw forward (issue #60).
 Each figure is the best of ``--repeats`` runs; (b) runs ``--loop-episodes`` scenarios spread over the set
 (per-episode rates are comparable: every episode of two random-init models runs all ``max_turns`` rounds).
 ``--max-new-tokens`` defaults to params' customer messages (``adversary_grpo.max_new_tokens``, also the simulator's:
@@ -25,10 +33,12 @@ import json
 import time
 
 import torch
+from transformers import DynamicCache
 
 from sparring.agents.chat import known_intents
+from sparring.agents.kv_cache import BufferLayer
 from sparring.agents.models import ModelSpec, build_model, count_parameters
-from sparring.agents.policies import LMPolicy, default_kv_cache_dtype
+from sparring.agents.policies import ROLES, LMPolicy, default_kv_cache_dtype
 from sparring.agents.scripted import customer_goal
 from sparring.agents.tokenizer import train_tokenizer
 from sparring.data.synthetic import utterance_frame
@@ -75,6 +85,71 @@ def raw_generate(prompts: list[tuple[str, list[list[int]]]], models, tok, args) 
         for row in out[:, width:].tolist():
             tokens += row.index(end) + 1 if end in row else len(row)
     return seconds, tokens
+
+
+def raw_forward(prompts: list[tuple[str, list[list[int]]]], model, role: str, tok, new_tokens: int) -> tuple:
+    """(seconds, tokens) of ``new_tokens`` one-token forwards per recorded ``role`` batch over a buffered cache
+    pre-filled (untimed) with its prompts: the model's own cost per decoded token at that batch and cache length."""
+    seconds, tokens = 0.0, 0
+    for who, batch in prompts:
+        if who != role:
+            continue
+        width = max(len(p) for p in batch)
+        ids = torch.full((len(batch), width), tok.pad_token_id, dtype=torch.long)
+        mask = torch.zeros((len(batch), width + new_tokens), dtype=torch.long)
+        for i, p in enumerate(batch):
+            ids[i, width - len(p) :], mask[i, width - len(p) :] = torch.tensor(p), 1
+        cache = DynamicCache()
+        cache.layers = [BufferLayer(width + new_tokens) for _ in range(model.config.num_hidden_layers)]
+        cache.layer_class_to_replicate = None
+        positions = (mask[:, :width].cumsum(-1) - 1).clamp_(min=0)
+        with torch.inference_mode():
+            model(input_ids=ids, attention_mask=mask[:, :width], position_ids=positions, cache=cache, logits_to_keep=1)
+            step = ids[:, -1:]
+            position = positions[:, -1:]
+            t = time.perf_counter()
+            for k in range(new_tokens):
+                position = position + 1
+                model(
+                    input_ids=step, attention_mask=mask[:, : width + k + 1], position_ids=position, cache=cache,
+                    logits_to_keep=1,
+                )  # fmt: skip
+            seconds += time.perf_counter() - t
+        tokens += len(batch) * new_tokens
+    return seconds, tokens
+
+
+def decoders(scenarios, models, tok, args, prompts) -> dict[str, dict[str, float]]:
+    """(d): per role, the decode loop's and generate's tokens/s on the same episodes (best of ``--repeats``,
+    interleaved), whether their tokens agree, and the raw forward's rate on the recorded prompt batches."""
+    best: dict[str, dict[str, float]] = {"loop": {}, "generate": {}}
+    tokens: dict[str, list] = {}
+    for _ in range(args.repeats):
+        for how in best:
+            pols = policies(models, tok, args, decoder=how)
+            stats = RolloutStats()
+            episodes = run_episodes(scenarios, pols[0], pols[1], max_turns=args.max_turns, seed=args.seed, stats=stats)
+            tokens[how] = [e.token_ids for e in episodes]
+            for role in ROLES:
+                rate = stats.generated_tokens[role] / stats.act_s[role]
+                best[how][role] = max(best[how].get(role, 0.0), rate)
+    out = {}
+    for i, role in enumerate(ROLES):
+        raw = max((raw_forward(prompts, models[i], role, tok, args.max_new_tokens) for _ in range(args.repeats)),
+                  key=lambda st: st[1] / st[0])  # fmt: skip
+        loop, gen, raw_rate = best["loop"][role], best["generate"][role], raw[1] / raw[0]
+        out[role] = {
+            "loop_tokens_per_s": round(loop, 1),
+            "generate_tokens_per_s": round(gen, 1),
+            "raw_forward_tokens_per_s": round(raw_rate, 1),
+            "loop_over_generate": round(loop / gen, 2),
+            "loop_over_raw_forward": round(loop / raw_rate, 3),
+        }
+        print(f"(d) {role:8s}: decode loop {loop:8.1f} tokens/s, generate {gen:8.1f} ({loop / gen:.2f}x), "
+              f"raw forward {raw_rate:8.1f} (loop at {loop / raw_rate:.0%} of it)")  # fmt: skip
+    same = tokens["loop"] == tokens["generate"]
+    print(f"    the decode loop and generate wrote the same tokens in every episode: {same}")
+    return {**out, "same_tokens": same}
 
 
 # Over 60 lines: a benchmark's measurements side by side, top to bottom, as the printout reads.
@@ -148,23 +223,26 @@ def main() -> None:
     raw_s, raw_tokens = min(raw_generate(prompts, models, tok, args) for _ in range(args.repeats))
     raw_tok_s = raw_tokens / raw_s
     print(f"(c) raw generate:   {raw_s:7.2f} s  {raw_tok_s:8.1f} tokens/s on the same {len(prompts)} prompt batches")
+    by_decoder = decoders(scenarios, models, tok, args, prompts)
 
     result = {
+        **by_decoder,
         "episodes": len(scenarios),
         "episodes_per_s": round(eps_s, 3),
         "tokens_per_s": round(tok_s, 1),
         "no_kv_reuse_tokens_per_s": round(nr_tok_s, 1),
         "default_cache": default_kv_cache_dtype(),
         f"{other}_cache_tokens_per_s": round(alt_tok_s, 1),
-        "loop_episodes_per_s": round(loop_eps_s, 3),
-        "loop_tokens_per_s": round(loop_tok_s, 1),
+        "one_at_a_time_episodes_per_s": round(loop_eps_s, 3),
+        "one_at_a_time_tokens_per_s": round(loop_tok_s, 1),
         "raw_generate_tokens_per_s": round(raw_tok_s, 1),
-        "speedup_vs_loop": round(eps_s / loop_eps_s, 2),
+        "speedup_vs_one_at_a_time": round(eps_s / loop_eps_s, 2),
         "fraction_of_raw_generate": round(tok_s / raw_tok_s, 3),
         "no_kv_reuse_fraction_of_raw_generate": round(nr_tok_s / raw_tok_s, 3),
         "engine_overhead_share": round(batched.overhead_s / batched.total_s, 3),
     }
-    print(f"speedup vs loop {result['speedup_vs_loop']}x, {result['fraction_of_raw_generate']:.0%} of raw generate")
+    speedup, share = result["speedup_vs_one_at_a_time"], result["fraction_of_raw_generate"]
+    print(f"speedup vs one at a time {speedup}x, {share:.0%} of raw generate")
     print(json.dumps(result))
 
 

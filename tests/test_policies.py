@@ -98,16 +98,18 @@ def test_policies_satisfy_the_protocol(tok):
         LMPolicy(model, tok, "agent", temperature=0)
 
 
-def test_one_generate_per_act_with_left_padding_and_stop(tok):
+def test_one_decode_per_act_with_left_padding_and_stop(tok, monkeypatch):
+    from sparring.agents import policies
+
     model = build_model(TINY, tok)
     calls = []
-    original = model.generate
+    original = policies.decode
 
-    def counting(*args, **kwargs):
-        calls.append(kwargs["input_ids"].shape)
-        return original(*args, **kwargs)
+    def counting(model, input_ids, *args):
+        calls.append(input_ids.shape)
+        return original(model, input_ids, *args)
 
-    model.generate = counting
+    monkeypatch.setattr(policies, "decode", counting)
     policy = LMPolicy(model, tok, "agent", max_new_tokens=12, temperature=0.7, top_p=0.9)
     end = tok.convert_tokens_to_ids(END_OF_TURN)
     prompts = [tok.encode(t, add_special_tokens=False) for t in ("hello", "my card never arrived at all, help")]

@@ -4,8 +4,9 @@
 The engine (:mod:`sparring.rollout`) asks a policy for one message per live episode at once: ``act(requests)``
 with one :class:`TurnRequest` per episode, answered by one :class:`TurnOutput` each, in order. A request holds the
 conversation in the policy's own view, both as token ids (for LMs: the view plus the generation prompt) and as
-HF-style messages (for scripted policies). An LM policy answers a whole batch with ONE ``model.generate`` call:
-on CPU and GPU alike, per-step overhead, not arithmetic, dominates small-batch decoding.
+HF-style messages (for scripted policies). An LM policy answers a whole batch with ONE batched decode
+(:func:`sparring.agents.decode.decode`, or ``model.generate`` where the cache is not plain): on CPU and GPU alike,
+per-step overhead, not arithmetic, dominates small-batch decoding.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from transformers import (
 from transformers.cache_utils import DynamicLayer
 
 from sparring.agents.chat import AGENT_SYSTEM_PROMPT
+from sparring.agents.decode import decode
 from sparring.agents.kv_cache import BufferLayer, attention_over, native_gqa
 from sparring.agents.tokenizer import customer_banned_ids, end_of_turn_id
 from sparring.hf_door import attention_implementation
@@ -252,7 +254,7 @@ def default_kv_cache_dtype(device: torch.device | str = "cpu") -> str:
 
 
 class LMPolicy:
-    """A policy over a causal LM: one batched, left-padded, KV-cached ``generate`` per ``act``.
+    """A policy over a causal LM: one batched, left-padded, KV-cached decode per ``act``.
 
     Logprobs follow TRL's convention: ``log_softmax(logits / temperature)`` at the sampled token, from the raw
     logits (before top-p and the edge rule); sampling is exact (inverse CDF) over the processed scores.
@@ -267,6 +269,10 @@ class LMPolicy:
     (or on a GPU); "auto": the model's dtype; None (default): :func:`default_kv_cache_dtype` picks for this machine
     (docs/results.md, "Rollout rates on today's VM"). GRPO recomputes its logprobs in the model's precision anyway
     (TRL uses a rollout's logprobs only for vLLM importance sampling).
+
+    ``decoder``: "loop" (default) decodes with :func:`~sparring.agents.decode.decode`, one forward per token over
+    the buffered cache, the same tokens as ``generate`` at a fraction of its per-token overhead; "generate" calls
+    ``model.generate`` (as models without a plain cache always do), for comparison.
     """
 
     # Over 60 lines: one argument check per sampling option, each with the message a caller needs.
@@ -285,6 +291,7 @@ class LMPolicy:
         clean_edges: bool = True,
         max_prompt_tokens: int | None = None,
         kv_cache_dtype: str | None = None,
+        decoder: str = "loop",
     ) -> None:
         if role not in ROLES:
             raise ValueError(f"role must be one of {ROLES}, got {role!r}")
@@ -306,6 +313,9 @@ class LMPolicy:
         kv_cache_dtype = kv_cache_dtype or default_kv_cache_dtype(model.device)
         if kv_cache_dtype not in ("auto", "bfloat16"):
             raise ValueError(f"kv_cache_dtype must be 'auto' or 'bfloat16', got {kv_cache_dtype!r}")
+        if decoder not in ("loop", "generate"):
+            raise ValueError(f"decoder must be 'loop' or 'generate', got {decoder!r}")
+        self.decoder = decoder if self.buffered else "generate"  # the loop writes into buffered layers only
         narrow = kv_cache_dtype == "bfloat16" and self.buffered and model.dtype == torch.float32
         self._narrow_kv: torch.dtype | None = torch.bfloat16 if narrow else None  # None: the model's own
         limit = getattr(config, "max_position_embeddings", None)
@@ -358,7 +368,7 @@ class LMPolicy:
         return next(self.model.parameters()).device
 
     def act(self, requests: list[TurnRequest]) -> list[TurnOutput]:
-        """Generate one message per request in a single batched ``generate`` call."""
+        """Generate one message per request in a single batched decode."""
         if not requests:
             return []
         prompts = []
@@ -420,6 +430,12 @@ class LMPolicy:
             if self.buffered:
                 capacity = total + self.max_new_tokens
                 kwargs["cache"] = self._new_cache(requests, pads, total - width, capacity, kv_dtype)
+            if self.decoder == "loop":
+                out = decode(
+                    self.model, ids.to(device), mask.to(device), kwargs["cache"], self._processors,
+                    self.max_new_tokens, self.end_id, self.pad_id,
+                )  # fmt: skip
+                return out, total, pads
             out = self.model.generate(
                 input_ids=ids.to(device),
                 attention_mask=mask.to(device),
