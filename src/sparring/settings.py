@@ -215,7 +215,7 @@ AGENT_GRPO = GRPOSettings(learning_rate=3e-4, dynamic_sampling=2, lr_scheduler="
 
 class AgentRLSettings(Settings):
     """params.yaml's `agent_rl`: RL-ADA's step 1, DA0 -> DA1 by multi-turn GRPO on the unplayed gym with
-    ``coevolution.agent_grpo``'s recipe, keeping the step best on validation scenarios
+    ``coevolution.agent_grpo``'s recipe, keeping the last step or the one best on validation scenarios
     (:mod:`sparring.train.agent_rl`)."""
 
     max_steps: int = Field(100, ge=1, description="GRPO steps (replaces coevolution.agent_grpo.max_steps here)")
@@ -224,7 +224,7 @@ class AgentRLSettings(Settings):
     gym: Literal["unplayed", "train"] = Field(
         "unplayed", description="the gym's scenarios: openings no demonstration played (gym.jsonl), or the train set"
     )
-    keep: Literal["best", "last"] = Field("best", description="DA1: the checked step best on validation, or the last")
+    keep: Literal["last", "best"] = Field("last", description="DA1: the last step, or the step best on validation")
 
     @model_validator(mode="after")
     def _check(self) -> AgentRLSettings:
