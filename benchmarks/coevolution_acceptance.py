@@ -321,8 +321,10 @@ def finished(root: Path, profile: str, seed: int) -> bool:
 
 def copy_command(root: Path) -> tuple[list[str], dict[str, str]]:
     """The `sparring` command and the environment that run it against the project copy at ``root`` (its own
-    Dagster home, its params.yaml's profile)."""
-    env = {**os.environ, "SPARRING_ROOT": str(root), "DAGSTER_HOME": str(root / ".dagster")}
+    Dagster home, its params.yaml's profile, its own code: the venv's editable install points at the original's
+    src/, which may be edited while the copy runs)."""
+    path = os.pathsep.join([str(root / "src"), str(root), *filter(None, [os.environ.get("PYTHONPATH")])])
+    env = {**os.environ, "SPARRING_ROOT": str(root), "DAGSTER_HOME": str(root / ".dagster"), "PYTHONPATH": path}
     env.pop("SPARRING_PROFILE", None)
     (root / ".dagster").mkdir(exist_ok=True)
     return [str(Path(sys.executable).parent / "sparring")], env

@@ -192,3 +192,22 @@ def test_the_agent_rl_criteria_read_the_paired_gains(gains, expected):
                                        "camo": [gains["camo"], -1, 1]}}}  # fmt: skip
     checks = acceptance.gain_checks(acceptance.rl_gains(metrics))
     assert tuple(checks[name] for name in acceptance.PER_SEED) == tuple(bool(x) for x in expected)
+
+
+def test_a_project_copy_runs_its_own_code_not_the_originals(tmp_path):
+    """The venv's editable install points at the original's src/, which may be edited while a seed's copy runs:
+    the copy's stages import the copy's library (and its pipelines/) first."""
+    import subprocess
+    import sys
+
+    for package in ("sparring", "pipelines"):
+        folder = tmp_path / ("src" if package == "sparring" else "") / package
+        folder.mkdir(parents=True)
+        (folder / "__init__.py").write_text("COPY = True\n")
+    _, env = acceptance.copy_command(tmp_path)
+    code = "import sparring, pipelines; print(sparring.__file__); print(pipelines.__file__)"
+    out = subprocess.run([sys.executable, "-c", code], cwd="/", env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.split() == [
+        str(tmp_path / "src" / "sparring" / "__init__.py"),
+        str(tmp_path / "pipelines" / "__init__.py"),
+    ]
