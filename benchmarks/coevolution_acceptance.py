@@ -22,6 +22,9 @@ Per seed, then on the mean over seeds:
 7. ``final_gain``: final - DA0 vs the pool >= +0.08 with its interval above 0 (every seed).
 8. ``coop_camo_held``: final - DA0 vs `_coop` and `_camo` no lower than -0.02 (every seed).
 
+Beside them, not a criterion: ``strict_pass_advpool_by_generation``, DA0's, DA1's and the final agent's strict PASS
+against each adversary generation of the pool (an agent meets generations trained against it).
+
 Prints a table per seed, the means, PASS/FAIL/UNMEASURED per criterion and, last, one JSON object:
 ``{"seeds": {...}, "mean": {...}, "criteria": {name: true | false | null}}`` (null: unmeasured). Exit 0 whenever
 the runs could be read (this measures, it does not gate); 2, naming the path, when a run folder or file is
@@ -58,7 +61,7 @@ EXPERT_FLOOR = 0.95  # the expert's strict PASS vs the pool: the pool must be wi
 ROUTING_ERROR_MAX = 0.03  # the final agent's routing error vs the cooperative simulator
 FAITHFUL = 0.8  # the adversary's faithfulness floor in its first gym
 EPS = 1e-9  # rates equal up to float noise compare as equal
-NOT_AVERAGED = ("seed", "n_heldout", "n_paired", "first_gym_cycle")
+NOT_AVERAGED = ("seed", "n_heldout", "n_paired", "first_gym_cycle", "pool_generations")
 CRITERIA = ("expert_ceiling", "pool_half_gap", "coop_routing_camo", "both_sides_trained", "first_gym")
 PER_SEED = ("da1_gain", "final_gain", "coop_camo_held")  # issue 63: judged in every seed
 DA1_GAIN, FINAL_GAIN, HELD = 0.05, 0.08, 0.02  # DA1 - DA0 and final - DA0 vs the pool; coop and camo held within
@@ -120,6 +123,31 @@ def pool_difference(evaluate: dict[str, Any], path: Path, seed: int) -> dict[str
     return {"final_minus_da0_advpool_ci": [low, high], "n_paired": len(keys)}
 
 
+def pool_by_generation(root: Path, evaluate: dict[str, Any]) -> dict[str, Any]:
+    """Strict PASS vs the pool per adversary generation, per agent: ``against_pool`` deals held-out scenario i to
+    generation i % n and plays them oldest generation first, so n is the count whose dealing gives the recorded
+    order. An agent that trained before an adversary did meets generations trained against it."""
+    episodes = evaluate.get("episodes") or {}
+    order = (episodes.get("scenario_ids") or {}).get("advpool")
+    path = root / "data" / "scenarios" / "heldout.jsonl"
+    if not order or not path.is_file():
+        return {}
+    held = [json.loads(line)["scenario_id"] for line in path.read_text(encoding="utf-8").splitlines() if line]
+    held = held[: len(order)]
+    n = next((k for k in range(1, 33) if [s for g in range(k) for s in held[g::k]] == order), None)
+    if n is None:
+        return {}
+    bounds = [sum(len(held[g::n]) for g in range(i)) for i in range(n + 1)]
+    flags = episodes.get("strict_pass") or {}
+    blocks = list(zip(bounds[:-1], bounds[1:], strict=True))
+    per_gen = {
+        agent: [round(sum(map(int, f["advpool"][a:b])) / (b - a), 4) for a, b in blocks]
+        for agent, f in flags.items()
+        if agent in ("da0", "da1", "final") and "advpool" in f
+    }
+    return {"pool_generations": n, "strict_pass_advpool_by_generation": per_gen}
+
+
 def first_gym(cycles: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """The adversary's first gym against DA0, from the arenas around it, or why it is unmeasured."""
     first = next((i for i, c in enumerate(cycles) if c.get("trained") in ("agent", "adversary")), None)
@@ -173,6 +201,7 @@ def seed_figures(root: Path, profile: str, bootstrap_seed: int = 0) -> dict[str,
         "adv_success_trajectory": metrics.get("adv_success_trajectory", [c.get("arena_adv_success") for c in cycles]),
         **first_gym(cycles),
         **rl_gains(metrics),
+        **pool_by_generation(root, evaluate),
     }
 
 
