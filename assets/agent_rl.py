@@ -24,16 +24,6 @@ STAGE = Stage(
     "and the cooperative customer), the agent's reward from the world; validation strict PASS every K steps picks "
     "the step kept.",
     params=("agent_rl", "coevolution", "judge"),
-    deps=(
-        "src/sparring/train",
-        "src/sparring/judge",
-        "src/sparring/agents",
-        "src/sparring/hf_door.py",  # the private TRL/transformers touches of agents/ and train/
-        "src/sparring/rollout.py",
-        "src/sparring/seeds.py",
-        "src/sparring/world",
-        "assets/agent_rl.py",
-    ),
     outs=(AGENT_RL,),
     upstream=("scenarios", "agent_sft", "simulator_sft", *(("simulator_rl",) * PLAYS_RL)),
     priority=2,  # on the longest chain (agent_sft -> agent_rl -> the cycles): before simulator_rl when both are ready

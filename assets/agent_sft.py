@@ -26,17 +26,6 @@ STAGE = Stage(
     params=("model", "agent_sft"),
     # besides the trainer and its evaluation: the model it builds, the expert demos (agents, rollout, world) and
     # the camouflaging customer's utterances (data/synthetic.py and its lexicon)
-    deps=(
-        "src/sparring/train",
-        "src/sparring/evaluate",
-        "src/sparring/agents",
-        "src/sparring/hf_door.py",  # the private TRL/transformers touches of agents/ and train/
-        "src/sparring/rollout.py",
-        "src/sparring/world",
-        "src/sparring/data/synthetic.py",
-        "src/sparring/data/synthetic_lexicon.json",
-        "assets/agent_sft.py",
-    ),
     outs=(AGENT_SFT,),
     upstream=("ingest", "scenarios", "tokenizer"),
     headline_metrics=("strict_pass_camo",),

@@ -20,32 +20,12 @@ from typing import Any
 
 from dagster import MetadataValue
 
-from pipelines.stages import Plot, Stage, StageContext, StageOutput, stage_asset
+from pipelines.stages import Plot, Stage, StageContext, StageOutput, stage_asset, stage_deps
 from sparring.catalog import AGENT_RL, JUDGE, SCENARIOS, SIMULATORS, cycle_dir, load_judge
 from sparring.params import PROFILES, load_params, some_profile_plays_rl_simulator
 from sparring.train.cycle_state import CycleState
 from sparring.train.cycles import cycle_phases, fingerprint, is_finished, load_metrics, run_cycle_folder
 
-CODE = (
-    "src/sparring/settings.py",
-    "src/sparring/seeds.py",
-    "src/sparring/train/coevolution.py",
-    "src/sparring/train/cycle_state.py",
-    "src/sparring/train/grpo.py",
-    "src/sparring/train/trl.py",  # what the TRL gyms share
-    "src/sparring/train/iapo.py",  # grpo's credit assignment (`credit: iapo | mt_grpo`)
-    "src/sparring/train/opponents.py",
-    "src/sparring/train/cycles.py",
-    "src/sparring/train/play.py",
-    "src/sparring/train/lm_head.py",  # grpo's CPU update head
-    "src/sparring/judge",
-    "src/sparring/catalog.py",  # load_judge: the judge the cycles play with
-    "src/sparring/rollout.py",
-    "src/sparring/agents",
-    "src/sparring/hf_door.py",  # the private TRL/transformers touches of agents/ and train/
-    "src/sparring/world",
-    "assets/coevolution.py",
-)
 PARAMS_FILE = Path(__file__).resolve().parents[1] / "params.yaml"
 # Each cycle's data series: the W_DA trajectory so far (dvc.yaml plots the last cycle's, the whole run's).
 W_DA = Plot("cycle", "w_da", "co-evolution: W_DA (the agent's win rate in the arena) per cycle")
@@ -57,7 +37,6 @@ def cycle_stage(k: int, first: tuple[str, ...]) -> Stage:
         description=f"Co-evolution cycle {k} (RL-ADA): arena → the weaker side trains with multi-turn GRPO against "
         "its frozen opponent → checkpoint, state, transcripts and per-cycle metrics.",
         params=("coevolution", "judge"),
-        deps=CODE,
         outs=(cycle_dir(k),),
         upstream=first if k == 1 else (f"cycle_{k - 1}",),
         headline_metrics=("w_da",),
@@ -103,7 +82,7 @@ def cycle_fingerprint(ctx: StageContext, k: int) -> dict[str, Any]:
         inputs.update({"agent_rl": data.path(AGENT_RL), Path(simulator).name: data.path(simulator)})
     else:
         inputs["previous"] = data.path(cycle_dir(k - 1))
-    inputs.update({f"code:{c}": data.path(c) for c in CODE})
+    inputs.update({f"code:{c}": data.path(c) for c in stage_deps(STAGES[k - 1])})  # what dvc.yaml lists
     params = {"cycle": k, "seed": p.seed, "coevolution": p.coevolution.model_dump(), "judge": p.judge.model_dump()}
     return fingerprint(params, inputs)
 

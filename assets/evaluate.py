@@ -37,26 +37,6 @@ STAGE = Stage(
     description="Held-out evaluation of DA0, each cycle's agent, the final agent and the peer cohort against the "
     "cooperative simulator, the camouflaging customer and the adversary pool → reports/metrics.json.",
     params=("evaluate", "coevolution", "judge"),
-    deps=(
-        "src/sparring/evaluate/heldout.py",
-        "src/sparring/evaluate/episodes.py",  # the compact per-episode outcomes and the paired gains
-        "src/sparring/evaluate/parallel.py",
-        "src/sparring/train/play.py",
-        "src/sparring/evaluate/crossplay.py",
-        "src/sparring/evaluate/strategies.py",
-        "src/sparring/train/cycle_state.py",  # each cycle's agent and adversaries, from its state
-        "src/sparring/train/cycles.py",  # load_metrics: the cycles' metrics in metrics.json
-        "src/sparring/seeds.py",  # every episode's seed
-        "src/sparring/data/synthetic.py",  # the camouflaging customer's utterances
-        "src/sparring/data/synthetic_lexicon.json",
-        "src/sparring/judge",
-        "src/sparring/catalog.py",  # load_judge: the judge episodes are scored with
-        "src/sparring/rollout.py",
-        "src/sparring/agents",
-        "src/sparring/hf_door.py",  # the private TRL/transformers touches of agents/ and train/
-        "src/sparring/world",
-        "assets/evaluate.py",
-    ),
     outs=(),
     metrics=(METRICS,),
     upstream=(

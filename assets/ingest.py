@@ -14,13 +14,6 @@ STAGE = Stage(
     description="Customer utterances and dialogues → deduplicated, stratified train/validation/test parquet.",
     params=("ingest",),
     # taxonomy.py reads taxonomy.json (the intents and their tools); vocab.py shapes the generated dialogues
-    deps=(
-        "src/sparring/data",
-        "src/sparring/world/taxonomy.json",
-        "src/sparring/world/taxonomy.py",
-        "src/sparring/world/vocab.py",
-        "assets/ingest.py",
-    ),
     outs=(INGEST,),
     headline_metrics=("rows_train",),
     group="data",

@@ -15,12 +15,6 @@ STAGE = Stage(
     description="Intent oracle (MiniLM + TF-IDF → logistic regression) and realism discriminator for the judge.",
     params=("judge",),
     # the oracle's classes and the discriminator's label patterns come from the taxonomy
-    deps=(
-        "src/sparring/judge",
-        "src/sparring/world/taxonomy.py",
-        "src/sparring/world/taxonomy.json",
-        "assets/judge_models.py",
-    ),
     outs=(JUDGE,),
     upstream=("ingest",),
     priority=1,  # simulator_sft waits for it: the longest chain

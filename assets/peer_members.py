@@ -21,16 +21,6 @@ STAGE = Stage(
     description="The peer cohort's members of other model families (peer_rl.members with a model), each "
     "warm-started as DA0 is (intent phase, then expert demos unless `demos: false`); peer_rl trains them.",
     params=("ingest", "agent_sft", "peer_rl"),
-    deps=(
-        "src/sparring/train/demos.py",
-        "src/sparring/train/sft.py",
-        "src/sparring/train/peer_reward.py",  # warm_start_member, Co-RL's step 1
-        "src/sparring/agents",
-        "src/sparring/hf_door.py",  # the private TRL/transformers touches of agents/ and train/
-        "src/sparring/rollout.py",  # the expert demos (members with `demos: true`)
-        "src/sparring/world",
-        "assets/peer_members.py",
-    ),
     outs=(PEER_MEMBERS,),
     upstream=("ingest", "scenarios", "tokenizer"),
     priority=-1,  # only peer_rl, after the last cycle, needs it: it fills an idle core

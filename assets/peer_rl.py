@@ -28,20 +28,6 @@ STAGE = Stage(
     "trainer, reward each other's routing on unlabeled utterances (ring / majority / self); intent accuracy "
     "before and after on the labelled test split, Co-RL's diversity probe, a collapse guard.",
     params=("ingest", "peer_rl"),
-    deps=(
-        "src/sparring/data",
-        "src/sparring/train/peer_reward.py",
-        "src/sparring/train/grpo.py",
-        "src/sparring/train/trl.py",  # what the TRL gyms share
-        "src/sparring/train/iapo.py",  # grpo's credit assignment
-        "src/sparring/train/cycle_state.py",  # which agent the last cycle left
-        "src/sparring/agents",
-        "src/sparring/hf_door.py",  # the private TRL/transformers touches of agents/ and train/
-        "src/sparring/rollout.py",  # route_utterances, agent_opening: the prompt every routing is sampled from
-        "src/sparring/world/taxonomy.py",  # the intents a routing is parsed into
-        "src/sparring/world/taxonomy.json",
-        "assets/peer_rl.py",
-    ),
     outs=(PEER_RL,),
     upstream=(f"cycle_{N_CYCLES}", "peer_members", "ingest", "tokenizer"),
     group="peer_reward",

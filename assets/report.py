@@ -25,12 +25,6 @@ STAGE = Stage(
     description="The end-of-run report: summary table, strict PASS per generation, W_DA, cross-play heatmap, "
     "failure kinds, discovered strategies, simulator fidelity → reports/report.md, reports/report.html.",
     params=(),
-    deps=(
-        "src/sparring/evaluate/report.py",
-        "src/sparring/evaluate/figures.py",
-        "src/sparring/evaluate/crossplay.py",  # FAILURE_KINDS: the failure table's columns
-        "assets/report.py",
-    ),
     outs=(FIGURES_DIR, REPORT_MD, REPORT_HTML),
     upstream=("evaluate",),
     figures=tuple(f"{FIGURES_DIR}/{name}.png" for name in FIGURES),

@@ -15,7 +15,6 @@ STAGE = Stage(
     description="Scenarios (intent, world, customer, slots, persona, expected calls): train, held-out, the "
     "agent gym's unplayed set, and validation and arena sets from the validation split.",
     params=("scenarios",),
-    deps=("src/sparring/world", "src/sparring/agents/leaving.py", "src/sparring/seeds.py", "assets/scenarios.py"),
     outs=(SCENARIOS,),
     upstream=("ingest",),
     headline_metrics=("n_train",),

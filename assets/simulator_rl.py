@@ -21,24 +21,6 @@ STAGE = Stage(
     "scripted expert, rewarded by how the session ends and how its customer turns follow the real ones; both "
     "simulators' fidelity on the same held-out sessions, and DA0 against each.",
     params=("simulator_rl", "agent_sft"),
-    deps=(
-        "src/sparring/train/tracer.py",
-        "src/sparring/train/sft.py",  # stage 1, in the same file as stage 2
-        "src/sparring/train/grpo.py",
-        "src/sparring/train/trl.py",  # what the TRL gyms share
-        "src/sparring/train/iapo.py",  # group_normalized: the reward terms' normalization
-        "src/sparring/train/opponents.py",
-        "src/sparring/seeds.py",
-        "src/sparring/data/synthetic.py",  # OUTCOMES: the endings it is rewarded and measured on
-        "src/sparring/evaluate/fidelity.py",
-        "src/sparring/evaluate/ending_ceiling.py",
-        "src/sparring/rollout.py",
-        "src/sparring/agents",
-        "src/sparring/hf_door.py",  # the private TRL/transformers touches of agents/ and train/
-        "src/sparring/world",
-        "src/sparring/judge",
-        "assets/simulator_rl.py",
-    ),
     outs=(SIMULATOR_RL,),
     upstream=("ingest", "scenarios", "judge_models", "simulator_sft", "agent_sft"),
     # started first when ready: evaluate waits for it, and its ~20 min outlast the cycles and peer_rl beside it

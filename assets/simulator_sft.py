@@ -23,18 +23,6 @@ STAGE = Stage(
     params=("model", "simulator_sft"),
     # besides the trainer: the model it builds, the scripted episodes it trains on, the judge models and outcome
     # classes (data/synthetic.py's OUTCOMES) its fidelity is measured with
-    deps=(
-        "src/sparring/train",
-        "src/sparring/seeds.py",  # train.tracer holds stage 2 too (its GRPO gym)
-        "src/sparring/evaluate/fidelity.py",
-        "src/sparring/agents",
-        "src/sparring/hf_door.py",  # the private TRL/transformers touches of agents/ and train/
-        "src/sparring/rollout.py",
-        "src/sparring/world",
-        "src/sparring/judge",
-        "src/sparring/data/synthetic.py",
-        "assets/simulator_sft.py",
-    ),
     outs=(SIMULATOR_SFT,),
     upstream=("ingest", "scenarios", "tokenizer", "judge_models"),
     priority=1,  # the longest chain to the cycles: start it before anything else that is ready

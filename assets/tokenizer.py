@@ -19,15 +19,6 @@ STAGE = Stage(
     "and rendered expert episodes.",
     params=("tokenizer", "model"),
     # the corpus holds expert episodes: the scripted agents, the rollout, the world's tool results, their rendering
-    deps=(
-        "src/sparring/agents",
-        "src/sparring/hf_door.py",  # the private TRL/transformers touches of agents/ and train/
-        "src/sparring/rollout.py",
-        "src/sparring/world",
-        "src/sparring/train/demos.py",
-        "src/sparring/train/sft.py",
-        "assets/tokenizer.py",
-    ),
     outs=(TOKENIZER,),
     upstream=("ingest", "scenarios"),
     headline_metrics=("vocab_size",),

@@ -4,7 +4,8 @@ From these declarations come both the Dagster assets (`stage_asset`) and dvc.yam
 by `sparring dvc-yaml --write`). Every DVC stage runs `sparring stage <name>`, which materializes the same
 Dagster asset in-process against the project's Dagster instance, so `dvc repro` and the Dagster UI run the
 same code, update the same files, and both log to MLflow. tests/test_pipeline.py checks that dvc.yaml and the
-asset graph agree.
+asset graph agree. A stage's code dependencies are computed, not declared: the import closure of its module
+(pipelines/code_deps.py), which dvc.yaml lists and `code_version` hashes alike.
 
 Besides its own outputs, every stage writes reports/<stage>.json (all its metrics), reports/headline/<stage>.json
 (a few headline numbers: DVC's metrics, so `dvc metrics show` stays a short table) and, for the stages with a
@@ -40,6 +41,7 @@ from dagster import (
     define_asset_job,
 )
 
+from pipelines.code_deps import code_files, collapse, folder_files
 from pipelines.progress import previous_seconds, say, stage_progress
 from pipelines.resources import INTERRUPTS, VERBOSE_ENV, MlflowTracking, ProjectResource
 from pipelines.timings import split_timings, write_stage_timings
@@ -80,8 +82,9 @@ class Stage:
     name: str
     description: str
     params: tuple[str, ...]  # params.yaml sections the stage reads (besides COMMON_PARAMS)
-    deps: tuple[str, ...]  # code and data paths the stage reads, relative to the project root
-    outs: tuple[str, ...]  # what it writes (DVC-cached)
+    # Paths it reads that are neither an upstream stage's outs nor code its module imports (`stage_deps` adds those).
+    deps: tuple[str, ...] = ()
+    outs: tuple[str, ...] = ()  # what it writes (DVC-cached)
     metrics: tuple[str, ...] = ()  # small JSON summaries it writes (DVC-tracked, not cached, logged to MLflow)
     upstream: tuple[str, ...] = ()  # stages whose outs it reads
     figures: tuple[str, ...] = ()  # PNGs among its outs that `dvc plots show` draws
@@ -144,16 +147,28 @@ def trainer_output(root: Path, name: str) -> Iterator[Path | None]:
         yield path
 
 
+def stage_deps(stage: Stage, root: Path = ROOT) -> list[str]:
+    """What the stage reads besides its upstream outs, computed so no hand-kept list can miss a file: COMMON_DEPS,
+    its module's import closure with the package data beside it, and its own `deps`; each once, none under a
+    folder already listed."""
+    paths = [*COMMON_DEPS, *collapse(code_files(stage_module(stage.name), root), root), *stage.deps]
+    folders = [p for p in paths if (root / p).is_dir()]
+    kept: list[str] = []
+    for path in paths:
+        if path not in kept and not any(path.startswith(f"{folder}/") for folder in folders):
+            kept.append(path)
+    return kept
+
+
 def code_version(stage: Stage, root: Path = ROOT) -> str:
-    """A hash of the code the stage runs (its deps' .py and .json files, and COMMON_DEPS): Dagster marks the
-    asset stale when it changes, as DVC does for the same paths."""
+    """A hash of the files `stage_deps` names (a folder's as DVC tracks them): Dagster marks the asset stale when
+    they change, as DVC does."""
     digest = hashlib.sha1()
-    for dep in sorted({*stage.deps, *COMMON_DEPS}):
+    for dep in stage_deps(stage, root):
         path = root / dep
-        files = sorted(p for p in path.rglob("*") if p.suffix in (".py", ".json")) if path.is_dir() else [path]
-        for file in files:
-            if file.is_file():
-                digest.update(file.relative_to(root).as_posix().encode() + b"\0" + file.read_bytes())
+        for name in folder_files(path, root) if path.is_dir() else [dep]:
+            if (root / name).is_file():
+                digest.update(name.encode() + b"\0" + (root / name).read_bytes())
     return digest.hexdigest()[:12]
 
 
@@ -295,7 +310,7 @@ def render_dvc_yaml(stages: list[Stage]) -> str:
         body[s.name] = {
             "desc": s.description,
             "cmd": f"{STAGE_COMMAND} {s.name}",
-            "deps": [*upstream_outs, *COMMON_DEPS, *s.deps],
+            "deps": [*upstream_outs, *stage_deps(s)],
             "params": [*COMMON_PARAMS, *s.params],
             "outs": [*s.outs, *({path: {"cache": False}} for path in small)],
             "metrics": [{s.headline: {"cache": False}}],

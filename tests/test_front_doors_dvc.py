@@ -102,20 +102,32 @@ def test_bytecode_and_tool_caches_leave_a_finished_run_up_to_date_and_a_code_cha
     (world / "scenarios.py~").write_text("backup\n")
     assert stale(root) == {}, "no code changed, yet DVC would rerun these stages"
 
-    # A real change to a file under src/sparring/world makes exactly the stages that depend on it stale.
+    # A real change to a file under src/sparring/world makes exactly the stages that depend on it stale (most of
+    # that folder every stage reaches, through sparring.catalog's loaders; outcome.py only the stages that play).
     stages = yaml.safe_load((root / "dvc.yaml").read_text())["stages"]
-    changed_file = "src/sparring/world/scenarios.py"
+    changed_file = "src/sparring/world/outcome.py"
     depend = {
         n for n, s in stages.items() if any(changed_file == d or changed_file.startswith(f"{d}/") for d in s["deps"])
     }
-    assert {"scenarios", "cycle_1", "evaluate"} <= depend and "ingest" not in depend  # the test tests something
-    path = root / changed_file
-    path.write_text(path.read_text() + "\nCHANGED_BY_THE_TEST = True\n")
+    assert {"simulator_sft", "cycle_1", "evaluate"} <= depend and "ingest" not in depend  # the test tests something
+    path, original = root / changed_file, (root / changed_file).read_text()
+    path.write_text(original + "\nCHANGED_BY_THE_TEST = True\n")
     changed = stale(root)
     assert set(changed) == depend, changed
     for name, entries in changed.items():
         deps = {k: v for e in entries for k, v in e.get("changed deps", {}).items()}
         assert deps and all(v == "modified" and f"{changed_file}/".startswith(f"{k}/") for k, v in deps.items()), name
+
+    # Issue 62: train/lm_head.py, which every GRPO update imports (and SFT's trainer, inside a function), was missing
+    # from the hand-kept deps of simulator_rl, peer_rl and peer_members; computed from imports, it reruns them all.
+    path.write_text(original)
+    assert stale(root) == {}
+    lm_head = "src/sparring/train/lm_head.py"
+    depend = {n for n, s in stages.items() if any(lm_head == d or lm_head.startswith(f"{d}/") for d in s["deps"])}
+    grpo = {"simulator_rl", "agent_rl", "peer_rl", "peer_members", *(n for n in stages if n.startswith("cycle_"))}
+    assert grpo <= depend and not {"ingest", "scenarios", "judge_models", "report"} & depend
+    (root / lm_head).write_text((root / lm_head).read_text() + "\nCHANGED_BY_THE_TEST = True\n")
+    assert set(stale(root)) == depend
 
 
 def test_a_rerun_the_recovery_advice_and_a_venv_not_on_path_leave_dvc_up_to_date(tmp_path):
