@@ -10,6 +10,7 @@ train/lm_head.py, which every GRPO update imports, so `dvc repro` did not rerun 
 from __future__ import annotations
 
 import ast
+import functools
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
@@ -56,12 +57,13 @@ def _with_packages(module: str, root: Path) -> list[str]:
     return [name for name in names if module_file(name, root) is not None]
 
 
-def imports(module: str, root: Path = ROOT) -> list[tuple[str, bool]]:
+@functools.cache  # every stage's closure reads the same files again: ~3 s of loading the definitions
+def imports(module: str, root: Path = ROOT) -> tuple[tuple[str, bool], ...]:
     """The project modules ``module``'s import statements load, each with whether the import is deferred (inside a
     function); ``from a.b import c`` loads a.b.c when that is a module, else a.b. TYPE_CHECKING imports are left out."""
     path = module_file(module, root)
     if path is None:
-        return []
+        return ()
     found: list[tuple[str, bool]] = []
     for node, late in _import_nodes(ast.parse(path.read_text(encoding="utf-8")).body):
         if isinstance(node, ast.Import):
@@ -73,7 +75,7 @@ def imports(module: str, root: Path = ROOT) -> list[tuple[str, bool]]:
                 base = ".".join([*package[: len(package) - node.level + 1], *([base] if base else [])])
             names = [f"{base}.{a.name}" if module_file(f"{base}.{a.name}", root) else base for a in node.names]
         found += [(name, late) for imported in names for name in _with_packages(imported, root)]
-    return found
+    return tuple(found)
 
 
 def import_closure(module: str, root: Path = ROOT, deferred: bool = True) -> set[str]:
