@@ -21,8 +21,8 @@ PLAYS_RL = some_profile_plays_rl_simulator(PARAMS_FILE)  # then agent_rl waits f
 STAGE = Stage(
     name="agent_rl",
     description="DA1: multi-turn GRPO of DA0 on the unplayed gym against the simulator (as the first adversary "
-    "and the cooperative customer), the agent's reward from the world; validation strict PASS every K steps picks "
-    "the step kept.",
+    "and the cooperative customer), the agent's reward from the world; validation strict PASS every K steps is "
+    "its curve; the last step is DA1 (agent_rl.keep).",
     params=("agent_rl", "coevolution", "judge"),
     outs=(AGENT_RL,),
     upstream=("scenarios", "agent_sft", "simulator_sft", *(("simulator_rl",) * PLAYS_RL)),
