@@ -11,12 +11,10 @@ per-step overhead, not arithmetic, dominates small-batch decoding.
 
 from __future__ import annotations
 
-import functools
 import os
 import weakref
 from collections.abc import Hashable, Iterable
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 import torch
@@ -237,20 +235,11 @@ class ContinuesUtterance:
         self.policy.release(keys)
 
 
-@functools.cache  # read once: every LMPolicy asks
-def cpu_has_bf16() -> bool:
-    """Whether this CPU does bfloat16 arithmetic in hardware (AVX512-BF16 or AMX-BF16, as /proc/cpuinfo lists)."""
-    try:
-        flags = Path("/proc/cpuinfo").read_text(encoding="utf-8").split()
-    except OSError:
-        return False
-    return "avx512_bf16" in flags or "amx_bf16" in flags
-
-
 def default_kv_cache_dtype(device: torch.device | str = "cpu") -> str:
-    """The cache dtype batched decoding is fastest with here: bfloat16 on a GPU or a CPU with bfloat16 arithmetic;
-    elsewhere the model's own (a CPU without it converts every cached value it reads)."""
-    return "bfloat16" if torch.device(device).type == "cuda" or cpu_has_bf16() else "auto"
+    """The cache dtype batched decoding is fastest with: bfloat16 on a GPU, the model's own on a CPU. On CPUs
+    without bfloat16 arithmetic every cached value read is converted; on this AMD EPYC with avx512_bf16 the
+    bfloat16 attention itself ran ~2.5x slower than float32's (docs/results.md, "The decode loop and the cache")."""
+    return "bfloat16" if torch.device(device).type == "cuda" else "auto"
 
 
 class LMPolicy:
@@ -265,13 +254,12 @@ class LMPolicy:
     full pre-fill. The engine calls :meth:`release` when conversations end.
 
     ``kv_cache_dtype`` (as vLLM's option of that name): "bfloat16" keeps a float32 SDPA model's buffered cache in
-    bfloat16, which halves the bytes batched decoding reads but pays off only where the CPU has bfloat16 arithmetic
-    (or on a GPU); "auto": the model's dtype; None (default): :func:`default_kv_cache_dtype` picks for this machine
-    (docs/results.md, "Rollout rates on today's VM"). GRPO recomputes its logprobs in the model's precision anyway
-    (TRL uses a rollout's logprobs only for vLLM importance sampling).
+    bfloat16, which halves the bytes batched decoding reads but has paid off only on a GPU; "auto": the model's
+    dtype; None (default): :func:`default_kv_cache_dtype` picks for the device. GRPO recomputes its logprobs in the
+    model's precision anyway (TRL uses a rollout's logprobs only for vLLM importance sampling).
 
     ``decoder``: "loop" (default) decodes with :func:`~sparring.agents.decode.decode`, one forward per token over
-    the buffered cache, the same tokens as ``generate`` at a fraction of its per-token overhead; "generate" calls
+    the buffered cache, the same tokens as ``generate`` without its per-token bookkeeping; "generate" calls
     ``model.generate`` (as models without a plain cache always do), for comparison.
     """
 
