@@ -29,7 +29,8 @@ Prints a row per checkpoint, writes ``--plot`` (a PNG of the curves), and a JSON
 Usage: ``python benchmarks/agent_learning_curve.py ROOT [--cycle 0] [--steps 40] [--every 10]
 [--eval-scenarios 240] [--arm NAME:k=v,...] [--rft] [--fresh-gym N] [--seed 0] [--also-start NAME=DIR]
 [--gym-file FILE] [--agent-reward-only] [--reward k=v,...] [--train-seconds S] [--device cpu|cuda]
-[--plot curves.png]``.
+[--plot curves.png] [--runs-json starts.json]``. ``--runs-json`` writes the start's and every ``--also-start``'s
+per-scenario strict PASS vs the pool and ``_coop`` (scenario ids in play order, a 0/1 string per agent and opponent).
 ``--gym-file`` draws the gym from a scenarios JSONL (``data/scenarios/gym.jsonl``: the cycles' unplayed gym).
 ``--agent-reward-only`` holds the judge's learned parts constant (``ConstantStyle``, unloaded): the agent's reward
 reads the world alone.
@@ -222,6 +223,7 @@ def beside_start(curve: HeldoutCurve, start: dict[str, Any], folder: Path, name:
     row = curve.point(folder)
     print(f"{name}: " + ", ".join(f"{k} {row[k]:.3f}" for k in SHOWN), flush=True)
     figures = {k: v for k, v in row.items() if not k.startswith("passes_")}
+    figures["passes"] = {suffix: row[f"passes_{suffix}"] for suffix in ("advpool", "coop")}  # for --runs-json
     for suffix in ("advpool", "coop"):
         low, high = paired_bootstrap(start[f"passes_{suffix}"], row[f"passes_{suffix}"], seed=seed)
         gain = row[f"strict_pass_{suffix}"] - start[f"strict_pass_{suffix}"]
@@ -342,6 +344,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default="cpu", help="cpu, or cuda where a GPU is lent (models and training)")
     parser.add_argument("--profile", default="default")
     parser.add_argument("--plot", type=Path, default=None, help="write the curves as a PNG here")
+    parser.add_argument(
+        "--runs-json", type=Path, default=None, help="write the starts' per-scenario strict PASS (ids, 0/1) here"
+    )
     args = parser.parse_args(argv)
     if args.every < 1 or (args.steps and args.steps < args.every):
         raise SystemExit("error: --every must be >= 1 and --steps 0 or >= --every")
@@ -397,6 +402,13 @@ def main(argv: list[str] | None = None) -> int:
     start = curve.point(state.agent_dir)
     print("start: " + ", ".join(f"{k} {start[k]:.3f}" for k in SHOWN), flush=True)
     others = {name: beside_start(curve, start, Path(folder), name, args.seed) for name, folder in also.items()}
+    if args.runs_json:  # per-scenario strict PASS of the start and every --also-start (ids and 0/1, no texts)
+        played = {"start": {k: start[f"passes_{k}"] for k in ("advpool", "coop")}}
+        played.update({name: row.pop("passes") for name, row in others.items()})
+        flags = {name: {k: "".join(str(int(v)) for v in p) for k, p in row.items()} for name, row in played.items()}
+        args.runs_json.write_text(json.dumps({"scenario_ids": [s.scenario_id for s in held], "strict_pass": flags}))
+    for row in others.values():
+        row.pop("passes", None)
     out: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="sparring-curve-") as scratch:
         runs = {name: ("grpo", s) for name, s in arms.items()}
