@@ -36,13 +36,13 @@ STAGE = Stage(
 @stage_asset(STAGE)
 def simulator_sft(ctx: StageContext) -> StageOutput:
     p, data, cfg, phases = ctx.params, ctx.catalog, ctx.params.simulator_sft, Phases()
-    tokenizer, utterances = data.tokenizer(), data.utterances("train")
+    tokenizer, utterances, dialogues = data.tokenizer(), data.utterances("train"), data.dialogues("train")
     with phases.time("scripted_episodes") as counts:
-        episodes = scripted_episodes(data.scenarios("train", cfg.scripted_episodes), p.seed)
+        # Ending as the persona's dialogues do, not all resolved: the simulator learns every ending (#58).
+        endings_from = dialogues if cfg.scripted_endings == "persona" else None
+        episodes = scripted_episodes(data.scenarios("train", cfg.scripted_episodes), p.seed, dialogues=endings_from)
         counts["episodes"] = len(episodes)
-    conversations = simulator_conversations(
-        data.dialogues("train"), utterances, episodes, seed=p.seed, max_utterances=cfg.openings
-    )
+    conversations = simulator_conversations(dialogues, utterances, episodes, seed=p.seed, max_utterances=cfg.openings)
     with phases.time("build_model"):
         model = build_model(p.model, tokenizer, seed=p.seed)
     # The drills are for a model from config: a pretrained one reads its goal already.
@@ -56,14 +56,16 @@ def simulator_sft(ctx: StageContext) -> StageOutput:
         save_checkpoint(result.model, tokenizer, data.path(SIMULATOR_SFT))
         ctx.log.checkpoint(data.path(SIMULATOR_SFT), "")
     policy = LMPolicy(result.model, tokenizer, role="customer", max_new_tokens=cfg.max_new_tokens, greedy=True)
+    sessions: list[dict[str, Any]] = []  # per replayed session, no texts (docs/runs/)
     with phases.time("fidelity") as counts:  # held-out episodes, replays, perplexity, judge models
         fidelity = simulator_fidelity(
             policy, data.scenarios("heldout", cfg.eval_scenarios), data.dialogues("test"), *data.judge_models(),
-            seed=p.seed, max_dialogues=cfg.eval_scenarios,
+            seed=p.seed, max_dialogues=cfg.eval_scenarios, sessions=sessions,
         )  # fmt: skip
         counts["episodes"] = int(fidelity.get("n_sim_episodes", 0) + fidelity.get("n_replayed", 0))
     metrics = {**fidelity, "parameters": count_parameters(result.model), "train_conversations": len(conversations)}
-    return StageOutput(metrics={**metrics, **_training_metrics(result)}, report={"phases": phases.as_dict()})
+    report = {"phases": phases.as_dict(), "sessions": sessions}
+    return StageOutput(metrics={**metrics, **_training_metrics(result)}, report=report)
 
 
 def _training_metrics(result: Any) -> dict[str, float]:

@@ -99,7 +99,10 @@ class SimulatorSFTSettings(Settings):
     """params.yaml's `simulator_sft`: TRACER stage 1, two drills for a model from config, then SFT
     (:func:`train_simulator`)."""
 
-    scripted_episodes: int = Field(600, ge=0, description="cooperative expert episodes: giving identity when asked")
+    scripted_episodes: int = Field(600, ge=0, description="expert episodes: giving identity when asked, and endings")
+    scripted_endings: Literal["resolved", "persona"] = Field(
+        "resolved", description="scripted episodes all end resolved, or at each persona's real rates (#58)"
+    )
     openings: int | None = Field(1000, ge=0, description="ingested utterances used as one-turn openings (null: all)")
     copy_drill: SFTSettings | None = Field(
         SFTSettings(max_steps=2500, batch_size=8, learning_rate=2e-3, warmup_steps=25, max_length=512),

@@ -152,24 +152,43 @@ def group_outcome_rate_error(real: Sequence[str], simulated: Sequence[str], grou
     return float(np.mean(errors)) if errors else math.nan
 
 
-def trajectory_distance(real: Sequence[Sequence[str]], simulated: Sequence[Sequence[str]], embedder: Embedder) -> float:
-    """Mean :func:`~sparring.train.tracer.dtw_distance` between paired real and simulated customer-turn sequences."""
+def trajectory_distances(
+    real: Sequence[Sequence[str]], simulated: Sequence[Sequence[str]], embedder: Embedder
+) -> list[float]:
+    """:func:`~sparring.train.tracer.dtw_distance` of each pair of real and simulated customer-turn sequences (NaN
+    where either has no turns): per session, so a session's distance can be reported beside its ending."""
     flat = [t for turns in (*real, *simulated) for t in turns]
     if not flat:
-        return math.nan
+        return [math.nan] * len(real)
     vectors = np.asarray(embedder(flat), dtype=np.float64)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True) + 1e-12
-    out, start = [], 0
+    start = 0
     seqs = []
     for turns in (*real, *simulated):
         seqs.append(vectors[start : start + len(turns)])
         start += len(turns)
     half = len(real)
-    for r, s in zip(seqs[:half], seqs[half:], strict=True):
-        d = dtw_distance(r, s)
-        if not math.isnan(d):
-            out.append(d)
+    return [dtw_distance(r, s) for r, s in zip(seqs[:half], seqs[half:], strict=True)]
+
+
+def trajectory_distance(real: Sequence[Sequence[str]], simulated: Sequence[Sequence[str]], embedder: Embedder) -> float:
+    """Mean :func:`~sparring.train.tracer.dtw_distance` between paired real and simulated customer-turn sequences."""
+    out = [d for d in trajectory_distances(real, simulated, embedder) if not math.isnan(d)]
     return float(np.mean(out)) if out else math.nan
+
+
+def ending_shares_by_persona(
+    real: Sequence[str], simulated: Sequence[str], personas: Sequence[str]
+) -> dict[str, float]:
+    """``real_rate_<ending>_<persona>`` and ``sim_rate_<ending>_<persona>``: each persona's ending shares, real and
+    simulated (issue 58 accepts a simulator whose shares are near the real ones for every persona)."""
+    out: dict[str, float] = {}
+    for persona in sorted(set(personas)):
+        mine = [i for i, p in enumerate(personas) if p == persona]
+        for outcome in OUTCOMES:
+            out[f"real_rate_{outcome}_{persona}"] = sum(real[i] == outcome for i in mine) / len(mine)
+            out[f"sim_rate_{outcome}_{persona}"] = sum(simulated[i] == outcome for i in mine) / len(mine)
+    return out
 
 
 def false_negative_rate(tested: Sequence[Episode], expert: Sequence[Episode], reference: Sequence[Episode]) -> float:
@@ -183,6 +202,25 @@ def false_negative_rate(tested: Sequence[Episode], expert: Sequence[Episode], re
         return math.nan
     fault = [i for i in failed if reference[i].outcome.strict_pass and not expert[i].outcome.strict_pass]
     return len(fault) / len(failed)
+
+
+def session_records(
+    dialogues: pl.DataFrame, replays: Sequence[Episode], distances: Sequence[float], oracle: IntentOracle
+) -> list[dict[str, Any]]:
+    """One record per replayed session, no texts: its id, persona, real and simulated endings, trajectory distance
+    (None without turns) and whether the oracle recovers its intent from the simulated turns (its faithfulness)."""
+    predicted = oracle.predict([join_turns(customer_turns(ep)) for ep in replays]) if replays else []
+    return [
+        {
+            "session_id": row["id"],
+            "persona": row["persona"],
+            "real_ending": row["outcome"],
+            "simulated_ending": simulated_outcome(ep),
+            "trajectory_distance": None if math.isnan(d) else round(float(d), 4),
+            "faithful": bool(p == row["intent"]),
+        }
+        for row, ep, d, p in zip(dialogues.iter_rows(named=True), replays, distances, predicted, strict=True)
+    ]
 
 
 # -------------------------------------------------------------------------------------------------- metrics
@@ -203,6 +241,7 @@ def simulator_fidelity(
     embedder: Embedder | None = None,
     perplexity: bool = True,
     agent_under_test: Any = None,
+    sessions: list[dict[str, Any]] | None = None,
 ) -> dict[str, float]:
     """Every fidelity metric of a customer policy (an ``LMPolicy(role="customer")`` or a scripted customer).
 
@@ -212,7 +251,8 @@ def simulator_fidelity(
     encoder; ``perplexity`` needs an LM policy (skipped for scripted ones). ``agent_under_test`` (e.g. DA0) also
     plays the held-out scenarios against the simulator, which writes its own opening (evaluate's ``_coopsim``): its
     ``agent_strict_pass`` and the :func:`false_negative_rate` of its failures, judged by ``agent_policy``'s
-    episodes (the expert's, by default)."""
+    episodes (the expert's, by default). ``sessions``, when given, is filled with one record per replayed
+    session (:func:`session_records`)."""
     agent = agent_policy if agent_policy is not None else EscalatingExpert()
     dialogues = heldout_dialogues.head(max_dialogues) if max_dialogues is not None else heldout_dialogues
     metrics: dict[str, float] = {}
@@ -261,12 +301,15 @@ def simulator_fidelity(
         for outcome in OUTCOMES:
             metrics[f"sim_rate_{outcome}"] = sim_outcomes.count(outcome) / len(sim_outcomes)
             metrics[f"real_rate_{outcome}"] = real_outcomes.count(outcome) / len(real_outcomes)
+        metrics.update(ending_shares_by_persona(real_outcomes, sim_outcomes, dialogues["persona"].to_list()))
         real_turns = [[t["text"] for t in row if t["role"] == "customer"] for row in dialogues["turns"].to_list()]
         if embedder is None:
             from sparring.judge.models import embed as embedder  # deferred: loads the MiniLM encoder
-        metrics["trajectory_distance"] = trajectory_distance(
-            real_turns, [customer_turns(ep) for ep in replays], embedder
-        )
+        distances = trajectory_distances(real_turns, [customer_turns(ep) for ep in replays], embedder)
+        kept = [d for d in distances if not math.isnan(d)]
+        metrics["trajectory_distance"] = float(np.mean(kept)) if kept else math.nan
+        if sessions is not None:
+            sessions += session_records(dialogues, replays, distances, oracle)
 
     real_texts = [t["text"] for row in heldout_dialogues["turns"].to_list() for t in row if t["role"] == "customer"]
     simulated = [t for turns in [*sim_turns, *(customer_turns(ep) for ep in replays)] for t in turns]

@@ -22,6 +22,8 @@ Stage 1, SFT on real user dialogues (:func:`train_simulator`):
      (c) optionally, scripted episodes (``ExpertAgent`` vs ``CooperativeCustomer``): their goal is exactly
          :func:`~sparring.agents.scripted.customer_goal`, the system message rollouts give an LM customer, and they
          show the simulator giving the identity its goal lists when asked: without that no agent can ever pass.
+         Given the dialogues, they end as each persona's real sessions do (:mod:`sparring.train.scripted_endings`,
+         issue 58): leaving or refused and handed over as often as real customers of the persona are.
 
      Every goal is built by :func:`~sparring.agents.scripted.goal_text`, as ``customer_goal``'s is, so the trained
      simulator plays in rollouts unchanged. Goals end with the problem, a seed phrasing (in rollouts the
@@ -105,6 +107,7 @@ from sparring.rollout import Episode, run_episodes
 from sparring.settings import SFTSettings, SimulatorRLSettings, SimulatorSFTSettings
 from sparring.train.grpo import GRPOResult, train_side
 from sparring.train.iapo import group_normalized
+from sparring.train.scripted_endings import ending_episodes
 from sparring.train.sft import SFTResult, combine, train_sft
 from sparring.world.scenarios import Scenario, sample_scenarios
 from sparring.world.taxonomy import load_taxonomy
@@ -153,10 +156,18 @@ def episode_view(episode: Episode) -> list[dict[str, str]]:
     return view
 
 
-def scripted_episodes(scenarios: Sequence[Scenario], seed: int, max_turns: int = 6) -> list[Episode]:
+def scripted_episodes(
+    scenarios: Sequence[Scenario], seed: int, max_turns: int = 6, dialogues: pl.DataFrame | None = None
+) -> list[Episode]:
     """ExpertAgent vs CooperativeCustomer rollouts (text only): the demonstrations of (c), which show the
     customer giving its identity when asked, naming the object when asked which one, and answering a
-    confirmation with yes, or with a no that restates its need when the expert states a wrong request."""
+    confirmation with yes, or with a no that restates its need when the expert states a wrong request.
+
+    With ``dialogues`` (the training dialogues), each episode ends as its persona's real sessions do, against the
+    escalating expert (:mod:`sparring.train.scripted_endings`): all resolved, the SFT simulator never left."""
+    if dialogues is not None:
+        expert = EscalatingExpert(refs="described", misconfirm=MISCONFIRM)
+        return ending_episodes(scenarios, dialogues, expert, seed, max_turns)
     expert = ExpertAgent(refs="described", misconfirm=MISCONFIRM)
     return run_episodes(scenarios, expert, CooperativeCustomer(), max_turns=max_turns, seed=seed)
 
