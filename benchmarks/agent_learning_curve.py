@@ -402,13 +402,11 @@ def main(argv: list[str] | None = None) -> int:
     start = curve.point(state.agent_dir)
     print("start: " + ", ".join(f"{k} {start[k]:.3f}" for k in SHOWN), flush=True)
     others = {name: beside_start(curve, start, Path(folder), name, args.seed) for name, folder in also.items()}
+    played = {"start": {k: start[f"passes_{k}"] for k in ("advpool", "coop")}}
+    played.update({name: row.pop("passes") for name, row in others.items()})
     if args.runs_json:  # per-scenario strict PASS of the start and every --also-start (ids and 0/1, no texts)
-        played = {"start": {k: start[f"passes_{k}"] for k in ("advpool", "coop")}}
-        played.update({name: row.pop("passes") for name, row in others.items()})
         flags = {name: {k: "".join(str(int(v)) for v in p) for k, p in row.items()} for name, row in played.items()}
         args.runs_json.write_text(json.dumps({"scenario_ids": [s.scenario_id for s in held], "strict_pass": flags}))
-    for row in others.values():
-        row.pop("passes", None)
     out: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="sparring-curve-") as scratch:
         runs = {name: ("grpo", s) for name, s in arms.items()}

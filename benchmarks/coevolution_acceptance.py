@@ -123,23 +123,19 @@ def pool_difference(evaluate: dict[str, Any], path: Path, seed: int) -> dict[str
     return {"final_minus_da0_advpool_ci": [low, high], "n_paired": len(keys)}
 
 
-def pool_by_generation(root: Path, evaluate: dict[str, Any]) -> dict[str, Any]:
-    """Strict PASS vs the pool per adversary generation, per agent: ``against_pool`` deals held-out scenario i to
-    generation i % n and plays them oldest generation first, so n is the count whose dealing gives the recorded
-    order. An agent that trained before an adversary did meets generations trained against it."""
+def pool_by_generation(evaluate: dict[str, Any], trained: Sequence[str | None]) -> dict[str, Any]:
+    """Strict PASS vs the pool per adversary generation, per agent: the pool holds one generation per adversary gym
+    (``trained``: who trained in each cycle; the simulator alone when none did), ``against_pool`` deals held-out
+    scenario i to generation i % n and plays them oldest generation first. An agent that trained before an adversary
+    did meets generations trained against it."""
     episodes = evaluate.get("episodes") or {}
     order = (episodes.get("scenario_ids") or {}).get("advpool")
-    path = root / "data" / "scenarios" / "heldout.jsonl"
-    if not order or not path.is_file():
+    if not order:
         return {}
-    held = [json.loads(line)["scenario_id"] for line in path.read_text(encoding="utf-8").splitlines() if line]
-    held = held[: len(order)]
-    n = next((k for k in range(1, 33) if [s for g in range(k) for s in held[g::k]] == order), None)
-    if n is None:
-        return {}
-    bounds = [sum(len(held[g::n]) for g in range(i)) for i in range(n + 1)]
-    flags = episodes.get("strict_pass") or {}
+    n = max(1, list(trained).count("adversary"))
+    bounds = [sum(len(range(g, len(order), n)) for g in range(i)) for i in range(n + 1)]
     blocks = list(zip(bounds[:-1], bounds[1:], strict=True))
+    flags = episodes.get("strict_pass") or {}
     per_gen = {
         agent: [round(sum(map(int, f["advpool"][a:b])) / (b - a), 4) for a, b in blocks]
         for agent, f in flags.items()
@@ -201,7 +197,7 @@ def seed_figures(root: Path, profile: str, bootstrap_seed: int = 0) -> dict[str,
         "adv_success_trajectory": metrics.get("adv_success_trajectory", [c.get("arena_adv_success") for c in cycles]),
         **first_gym(cycles),
         **rl_gains(metrics),
-        **pool_by_generation(root, evaluate),
+        **pool_by_generation(evaluate, trained),
     }
 
 

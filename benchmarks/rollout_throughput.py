@@ -33,10 +33,9 @@ import json
 import time
 
 import torch
-from transformers import DynamicCache
 
 from sparring.agents.chat import known_intents
-from sparring.agents.kv_cache import BufferLayer
+from sparring.agents.kv_cache import BufferLayer, buffered_cache
 from sparring.agents.models import ModelSpec, build_model, count_parameters
 from sparring.agents.policies import ROLES, LMPolicy, default_kv_cache_dtype
 from sparring.agents.scripted import customer_goal
@@ -99,9 +98,7 @@ def raw_forward(prompts: list[tuple[str, list[list[int]]]], model, role: str, to
         mask = torch.zeros((len(batch), width + new_tokens), dtype=torch.long)
         for i, p in enumerate(batch):
             ids[i, width - len(p) :], mask[i, width - len(p) :] = torch.tensor(p), 1
-        cache = DynamicCache()
-        cache.layers = [BufferLayer(width + new_tokens) for _ in range(model.config.num_hidden_layers)]
-        cache.layer_class_to_replicate = None
+        cache = buffered_cache([BufferLayer(width + new_tokens) for _ in range(model.config.num_hidden_layers)])
         positions = (mask[:, :width].cumsum(-1) - 1).clamp_(min=0)
         with torch.inference_mode():
             model(input_ids=ids, attention_mask=mask[:, :width], position_ids=positions, cache=cache, logits_to_keep=1)

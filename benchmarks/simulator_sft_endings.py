@@ -109,30 +109,30 @@ def decoded(data: Any, p: Any, model: Any, tokenizer: Any, oracle: Any, discrimi
     }
 
 
+def largest_gaps(shares: dict[str, float]) -> dict[str, float]:
+    """Per persona, the largest |simulated - real| ending share of :func:`ending_shares_by_persona`'s figures."""
+    split = (key.removeprefix("real_rate_").partition("_") for key in shares if key.startswith("real_rate_"))
+    personas = {persona for _, _, persona in split if persona}  # real_rate_<ending> alone is the overall share
+    return {
+        persona: max(abs(shares[f"sim_rate_{o}_{persona}"] - shares[f"real_rate_{o}_{persona}"]) for o in OUTCOMES)
+        for persona in sorted(personas)
+    }
+
+
 def persona_gaps(d: dict[str, Any]) -> dict[str, float]:
     """Per persona of one decoding's replayed sessions, the largest |simulated - real| ending share."""
-    m = d["metrics"]
-    return {
-        persona: max(abs(m[f"sim_rate_{o}_{persona}"] - m[f"real_rate_{o}_{persona}"]) for o in OUTCOMES)
-        for persona in sorted({s["persona"] for s in d["sessions"]})
-    }
+    return largest_gaps(d["metrics"])
 
 
 def sampler_gaps(train: Any, test: Any, draws: int = 500) -> dict[str, float]:
     """Per persona, the mean over draws of the persona-rate sampler's largest |drawn - real| ending share: what the
     0.10 margin costs a simulator that ends exactly at the training rates, on cohorts of 15-35 sessions."""
     from sparring.evaluate.ending_ceiling import persona_draws
+    from sparring.evaluate.fidelity import ending_shares_by_persona
 
     real, personas = test["outcome"].to_list(), test["persona"].to_list()
-    out = {}
-    for persona in sorted(set(personas)):
-        mine = [i for i, p in enumerate(personas) if p == persona]
-        gaps = [
-            max(abs(sum(d[i] == o for i in mine) - sum(real[i] == o for i in mine)) / len(mine) for o in OUTCOMES)
-            for d in persona_draws(train, test, draws)
-        ]
-        out[persona] = float(np.mean(gaps))
-    return out
+    gaps = [largest_gaps(ending_shares_by_persona(real, d, personas)) for d in persona_draws(train, test, draws)]
+    return {persona: float(np.mean([g[persona] for g in gaps])) for persona in sorted(set(personas))}
 
 
 def print_run(label: str, r: dict[str, Any], decoding: str) -> None:

@@ -213,17 +213,14 @@ def test_a_project_copy_runs_its_own_code_not_the_originals(tmp_path):
     ]
 
 
-def test_the_pool_is_split_by_the_generation_each_scenario_was_dealt_to(tmp_path):
-    """against_pool deals held-out scenario i to generation i % n, oldest first: the split recovers n from the
-    recorded order and each generation's strict PASS per agent."""
+def test_the_pool_is_split_by_the_generation_each_scenario_was_dealt_to():
+    """against_pool deals held-out scenario i to generation i % n, oldest first, one generation per adversary gym:
+    the split gives each generation's strict PASS per agent."""
     ids = [f"sc_{i}" for i in range(N)]
     order = ids[0::2] + ids[1::2]  # two generations
     flags = {"da0": [1] * 10 + [0] * 10, "da1": [1] * 5 + [0] * 15}  # in play order: generation 0's ten first
     record = {a: {"advpool": {"scenario_id": order, "strict_pass": f, "routed": f}} for a, f in flags.items()}
-    (tmp_path / "data" / "scenarios").mkdir(parents=True)
-    (tmp_path / "data" / "scenarios" / "heldout.jsonl").write_text(
-        "".join(json.dumps({"scenario_id": i}) + "\n" for i in ids)
-    )
-    split = acceptance.pool_by_generation(tmp_path, {"episodes": compact_episodes(record)})
+    trained = ["adversary", "agent", "adversary"]
+    split = acceptance.pool_by_generation({"episodes": compact_episodes(record)}, trained)
     assert split == {"pool_generations": 2, "strict_pass_advpool_by_generation": {"da0": [1.0, 0.0], "da1": [0.5, 0.0]}}
-    assert acceptance.pool_by_generation(tmp_path, {}) == {}  # an older run without per-episode outcomes
+    assert acceptance.pool_by_generation({}, trained) == {}  # an older run without per-episode outcomes

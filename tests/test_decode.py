@@ -4,20 +4,18 @@ episodes (KV reuse, given prefixes, clean edges) identical through LMPolicy with
 
 from __future__ import annotations
 
-import polars as pl
 import pytest
 import torch
 from transformers import LogitsProcessor, LogitsProcessorList
 
 from sparring.agents.decode import decode
-from sparring.agents.kv_cache import BufferLayer
+from sparring.agents.kv_cache import BufferLayer, buffered_cache
 from sparring.agents.models import ModelSpec, build_model
 from sparring.agents.policies import ContinuesUtterance, LMPolicy
 from sparring.agents.tokenizer import end_of_turn_id
-from sparring.data.synthetic import generate_utterances
+from sparring.data.synthetic import utterance_frame
 from sparring.rollout import run_episodes
 from sparring.world.scenarios import sample_scenarios
-from sparring.world.taxonomy import load_taxonomy
 
 torch.set_num_threads(1)
 SMALL = ModelSpec(hidden_size=64, num_layers=2, num_heads=2, num_kv_heads=1, intermediate_size=128)
@@ -51,13 +49,8 @@ def left_padded(tok, texts: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
     return ids, mask
 
 
-def buffered_cache(model, capacity: int):
-    from transformers import DynamicCache
-
-    cache = DynamicCache()
-    cache.layers = [BufferLayer(capacity) for _ in range(model.config.num_hidden_layers)]
-    cache.layer_class_to_replicate = None
-    return cache
+def empty_cache(model, capacity: int):
+    return buffered_cache([BufferLayer(capacity) for _ in range(model.config.num_hidden_layers)])
 
 
 @pytest.fixture(scope="module")
@@ -76,7 +69,7 @@ def test_the_loop_writes_generates_tokens_rows_ending_at_different_steps(tok, pr
     out = {}
     for how in ("loop", "generate"):
         processors = LogitsProcessorList([EndsAt(ids.shape[1], [3, 11, 0, 7], end)])
-        cache = buffered_cache(model, ids.shape[1] + new)
+        cache = empty_cache(model, ids.shape[1] + new)
         with torch.inference_mode():
             if how == "loop":
                 out[how] = decode(model, ids, mask, cache, processors, new, end, tok.pad_token_id).sequences
@@ -95,13 +88,7 @@ def test_the_loop_writes_generates_tokens_rows_ending_at_different_steps(tok, pr
 
 @pytest.fixture(scope="module")
 def scenarios():
-    tools = {name: i.tool for name, i in load_taxonomy().intents.items()}
-    frame = generate_utterances(1, 5).with_columns(
-        id=pl.format("dec-{}", pl.int_range(pl.len())),
-        tool=pl.col("intent").replace_strict(tools),
-        source=pl.lit("synthetic"),
-    )
-    return sample_scenarios(frame, 8, seed=3)
+    return sample_scenarios(utterance_frame(1, 5), 8, seed=3)
 
 
 @pytest.mark.parametrize("greedy", [True, False])

@@ -9,6 +9,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import torch
+from transformers import DynamicCache
 from transformers.cache_utils import DynamicLayer
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
@@ -54,6 +55,14 @@ class BufferLayer(DynamicLayer):
         self.length = end
         self.keys, self.values = self.kbuf[:, :, :end], self.vbuf[:, :, :end]
         return self.keys, self.values
+
+
+def buffered_cache(layers: list[BufferLayer]) -> DynamicCache:
+    """A ``DynamicCache`` over ``layers`` (one :class:`BufferLayer` per decoder layer) that never makes its own."""
+    cache = DynamicCache()
+    cache.layers = layers
+    cache.layer_class_to_replicate = None
+    return cache
 
 
 @contextmanager

@@ -32,7 +32,7 @@ from transformers.cache_utils import DynamicLayer
 
 from sparring.agents.chat import AGENT_SYSTEM_PROMPT
 from sparring.agents.decode import decode
-from sparring.agents.kv_cache import BufferLayer, attention_over, native_gqa
+from sparring.agents.kv_cache import BufferLayer, attention_over, buffered_cache, native_gqa
 from sparring.agents.tokenizer import customer_banned_ids, end_of_turn_id
 from sparring.hf_door import attention_implementation
 from sparring.world.scenarios import Scenario
@@ -474,7 +474,4 @@ class LMPolicy:
             for layer in layers:
                 layer.length = start
                 layer.keys, layer.values = layer.kbuf[:, :, :start], layer.vbuf[:, :, :start]
-        cache = DynamicCache()
-        cache.layers = layers
-        cache.layer_class_to_replicate = None
-        return cache
+        return buffered_cache(layers)

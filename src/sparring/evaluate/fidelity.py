@@ -171,10 +171,15 @@ def trajectory_distances(
     return [dtw_distance(r, s) for r, s in zip(seqs[:half], seqs[half:], strict=True)]
 
 
+def mean_distance(distances: Sequence[float]) -> float:
+    """The mean of the sessions' distances that are defined (NaN when none is)."""
+    out = [d for d in distances if not math.isnan(d)]
+    return float(np.mean(out)) if out else math.nan
+
+
 def trajectory_distance(real: Sequence[Sequence[str]], simulated: Sequence[Sequence[str]], embedder: Embedder) -> float:
     """Mean :func:`~sparring.train.tracer.dtw_distance` between paired real and simulated customer-turn sequences."""
-    out = [d for d in trajectory_distances(real, simulated, embedder) if not math.isnan(d)]
-    return float(np.mean(out)) if out else math.nan
+    return mean_distance(trajectory_distances(real, simulated, embedder))
 
 
 def ending_shares_by_persona(
@@ -306,8 +311,7 @@ def simulator_fidelity(
         if embedder is None:
             from sparring.judge.models import embed as embedder  # deferred: loads the MiniLM encoder
         distances = trajectory_distances(real_turns, [customer_turns(ep) for ep in replays], embedder)
-        kept = [d for d in distances if not math.isnan(d)]
-        metrics["trajectory_distance"] = float(np.mean(kept)) if kept else math.nan
+        metrics["trajectory_distance"] = mean_distance(distances)
         if sessions is not None:
             sessions += session_records(dialogues, replays, distances, oracle)
 
