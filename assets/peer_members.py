@@ -7,14 +7,14 @@ from __future__ import annotations
 from typing import Any
 
 from pipelines.stages import Stage, StageContext, StageOutput, stage_asset
-from sparring.agents.chat import AGENT_SYSTEM_PROMPT
+from sparring.agents.chat import AGENT_SYSTEM_PROMPT, known_intents
 from sparring.agents.checkpoints import save_checkpoint
 from sparring.agents.models import count_parameters
 from sparring.atomic import replace_dir
 from sparring.catalog import PEER_MEMBERS
 from sparring.timing import Phases
 from sparring.train.demos import expert_demonstrations
-from sparring.train.peer_reward import warm_start_member
+from sparring.train.peer_reward import member_tokenizer, warm_start_member
 
 STAGE = Stage(
     name="peer_members",
@@ -36,22 +36,23 @@ def peer_members(ctx: StageContext) -> StageOutput:
     texts, intents = train["text"].to_list(), train["intent"].to_list()
     scenarios = data.scenarios("train")
     played: dict[tuple, list] = {}  # members sharing a recipe (the default's do) share its demos
-    built, metrics = {}, {}
+    built, tokenizers, metrics = {}, {}, {}
     for name, member in p.peer_rl.members.items():
         if member.model is None:  # the final co-evolved agent: peer_rl loads it from the last cycle
             continue
         demos = (
             _demos(name, member.warm_start or p.agent_sft, scenarios, played, p.seed, phases) if member.demos else []
         )
+        tokenizers[name] = member_tokenizer(member, tokenizer, sorted(known_intents()))  # a pretrained one: its own
         built[name] = warm_start_member(
-            member, tokenizer, texts, intents, demos, p.agent_sft, data.scratch(STAGE.name, name), seed=p.seed,
+            member, tokenizers[name], texts, intents, demos, p.agent_sft, data.scratch(STAGE.name, name), seed=p.seed,
             phases=phases,
         )  # fmt: skip
         metrics[f"{name}.parameters"] = float(count_parameters(built[name]))
 
     def write_all(folder):  # noqa: ANN001, ANN202
         for name, model in built.items():
-            save_checkpoint(model, tokenizer, folder / name)
+            save_checkpoint(model, tokenizers[name], folder / name)
 
     with phases.time("save_checkpoints"):
         replace_dir(data.path(PEER_MEMBERS), write_all)

@@ -20,7 +20,8 @@ from sparring.catalog import PEER_MEMBERS, PEER_RL, cycle_dir
 from sparring.data.ingest import load_unlabeled
 from sparring.timing import Phases
 from sparring.train.cycle_state import CycleState
-from sparring.train.peer_reward import accuracy, best_on_probe, probe, route_intents, summarize, train_cohort
+from sparring.train.peer_expectation import train_cohort_exact
+from sparring.train.peer_reward import accuracy, best_on_probe, diversity, route_intents, summarize, train_cohort
 
 STAGE = Stage(
     name="peer_rl",
@@ -35,10 +36,10 @@ STAGE = Stage(
 )
 
 
-def _members(ctx: StageContext, phases: Phases) -> dict[str, Any]:
+def _members(ctx: StageContext, phases: Phases) -> tuple[dict[str, Any], dict[str, Any]]:
     """The cohort: the final co-evolved agent (loaded as evaluate loads it) and the members peer_members
-    warm-started."""
-    data, models = ctx.catalog, {}
+    warm-started, each with the tokenizer it was saved with (a pretrained member reads its own vocabulary)."""
+    data, models, tokenizers = ctx.catalog, {}, {}
     final_agent = CycleState.load(data.path(cycle_dir(N_CYCLES))).agent_dir
     for name, member in ctx.params.peer_rl.members.items():
         folder = final_agent if member.model is None else f"{PEER_MEMBERS}/{name}"
@@ -47,42 +48,44 @@ def _members(ctx: StageContext, phases: Phases) -> dict[str, Any]:
                 f"peer_rl: member {name!r} has no checkpoint at {data.path(folder)}: run peer_members first"
             )
         with phases.time(f"load_{name}"):
-            models[name] = data.checkpoint(folder)[0]
-    return models
+            models[name], tokenizers[name] = data.checkpoint(folder)
+    return models, tokenizers
 
 
 @stage_asset(STAGE)
 def peer_rl(ctx: StageContext) -> StageOutput:
     p, data, cfg, phases = ctx.params, ctx.catalog, ctx.params.peer_rl, Phases()
-    tokenizer, validation, test = data.tokenizer(), data.utterances("validation"), data.utterances("test")
+    validation, test = data.utterances("validation"), data.utterances("test")
     # ingest.unlabeled, without the texts accuracy is measured on (validation: the probe, test: before/after)
     unlabeled = load_unlabeled(p.ingest, p.seed, ctx.root, pl.concat([validation, test])["text"])
-    models = _members(ctx, phases)
+    models, tokenizers = _members(ctx, phases)
     measured = test["text"].to_list()[: cfg.measure], test["intent"].to_list()[: cfg.measure]
     with phases.time("measure_before") as counts:
-        before = {k: accuracy(route_intents(m, tokenizer, measured[0]), measured[1]) for k, m in models.items()}
+        before = {k: accuracy(route_intents(m, tokenizers[k], measured[0]), measured[1]) for k, m in models.items()}
         counts["episodes"] = len(measured[0]) * len(models)  # one routing per utterance and member
+    probe_texts, probe_gold = validation["text"].to_list()[: cfg.probe], validation["intent"].to_list()[: cfg.probe]
     with phases.time("probe"):
-        diversity = probe(
-            models, tokenizer, validation["text"].to_list()[: cfg.probe], validation["intent"].to_list()[: cfg.probe]
-        )
-    if cfg.reward == "teacher" and cfg.teacher is None:
-        cfg = cfg.replace(teacher=best_on_probe(diversity))
+        probed = diversity({k: route_intents(m, tokenizers[k], probe_texts) for k, m in models.items()}, probe_gold)
+    if cfg.teacher_reward and cfg.teacher is None:
+        cfg = cfg.replace(teacher=best_on_probe(probed))
     order = list(range(unlabeled.height))
     random.Random(p.seed).shuffle(order)
     pool = [unlabeled["text"][i] for i in order[: cfg.pool]]
     gold = [unlabeled["intent"][i] for i in order[: cfg.pool]]  # withheld: only the pseudo-label accuracy reads them
-    result = train_cohort(
-        models, tokenizer, pool, cfg, data.scratch(STAGE.name, "grpo"), gold=gold, seed=p.seed, say=_warning(ctx)
+    train = train_cohort_exact if cfg.estimate == "exact" else train_cohort
+    result = train(
+        models, tokenizers, pool, cfg, data.scratch(STAGE.name, "grpo"), gold=gold, seed=p.seed, say=_warning(ctx)
     )
-    phases.add("cohort_grpo", result.seconds, episodes=result.routings)  # lock-step GRPO: rollouts and updates
+    # lock-step GRPO: rollouts and updates; exact: the teacher's scoring and each learner's updates
+    phases.add(f"cohort_{cfg.estimate}", result.seconds, episodes=result.routings)
     with phases.time("save_checkpoints"):
-        replace_dir(data.path(PEER_RL), partial(_save_all, result.models, tokenizer))
-    members, metrics = _after(ctx, result, tokenizer, before, measured, phases)
-    diversity_figures = {k: diversity[k] for k in ("kappa", "c", "w")}
+        replace_dir(data.path(PEER_RL), partial(_save_all, result.models, tokenizers))
+    members, metrics = _after(ctx, result, tokenizers, before, measured, phases)
+    diversity_figures = {k: probed[k] for k in ("kappa", "c", "w")}
     metrics.update(**diversity_figures, train_seconds=result.seconds)
-    report = {"members": members, **diversity_figures, "pairs": diversity["pairs"], "reward": cfg.reward}
-    report.update(teacher=cfg.teacher, probe_accuracy=diversity["accuracy"])
+    report = {"members": members, **diversity_figures, "pairs": probed["pairs"], "reward": cfg.reward}
+    report.update(estimate=cfg.estimate)
+    report.update(teacher=cfg.teacher, probe_accuracy=probed["accuracy"])
     report.update(n_pool=len(pool), n_measure=len(measured[0]), phases=phases.as_dict())
     return StageOutput(metrics=metrics, report=report)
 
@@ -95,15 +98,15 @@ def _warning(ctx: StageContext) -> Callable[[str], None]:
     return say
 
 
-def _save_all(models: dict[str, Any], tokenizer: Any, folder: Path) -> None:
+def _save_all(models: dict[str, Any], tokenizers: dict[str, Any], folder: Path) -> None:
     for name, model in models.items():
-        save_checkpoint(model, tokenizer, folder / name)
+        save_checkpoint(model, tokenizers[name], folder / name)
 
 
 def _after(
     ctx: StageContext,
     result: Any,
-    tokenizer: Any,
+    tokenizers: dict[str, Any],
     before: dict[str, float],
     measured: tuple[list, list],
     phases: Phases,
@@ -112,7 +115,7 @@ def _after(
     members, metrics = {}, {}
     for name, model in result.models.items():
         with phases.time("measure_after") as counts:
-            after = accuracy(route_intents(model, tokenizer, measured[0]), measured[1])
+            after = accuracy(route_intents(model, tokenizers[name], measured[0]), measured[1])
             counts["episodes"] = len(measured[0])
         s = summarize(result.logs[name])
         agreement = {k[len("agree_") :]: v for k, v in s.items() if k.startswith("agree_")}

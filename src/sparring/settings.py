@@ -323,9 +323,29 @@ class PeerRewardSettings(Settings):
         },
         description="the cohort, in ring order; `final` is the last cycle's agent",
     )
-    reward: Literal["ring", "majority", "self", "teacher"] = Field(
+    reward: Literal["ring", "majority", "self", "teacher", "graded", "distill"] = Field(
         "ring",
-        description="agreement with the next member's vote, the others' majority, one's own (TTRL), or the teacher's",
+        description="agreement with the next member's vote, the others' majority, one's own (TTRL), the teacher's; "
+        "exact only: the teacher's probability of the answer (graded), reverse KL to the teacher (distill)",
+    )
+    estimate: Literal["sampled", "exact"] = Field(
+        "sampled",
+        description="the reward's expectation from G sampled routings (GRPO), or exactly over the intents "
+        "(train/peer_expectation.py; teacher, graded and distill only)",
+    )
+    exact: SFTSettings = Field(
+        SFTSettings(
+            max_steps=1200,
+            batch_size=16,
+            learning_rate=1e-3,
+            warmup_steps=0,
+            lr_scheduler="linear",
+            adam_beta2=0.999,
+            weight_decay=0.0,
+            group_by_length=False,
+            max_length=256,
+        ),
+        description="each learner's trainer under `estimate: exact` (batch_size = utterances per step)",
     )
     teacher: str | None = Field(
         None, description="under `teacher`, the member whose votes label the pool (null: the best on the probe)"
@@ -350,6 +370,11 @@ class PeerRewardSettings(Settings):
     collapse_entropy: float = Field(1.0, ge=0, description="stop a member whose votes' entropy (nats) falls below")
     collapse_share: float = Field(0.5, gt=0, le=1, description="... or whose most frequent vote exceeds this share")
 
+    @property
+    def teacher_reward(self) -> bool:
+        """Whether one member (the teacher) labels the pool and the others learn from it, untrained itself."""
+        return self.reward in ("teacher", "graded", "distill")
+
     @model_validator(mode="after")
     def _check(self) -> PeerRewardSettings:
         if len(self.members) < 2 and self.reward != "self":
@@ -361,4 +386,9 @@ class PeerRewardSettings(Settings):
             raise ValueError("peer_rl.grpo.completion must be first_turn: a member's episode is its first message")
         if self.teacher is not None and self.teacher not in self.members:
             raise ValueError(f"teacher {self.teacher!r} is not one of the members {list(self.members)}")
+        exact_rewards = ("teacher", "graded", "distill")
+        if self.estimate == "exact" and self.reward not in exact_rewards:
+            raise ValueError(f"peer_rl.estimate exact takes a teacher's reward {exact_rewards}, not {self.reward!r}")
+        if self.estimate == "sampled" and self.reward in ("graded", "distill"):
+            raise ValueError(f"peer_rl.reward {self.reward!r} needs estimate: exact")
         return self

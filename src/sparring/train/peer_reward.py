@@ -22,7 +22,8 @@ unlabeled utterances by rewarding each other's answers. In the paper's order:
    so each member's bound is acc(ŷ_T) − acc(ŷ_k) ≥ 0 on the probe; T itself is not trained (its only labels
    would be its own: TTRL) and labels each utterance once with its greedy vote, its weights never changing.
 5. GRPO with group normalization (TRL's): Â_{k,g} = (r_{k,g} − mean_g r_{k,·}) / (std_g r_{k,·} + ε) on the member's
-   generated tokens.
+   generated tokens. Under a teacher's reward its expectation over every intent can replace the G samples
+   (``peer_rl.estimate: exact``, :mod:`sparring.train.peer_expectation`).
 6. Monitoring, per member and step: the entropy of its votes, its agreement with each peer, the accuracy of the
    labels it was rewarded with against withheld labels (measured, never used), and a collapse guard
    (:class:`CollapseGuard`) that freezes a member whose votes collapse (entropy below a floor, or one intent above
@@ -161,11 +162,6 @@ def diversity(predictions: dict[str, Sequence[Label]], gold: Sequence[str]) -> d
     mean = {m: sum(p[m] for p in pairs.values()) / len(pairs) if pairs else 0.0 for m in ("kappa", "c", "w")}
     accuracy = {k: sum(right[k]) / len(gold) if gold else 0.0 for k in names}
     return {**mean, "pairs": pairs, "accuracy": accuracy}
-
-
-def probe(models: dict[str, Any], tokenizer: Any, texts: Sequence[str], gold: Sequence[str]) -> dict[str, Any]:
-    """Co-RL's diversity probe on labelled ``texts``: κ, c, w per pair and their means (greedy routings)."""
-    return diversity({k: route_intents(m, tokenizer, texts) for k, m in models.items()}, gold)
 
 
 def best_on_probe(probe: dict[str, Any]) -> str:

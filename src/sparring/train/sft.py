@@ -22,7 +22,7 @@ from __future__ import annotations
 import functools
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -128,9 +128,10 @@ def train_sft(
     seed: int = 0,
     report_to: Sequence[str] = (),
     callbacks: Sequence[Any] = (),
+    trainer_class: Callable[..., Any] | None = None,
 ) -> SFTResult:
     """Train `model` on `conversations` with TRL's SFTTrainer, data order and init seeded by `seed`; returns the
-    trained model and its curves.
+    trained model and its curves. `trainer_class`: an SFTTrainer subclass with its own loss (built like SFTTrainer).
 
     `output_dir` holds the trainer's scratch (no checkpoints are saved: the caller saves the final model)."""
     from datasets import Dataset
@@ -144,7 +145,7 @@ def train_sft(
     prepared = time.perf_counter()
     dataset = Dataset.from_list([{"messages": flatten(c)} for c in conversations])
     args = sft_config(settings, output_dir, seed, report_to)
-    trainer_class = SFTTrainer if settings.fused_head else dense_head_trainer()
+    trainer_class = trainer_class or (SFTTrainer if settings.fused_head else dense_head_trainer())
     trainer = trainer_class(
         model=model,
         args=args,
