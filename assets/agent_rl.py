@@ -7,16 +7,10 @@ checkpoint to the weights an uninterrupted run reaches. The scratch folder is re
 
 from __future__ import annotations
 
-from pathlib import Path
-
+from pipelines.graph_shape import PLAYS_RL_SIMULATOR
 from pipelines.stages import Plot, Stage, StageContext, StageOutput, stage_asset
 from sparring.catalog import AGENT_RL, AGENT_SFT, SIMULATORS
-from sparring.params import some_profile_plays_rl_simulator
 from sparring.train.agent_rl import clear_scratch, train_agent_rl
-
-PARAMS_FILE = Path(__file__).resolve().parents[1] / "params.yaml"
-PLAYS_RL = some_profile_plays_rl_simulator(PARAMS_FILE)  # then agent_rl waits for simulator_rl, as cycle_1 does
-
 
 STAGE = Stage(
     name="agent_rl",
@@ -25,7 +19,7 @@ STAGE = Stage(
     "its curve; the last step is DA1 (agent_rl.keep).",
     params=("agent_rl", "coevolution", "judge"),
     outs=(AGENT_RL,),
-    upstream=("scenarios", "agent_sft", "simulator_sft", *(("simulator_rl",) * PLAYS_RL)),
+    upstream=("scenarios", "agent_sft", "simulator_sft", *(("simulator_rl",) * PLAYS_RL_SIMULATOR)),
     priority=2,  # on the longest chain (agent_sft -> agent_rl -> the cycles): before simulator_rl when both are ready
     headline_metrics=("val_score_da1",),
     series=Plot("step", "strict_pass_advpool", "agent_rl: validation strict PASS vs the pool per step"),

@@ -20,25 +20,25 @@ from typing import Any
 
 from dagster import MetadataValue
 
+from pipelines.graph_shape import PARAMS_FILE, cycle_name, n_cycles
 from pipelines.stages import Plot, Stage, StageContext, StageOutput, stage_asset, stage_deps
 from sparring.catalog import AGENT_RL, JUDGE, SCENARIOS, SIMULATORS, cycle_dir, load_judge
-from sparring.params import PROFILES, load_params, some_profile_plays_rl_simulator
+from sparring.params import some_profile_plays_rl_simulator
 from sparring.train.cycle_state import CycleState
 from sparring.train.cycles import cycle_phases, fingerprint, is_finished, load_metrics, run_cycle_folder
 
-PARAMS_FILE = Path(__file__).resolve().parents[1] / "params.yaml"
 # Each cycle's data series: the W_DA trajectory so far (dvc.yaml plots the last cycle's, the whole run's).
 W_DA = Plot("cycle", "w_da", "co-evolution: W_DA (the agent's win rate in the arena) per cycle")
 
 
 def cycle_stage(k: int, first: tuple[str, ...]) -> Stage:
     return Stage(
-        name=f"cycle_{k}",
+        name=cycle_name(k),
         description=f"Co-evolution cycle {k} (RL-ADA): arena → the weaker side trains with multi-turn GRPO against "
         "its frozen opponent → checkpoint, state, transcripts and per-cycle metrics.",
         params=("coevolution", "judge"),
         outs=(cycle_dir(k),),
-        upstream=first if k == 1 else (f"cycle_{k - 1}",),
+        upstream=first if k == 1 else (cycle_name(k - 1),),
         headline_metrics=("w_da",),
         series=W_DA,
         group="coevolution",
@@ -50,14 +50,13 @@ def cycle_stages(params_file: Path = PARAMS_FILE) -> list[Stage]:
     """cycle_1 ... cycle_N as params_file's profiles make them, each profile read once: N is the largest
     `coevolution.max_cycles`, and cycle_1 waits for `simulator_rl` only when some profile's cycles play it
     (`coevolution.simulator: rl`), so the graph is one whatever the active profile."""
-    cycles = max(load_params(params_file, name).coevolution.max_cycles for name in PROFILES)
+    cycles = n_cycles(params_file)
     plays_rl = some_profile_plays_rl_simulator(params_file)
     first = ("scenarios", "judge_models", "simulator_sft", *(("simulator_rl",) * plays_rl), "agent_rl")
     return [cycle_stage(k, first) for k in range(1, cycles + 1)]
 
 
 STAGES = cycle_stages()  # by name in `stage.name`
-N_CYCLES = len(STAGES)
 # Headline numbers as Dagster metadata and in the cycle's MLflow run (every numeric metric is logged too).
 HEADLINE = (
     "w_da",

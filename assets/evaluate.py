@@ -16,9 +16,8 @@ from typing import Any
 
 from dagster import AssetCheckSeverity
 
-from assets.coevolution import N_CYCLES
-from assets.coevolution import STAGES as CYCLE_STAGES
 from pipelines.checks import report_check
+from pipelines.graph_shape import LAST_CYCLE, N_CYCLES, cycle_name
 from pipelines.progress import CriticalPath, critical_path, upstream_closure
 from pipelines.stages import Stage, StageContext, StageOutput, stage_asset
 from pipelines.timings import read_timings, split_timings, timed_stages
@@ -40,7 +39,7 @@ STAGE = Stage(
     outs=(),
     metrics=(METRICS,),
     upstream=(
-        f"cycle_{N_CYCLES}",
+        LAST_CYCLE,
         "peer_rl",
         "agent_sft",
         "agent_rl",
@@ -106,12 +105,12 @@ def _agents(data: Catalog, peer: dict[str, Any] | None) -> tuple[dict[str, Path]
     and the state the last cycle left (the simulator and the adversary pool)."""
     cycles = []  # the cycles that ran (the rest recorded that co-evolution had stopped)
     agents: dict[str, Path] = {"da0": data.path(AGENT_SFT), "da1": data.path(AGENT_RL)}
-    for k, stage in enumerate(CYCLE_STAGES, start=1):
+    for k in range(1, N_CYCLES + 1):
         metrics = load_metrics(data.path(cycle_dir(k)))
         if metrics.get("stopped"):
             continue
         cycles.append(metrics)
-        agents[stage.name] = data.path(CycleState.load(data.path(cycle_dir(k))).agent_dir)
+        agents[cycle_name(k)] = data.path(CycleState.load(data.path(cycle_dir(k))).agent_dir)
     final = CycleState.load(data.path(cycle_dir(N_CYCLES)))
     agents["final"] = data.path(final.agent_dir)
     for member in (peer or {}).get("members", {}):

@@ -12,7 +12,7 @@ from typing import Any
 
 import polars as pl
 
-from assets.coevolution import N_CYCLES
+from pipelines.graph_shape import LAST_CYCLE, N_CYCLES
 from pipelines.stages import Stage, StageContext, StageOutput, stage_asset
 from sparring.agents.checkpoints import save_checkpoint
 from sparring.atomic import replace_dir
@@ -30,7 +30,7 @@ STAGE = Stage(
     "before and after on the labelled test split, Co-RL's diversity probe, a collapse guard.",
     params=("ingest", "peer_rl"),
     outs=(PEER_RL,),
-    upstream=(f"cycle_{N_CYCLES}", "peer_members", "ingest", "tokenizer"),
+    upstream=(LAST_CYCLE, "peer_members", "ingest", "tokenizer"),
     group="peer_reward",
     kinds=("pytorch", "mlflow"),
 )

@@ -10,7 +10,7 @@ from sparring.agents.checkpoints import save_checkpoint
 from sparring.agents.policies import LMPolicy
 from sparring.catalog import AGENT_SFT, SIMULATOR_RL, SIMULATOR_SFT
 from sparring.evaluate.ending_ceiling import simulator_ceiling
-from sparring.evaluate.fidelity import simulator_fidelity
+from sparring.evaluate.fidelity import better_count, simulator_fidelity
 from sparring.judge.rewards import TrainedBackend
 from sparring.timing import Phases
 from sparring.train.tracer import train_simulator_rl
@@ -29,9 +29,6 @@ STAGE = Stage(
     group="warm_start",
     kinds=("pytorch", "huggingface", "mlflow"),
 )
-# Fidelity figures on which "better" is lower; the rest of COMPARED are better higher.
-LOWER_IS_BETTER = ("group_outcome_rate_error", "trajectory_distance")
-COMPARED = ("outcome_f1", "group_outcome_rate_error", "trajectory_distance")
 
 
 def _fidelity(ctx: StageContext, model: Any, tokenizer: Any, da0: Any, judge: tuple[Any, Any]) -> dict[str, float]:
@@ -53,15 +50,6 @@ def _fidelity(ctx: StageContext, model: Any, tokenizer: Any, da0: Any, judge: tu
         max_dialogues=cfg.eval_dialogues,
         agent_under_test=agent,
     )
-
-
-def better_count(sft: dict[str, float], rl: dict[str, float]) -> int:
-    """On how many of outcome F1, group outcome-rate error and trajectory distance the RL simulator beats SFT."""
-    wins = 0
-    for name in COMPARED:
-        if name in sft and name in rl:
-            wins += rl[name] < sft[name] if name in LOWER_IS_BETTER else rl[name] > sft[name]
-    return wins
 
 
 @stage_asset(STAGE)

@@ -48,7 +48,7 @@ from typing import Any
 
 import numpy as np
 
-from assets.simulator_rl import better_count
+from sparring.evaluate.fidelity import better_count
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from coevolution_acceptance import BadRun, copy_command, parse_runs, prepare_copy  # noqa: E402  (a sibling script)

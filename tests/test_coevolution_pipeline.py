@@ -20,9 +20,10 @@ from dagster import AssetCheckKey, AssetKey, DagsterInstance
 from mlflow import MlflowClient
 from typer.testing import CliRunner
 
-from assets.coevolution import N_CYCLES, cycle_stages
+from assets.coevolution import cycle_stages
 from pipelines.cli import app
 from pipelines.definitions import STAGES
+from pipelines.graph_shape import N_CYCLES
 from pipelines.progress import upstream_closure
 from pipelines.project import copy_project as copy_into
 from pipelines.stages import render_dvc_yaml

@@ -232,6 +232,20 @@ def session_records(
 
 
 # Over 60 lines: TRACER's fidelity metrics side by side, each a few lines over the same rollouts.
+# The fidelity figures an RL simulator must beat SFT's on; on these "better" is lower, on the rest higher.
+COMPARED = ("outcome_f1", "group_outcome_rate_error", "trajectory_distance")
+LOWER_IS_BETTER = ("group_outcome_rate_error", "trajectory_distance")
+
+
+def better_count(sft: dict[str, float], rl: dict[str, float]) -> int:
+    """On how many of outcome F1, group outcome-rate error and trajectory distance the RL simulator beats SFT."""
+    wins = 0
+    for name in COMPARED:
+        if name in sft and name in rl:
+            wins += rl[name] < sft[name] if name in LOWER_IS_BETTER else rl[name] > sft[name]
+    return wins
+
+
 def simulator_fidelity(
     sim_policy: Any,
     heldout_scenarios: Sequence[Scenario],
