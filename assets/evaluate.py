@@ -81,7 +81,8 @@ def _peer_summary(peer: dict[str, Any] | None) -> dict[str, Any]:
     if not peer:
         return {}
     members = {name: {k: v for k, v in m.items() if k != "steps"} for name, m in peer["members"].items()}
-    return {"members": members, **{k: peer[k] for k in ("kappa", "c", "w", "reward") if k in peer}}
+    figures = ("kappa", "c", "w", "reward", "estimate", "teacher")
+    return {"members": members, **{k: peer[k] for k in figures if k in peer}}
 
 
 def _wall_seconds(data: Catalog, profile: str) -> tuple[dict[str, float], CriticalPath]:

@@ -18,6 +18,7 @@ from sparring.agents.checkpoints import save_checkpoint
 from sparring.atomic import replace_dir
 from sparring.catalog import PEER_MEMBERS, PEER_RL, cycle_dir
 from sparring.data.ingest import load_unlabeled
+from sparring.evaluate.episodes import paired_bootstrap
 from sparring.timing import Phases
 from sparring.train.cycle_state import CycleState
 from sparring.train.peer_expectation import train_cohort_exact
@@ -61,7 +62,7 @@ def peer_rl(ctx: StageContext) -> StageOutput:
     models, tokenizers = _members(ctx, phases)
     measured = test["text"].to_list()[: cfg.measure], test["intent"].to_list()[: cfg.measure]
     with phases.time("measure_before") as counts:
-        before = {k: accuracy(route_intents(m, tokenizers[k], measured[0]), measured[1]) for k, m in models.items()}
+        before = {k: route_intents(m, tokenizers[k], measured[0]) for k, m in models.items()}  # votes
         counts["episodes"] = len(measured[0]) * len(models)  # one routing per utterance and member
     probe_texts, probe_gold = validation["text"].to_list()[: cfg.probe], validation["intent"].to_list()[: cfg.probe]
     with phases.time("probe"):
@@ -107,21 +108,28 @@ def _after(
     ctx: StageContext,
     result: Any,
     tokenizers: dict[str, Any],
-    before: dict[str, float],
+    before_votes: dict[str, list],
     measured: tuple[list, list],
     phases: Phases,
 ) -> tuple[dict[str, Any], dict[str, float]]:
-    """Each member after training: its accuracy, collapse, agreement and reward, logged to its own MLflow run."""
+    """Each member after training: its accuracy with the paired 95% interval of its gain over the measured
+    utterances, collapse, agreement and reward, logged to its own MLflow run."""
     members, metrics = {}, {}
     for name, model in result.models.items():
         with phases.time("measure_after") as counts:
-            after = accuracy(route_intents(model, tokenizers[name], measured[0]), measured[1])
+            after_votes = route_intents(model, tokenizers[name], measured[0])
             counts["episodes"] = len(measured[0])
+        right = [
+            [float(v == g) for v, g in zip(votes, measured[1], strict=True)]
+            for votes in (before_votes[name], after_votes)
+        ]
+        before, after = accuracy(before_votes[name], measured[1]), accuracy(after_votes, measured[1])
         s = summarize(result.logs[name])
         agreement = {k[len("agree_") :]: v for k, v in s.items() if k.startswith("agree_")}
         members[name] = {
-            "before": before[name],
+            "before": before,
             "after": after,
+            "gain_ci": list(paired_bootstrap(right[0], right[1], seed=ctx.params.seed)),
             "collapsed": s["collapsed"],
             "collapse_reason": s["collapse_reason"],
             "collapsed_step": s["collapsed_step"],
@@ -136,7 +144,7 @@ def _after(
         with ctx.log.child_run(name) as run:
             for row in result.logs[name].steps:
                 run.metrics({k: v for k, v in row.items() if k != "step"}, step=int(row["step"]))
-            run.metrics({"before": before[name], "after": after, "collapsed": float(s["collapsed"])})
-        metrics.update({f"{name}.before": before[name], f"{name}.after": after})
+            run.metrics({"before": before, "after": after, "collapsed": float(s["collapsed"])})
+        metrics.update({f"{name}.before": before, f"{name}.after": after})
         metrics[f"{name}.collapsed"] = float(s["collapsed"])
     return members, metrics

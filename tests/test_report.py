@@ -245,3 +245,24 @@ def test_the_report_says_whether_rl_helped_from_the_paired_pool_gain(pool, verdi
     assert rows[1][0].startswith("DA1 − DA0") and rows[1][2] == "–"  # the pair's unplayed opponent
     assert rows[2][1] == "+0.000 [-0.020, +0.020]"
     assert rl_verdict({}).startswith("RL's gain: not measured")
+
+
+def test_report_gives_each_peer_members_gain_interval_and_how_it_was_rewarded(tmp_path):
+    metrics = {"profile": "banking77", "seed": 0, "n_heldout": 3, "agents": {"da0": {"strict_pass_coop": 0.0}}}
+    metrics["peer"] = {
+        "members": {
+            "smollm": {"before": 0.51, "after": 0.51, "gain_ci": [0.0, 0.0], "collapsed": False},
+            "neox": {"before": 0.28, "after": 0.38, "gain_ci": [0.073, 0.122], "collapsed": False},
+        },
+        "reward": "teacher",
+        "estimate": "exact",
+        "teacher": "smollm",
+        "kappa": 0.1,
+        "c": 0.3,
+        "w": 0.02,
+    }
+    markdown, _, _ = build_report(metrics, tmp_path / "f")
+    section = markdown.split("## Peer-reward RL", 1)[1]
+    assert "| member | before | after | gain 95% CI | collapsed |" in section
+    assert "| neox | 0.280 | 0.380 | [+0.073, +0.122] |" in section
+    assert "Reward teacher (exact), teacher smollm." in section

@@ -335,9 +335,9 @@ class PeerRewardSettings(Settings):
     )
     exact: SFTSettings = Field(
         SFTSettings(
-            max_steps=1200,
+            max_steps=4800,
             batch_size=16,
-            learning_rate=1e-3,
+            learning_rate=3e-3,
             warmup_steps=0,
             lr_scheduler="linear",
             adam_beta2=0.999,

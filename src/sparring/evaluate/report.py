@@ -214,12 +214,16 @@ def report_blocks(
         b.append(Block("figure", "simulator fidelity", path=figures.get("fidelity")))
     peer = metrics.get("peer") or {}
     if peer.get("members"):
-        rows = [["member", "before", "after", "collapsed"]]
+        rows = [["member", "before", "after", "gain 95% CI", "collapsed"]]
         for name, m in peer["members"].items():
-            rows.append([name, fmt(m.get("before")), fmt(m.get("after")), fmt(m.get("collapsed"))])
+            ci = m.get("gain_ci")
+            ci_text = f"[{ci[0]:+.3f}, {ci[1]:+.3f}]" if ci else "-"
+            rows.append([name, fmt(m.get("before")), fmt(m.get("after")), ci_text, fmt(m.get("collapsed"))])
+        reward, estimate, teacher = peer.get("reward", "-"), peer.get("estimate", "sampled"), peer.get("teacher")
+        how = f"Reward {reward} ({estimate}), teacher {teacher or '-'}."
+        diversity = f"κ {fmt(peer.get('kappa'))}, c {fmt(peer.get('c'))}, w {fmt(peer.get('w'))}"
         b += [Block("heading", "Peer-reward RL"), Block("table", rows=rows),
-              Block("text", f"Cohort diversity before training: κ {fmt(peer.get('kappa'))}, "
-                            f"c {fmt(peer.get('c'))}, w {fmt(peer.get('w'))}.")]  # fmt: skip
+              Block("text", f"{how} Cohort diversity before training: {diversity}.")]  # fmt: skip
     if wall:  # in the order given (the run's), every stage: a dash where none ran, text for the one running
         rows = [[name, fmt(float(v)) if isinstance(v, int | float) else fmt(v)] for name, v in wall.items()]
         b += [Block("heading", "Wall time per stage"), Block("table", rows=[["stage", "seconds"], *rows])]
