@@ -1,19 +1,22 @@
-"""Peer reward with the whole signal (#59): the teacher reward in exact expectation over the 77 intents, a graded
-teacher reward and on-policy distillation (reverse KL), from the warm starts of benchmarks/peer_reward.py.
+"""Peer reward with the whole signal (#59): the teacher reward estimated from G sampled routings (GRPO) beside its
+exact expectation over the 77 intents, a graded teacher reward and on-policy distillation (reverse KL), from the
+warm starts of benchmarks/peer_reward.py.
 
-Reads a ``--warm-cache`` folder of benchmarks/peer_reward.py (``--profile banking77``: the members' warm starts on
-synthetic utterances only). The teacher (the member best on the labelled probe) scores every utterance of the seed
-once (:func:`~sparring.train.peer_expectation.score_intents`: its greedy vote, the same as ``route_intents``', and
-its distribution over the intents), kept in the cache as ``scores.pt`` and as the ``votes.json`` the sampled arm of
-benchmarks/peer_reward.py reads. Then each learner trains from its warm start on the whole pool (labels withheld)
-under each arm of :mod:`sparring.train.peer_expectation`, and is measured on the seed's 400 held-out utterances
-(never trained on, never used to select): greedy accuracy before / after with the paired bootstrap 95% interval of
-the cohort's mean gain (the untrained teacher's zero included, as the issue counts it) and of the learners' alone,
-agreement with the teacher, and the top intent's share of the learner's last 64 training votes (collapse: > 0.30).
+Reads a ``--warm-cache`` folder of benchmarks/peer_reward.py (``--profile banking77 --bound-only``: the members'
+warm starts on synthetic utterances only). The teacher (the member best on the labelled probe: SmolLM2) scores every
+utterance of the seed once (:func:`~sparring.train.peer_expectation.score_intents`: its greedy vote, the same as
+``route_intents``', and its outcome distribution), kept in the cache as ``scores.pt`` and as the ``votes.json`` that
+benchmarks/peer_reward.py and peer_distil_ceiling.py read. Then each learner trains from a fresh copy of its warm
+start on the whole pool (labels withheld) under each arm: ``sampled`` (``train_cohort``, the two learners in
+lockstep) or an exact one (``train_expected``). Measured on the seed's 400 held-out utterances, never trained on
+and never used to choose: greedy accuracy before / after with the paired bootstrap 95% interval of the cohort's mean
+gain (the untrained teacher's zero included, as the issue counts it) and of the learners' alone, agreement with the
+teacher, and the top intent's share of the learner's last 64 training votes (collapse: > 0.30). The learners'
+accuracy on the probe before / after is what a choice of recipe may read.
 
-``--runs-json PATH`` writes every member's per-utterance predictions before / after (Banking77 row ids and intents,
-no texts). Last line JSON. Usage: ``python benchmarks/peer_expectation.py WARM_CACHE --seed 1 --arms teacher graded
-distill [--steps 1200 --batch 16 --lr 1e-3] [--runs-json docs/runs/F.json]``.
+``--runs-json PATH`` writes every member's predictions before / after (Banking77 row ids and intents, no texts).
+Last line JSON. Usage: ``python benchmarks/peer_expectation.py WARM_CACHE --seed 1 [--arms sampled teacher graded
+distill] [--steps 1200 --batch 16 --lr 1e-3] [--runs-json F]``.
 """
 
 from __future__ import annotations
