@@ -135,7 +135,7 @@ def test_unlabeled_csv_names_file_and_column(tmp_path):
 
 
 def test_peer_rl_stage_sits_after_the_last_cycle_and_its_members_stage_beside_the_sft_stages():
-    from assets.coevolution import N_CYCLES
+    from pipelines.graph_shape import N_CYCLES
     from pipelines.definitions import STAGES
 
     names = [s.name for s in STAGES]
