@@ -163,3 +163,28 @@ def test_the_exact_cohort_learns_from_its_teacher_never_from_the_csvs_labels(mem
         cfg.replace(reward="ring")
     with pytest.raises(ValueError, match="needs estimate: exact"):
         cfg.replace(estimate="sampled", reward="graded")
+
+
+def test_a_teacher_that_names_no_intent_leaves_the_learners_as_they_were_and_says_so(members, tok, tmp_path):
+    """The quick profile's members route nothing yet: under ``estimate: exact`` the stage goes on, its learners
+    untrained, and the log says why (train_expected itself refuses such a pool by name)."""
+    from sparring.agents.models import build_model
+    from sparring.params import load_params
+    from sparring.train import peer_expectation
+
+    models, texts, _ = members
+    spec = ModelSpec(arch="llama", hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2, num_kv_heads=1)
+    mute = build_model(spec, tok, seed=5)  # untrained: its greedy reply names no intent
+    assert set(route_intents(mute, tok, texts)) == {None}
+    cfg = load_params(Path(__file__).resolve().parents[1] / "params.yaml", "quick").peer_rl
+    cohort = {"teacher": cfg.members["qwen"], "learner": cfg.members["neox"]}
+    cfg = cfg.replace(members=cohort, estimate="exact", reward="teacher", teacher="teacher")
+    learner_before = {k: v.clone() for k, v in models["learner"].state_dict().items()}
+    said: list[str] = []
+    cohort_models = {"teacher": mute, "learner": models["learner"]}
+    result = peer_expectation.train_cohort_exact(cohort_models, tok, texts, cfg, tmp_path / "x", say=said.append)
+    assert all(torch.equal(learner_before[k], v) for k, v in result.models["learner"].state_dict().items())
+    assert result.logs["learner"].steps == [] and any("learner not trained" in line for line in said)
+    with pytest.raises(ValueError, match="no pool utterance has a teacher's intent"):
+        train_expected(models["learner"], tok, texts, INTENTS, "teacher", cfg.exact, tmp_path / "y",
+                       teacher_votes=[None] * len(texts))  # fmt: skip

@@ -352,10 +352,14 @@ def train_cohort_exact(
     start = time.perf_counter()
     t_model, t_tok = models[teacher], tokenizers[teacher]
     scores = score_intents(t_model, t_tok, routing_prompts(t_model, t_tok, pool), intents)
-    say(f"peer_rl: {teacher} scored {len(pool)} pool utterances ({sum(v is None for v in scores.votes)} unnamed)")
-    logs = {teacher: MemberLog()}
+    named = sum(v is not None for v in scores.votes)
+    say(f"peer_rl: teacher {teacher} named an intent on {named} of {len(pool)} pool utterances")
+    logs = {name: MemberLog() for name in models}
     for name, model in models.items():
         if name == teacher:
+            continue
+        if not named:  # nothing to learn from: the learners keep their weights (an empty log), the run goes on
+            say(f"peer_rl: member {name} not trained: its teacher {teacher} labelled no pool utterance")
             continue
         guard = CollapseGuard(settings.collapse_window, settings.collapse_entropy, settings.collapse_share)
         result = train_expected(
