@@ -13,6 +13,9 @@ What is touched, and why:
 - transformers' ``config._name_or_path``, which TRL reads to build a KL reference model from the model's folder
   (:func:`model_folder`, :func:`point_reference_at`), and TRL's frozen ``"ref"`` adapter, its KL reference of a
   peft model (:func:`drop_reference_adapter`);
+- the ``forward`` TRL's trainers set on the model instance (``trl.trainer.utils.add_fused_lm_head``), removed from a
+  trained model: it closes over the bound forward of the object it patched, so a ``copy.deepcopy`` of the model
+  ran the original's weights and trained nothing (:func:`drop_fused_lm_head`);
 - transformers' ``config._attn_implementation``, flipped while a policy decodes over a narrower KV cache
   (:func:`attention_implementation`, :func:`set_attention_implementation`), its SDPA's internal switch for
   grouped K/V heads (:func:`sdpa_force_gqa_variable`), and the private keys of a config's ``to_dict`` that loading
@@ -130,6 +133,21 @@ def drop_reference_adapter(model: Any) -> None:
     config = getattr(model, "peft_config", None)
     if config is not None and hasattr(model, "active_adapter") and TRL_REFERENCE_ADAPTER in config:
         model.delete_adapter(TRL_REFERENCE_ADAPTER)
+
+
+TRL_FUSED_FORWARD = "_fused_forward"  # the function add_fused_lm_head binds as the instance's forward
+
+
+def drop_fused_lm_head(model: Any) -> None:
+    """Give ``model`` (and a peft model's base) back its class's ``forward``, removing the fused-head wrapper TRL's
+    trainers bind on the instance. The wrapper's plain call is the original forward, but of the object it patched:
+    a deep copy kept calling that object's weights (gradients went to them, the copy never trained)."""
+    _trl("the instance forward of trl.trainer.utils.add_fused_lm_head")
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    for target in {id(model): model, id(base): base}.values():
+        code = getattr(getattr(target.__dict__.get("forward"), "__func__", None), "__code__", None)
+        if code is not None and code.co_name == TRL_FUSED_FORWARD:  # functools.wraps renamed it "forward"
+            del target.__dict__["forward"]
 
 
 # transformers: attention and config keys -------------------------------------------------------------------------

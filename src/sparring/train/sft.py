@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sparring.agents.chat import message_text
-from sparring.hf_door import score_labelled_positions_only, sft_trained_tokens
+from sparring.hf_door import drop_fused_lm_head, score_labelled_positions_only, sft_trained_tokens
+from sparring.lm.chat import message_text
 from sparring.settings import SFTSettings
 
 
@@ -74,7 +74,7 @@ def flatten(conversation: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """`{"role", "content"}` strings only: structured agent turns (intent, tool_calls) rendered to their text
     through the chat format, tool results kept as their JSON text; a turn's `train: false` (kept out of the
     loss by the chat template) goes with it."""
-    from sparring.agents.chat import ParsedCall, render_agent_message
+    from sparring.lm.chat import ParsedCall, render_agent_message
 
     flat = []
     for m in conversation:
@@ -137,7 +137,7 @@ def train_sft(
     from datasets import Dataset
     from trl import SFTTrainer
 
-    from sparring.agents.added_rows import base_rows_callbacks
+    from sparring.lm.added_rows import base_rows_callbacks
     from sparring.progress import trainer_progress
 
     if not conversations:
@@ -169,6 +169,7 @@ def train_sft(
     counted = [c["num_tokens"] for c in curves if "num_tokens" in c]
     trained_tokens = sft_trained_tokens(trainer) or int(max(counted, default=0))
     trained_tokens = trained_tokens or int(tokens * settings.epochs)
+    drop_fused_lm_head(trainer.model)  # else a deep copy of it would run this object's weights (hf_door)
     return SFTResult(
         model=trainer.model,
         curves=curves,

@@ -15,7 +15,7 @@ from typing import Any
 
 from transformers import TrainerCallback
 
-from sparring.hf_door import TOKEN_CREDIT, drop_reference_adapter, zero_learning_rates
+from sparring.hf_door import TOKEN_CREDIT, drop_fused_lm_head, drop_reference_adapter, zero_learning_rates
 
 
 def tile_to_step(items: Sequence[Any], per_step: int) -> list[Any]:
@@ -44,6 +44,7 @@ def trained_model(trainer: Any) -> Any:
     keeps its own adapter only, still an adapter."""
     model = unwrapped(trainer)
     drop_reference_adapter(model)
+    drop_fused_lm_head(model)  # else a deep copy of it would run this object's weights (hf_door)
     model.eval()
     return model
 
