@@ -3,13 +3,14 @@ its expectation is what sampling estimates, and a learner trained by it moves to
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 
 import pytest
 import torch
 
-from sparring.agents.chat import known_intents, parse_agent_message
 from sparring.data.synthetic import generate_utterances
+from sparring.lm.chat import known_intents, parse_agent_message
 from sparring.settings import AgentSFTSettings, ModelSpec, PeerMember, PeerRewardSettings, SFTSettings
 from sparring.train.peer_expectation import (
     expected_loss,
@@ -110,7 +111,7 @@ def test_a_confused_learner_gains_agreement_and_the_teacher_is_untouched(members
     teacher_before = {k: v.clone() for k, v in models["teacher"].state_dict().items()}
     scores = score_intents(models["teacher"], tok, routing_prompts(models["teacher"], tok, texts), INTENTS)
     assert all(torch.equal(teacher_before[k], v) for k, v in models["teacher"].state_dict().items())
-    learner = models["learner"]
+    learner = copy.deepcopy(models["learner"])  # the module's members stay as built for the tests after this one
     before = accuracy(route_intents(learner, tok, texts), scores.votes)
     cfg = SFTSettings(max_steps=30, batch_size=8, learning_rate=1e-2, warmup_steps=0, max_length=64)
     result = train_expected(
@@ -153,7 +154,7 @@ def test_the_exact_cohort_learns_from_its_teacher_never_from_the_csvs_labels(mem
     teacher_before = {k: v.clone() for k, v in models["teacher"].state_dict().items()}
     votes = route_intents(models["teacher"], tok, pool)
     agree_before = accuracy(route_intents(models["learner"], tok, pool), votes)
-    result = peer_expectation.train_cohort_exact(dict(models), tok, pool, cfg, tmp_path / "exact", gold=gold)
+    result = peer_expectation.train_cohort_exact(copy.deepcopy(models), tok, pool, cfg, tmp_path / "exact", gold=gold)
     labels = [c[-1]["intent"] for c in seen]
     assert labels and "pin_blocked" not in labels and set(labels) <= set(votes) - {None}
     assert all(torch.equal(teacher_before[k], v) for k, v in result.models["teacher"].state_dict().items())
@@ -168,7 +169,7 @@ def test_the_exact_cohort_learns_from_its_teacher_never_from_the_csvs_labels(mem
 def test_a_teacher_that_names_no_intent_leaves_the_learners_as_they_were_and_says_so(members, tok, tmp_path):
     """The quick profile's members route nothing yet: under ``estimate: exact`` the stage goes on, its learners
     untrained, and the log says why (train_expected itself refuses such a pool by name)."""
-    from sparring.agents.models import build_model
+    from sparring.lm.models import build_model
     from sparring.params import load_params
     from sparring.train import peer_expectation
 
