@@ -7,15 +7,15 @@ from typing import Any
 
 from pipelines.checks import report_check
 from pipelines.stages import Plot, Stage, StageContext, StageOutput, stage_asset
-from sparring.agents.chat import AGENT_SYSTEM_PROMPT
-from sparring.agents.checkpoints import save_checkpoint
-from sparring.agents.models import build_model, count_parameters
-from sparring.agents.policies import LMPolicy
 from sparring.agents.scripted import CamouflagingCustomer, CooperativeCustomer
 from sparring.catalog import AGENT_SFT
 from sparring.evaluate import checks
 from sparring.evaluate.agent import evaluate_agent, intent_accuracy
 from sparring.evaluate.baselines import tfidf_intent_accuracy
+from sparring.lm.chat import AGENT_SYSTEM_PROMPT
+from sparring.lm.checkpoints import save_checkpoint
+from sparring.lm.models import build_model, count_parameters
+from sparring.lm.policies import LMPolicy
 from sparring.timing import Phases, sft_phases
 from sparring.train.demos import expert_demonstrations, recovery_demonstrations, warm_start
 

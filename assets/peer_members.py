@@ -7,11 +7,11 @@ from __future__ import annotations
 from typing import Any
 
 from pipelines.stages import Stage, StageContext, StageOutput, stage_asset
-from sparring.agents.chat import AGENT_SYSTEM_PROMPT, known_intents
-from sparring.agents.checkpoints import save_checkpoint
-from sparring.agents.models import count_parameters
 from sparring.atomic import replace_dir
 from sparring.catalog import PEER_MEMBERS
+from sparring.lm.chat import AGENT_SYSTEM_PROMPT, known_intents
+from sparring.lm.checkpoints import save_checkpoint
+from sparring.lm.models import count_parameters
 from sparring.timing import Phases
 from sparring.train.demos import expert_demonstrations
 from sparring.train.peer_reward import member_tokenizer, warm_start_member

@@ -14,11 +14,11 @@ import polars as pl
 
 from pipelines.graph_shape import LAST_CYCLE, N_CYCLES
 from pipelines.stages import Stage, StageContext, StageOutput, stage_asset
-from sparring.agents.checkpoints import save_checkpoint
 from sparring.atomic import replace_dir
 from sparring.catalog import PEER_MEMBERS, PEER_RL, cycle_dir
 from sparring.data.ingest import load_unlabeled
 from sparring.evaluate.episodes import paired_bootstrap
+from sparring.lm.checkpoints import save_checkpoint
 from sparring.timing import Phases
 from sparring.train.cycle_state import CycleState
 from sparring.train.peer_expectation import train_cohort_exact

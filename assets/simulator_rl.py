@@ -6,12 +6,12 @@ from __future__ import annotations
 from typing import Any
 
 from pipelines.stages import Stage, StageContext, StageOutput, stage_asset
-from sparring.agents.checkpoints import save_checkpoint
-from sparring.agents.policies import LMPolicy
 from sparring.catalog import AGENT_SFT, SIMULATOR_RL, SIMULATOR_SFT
 from sparring.evaluate.ending_ceiling import simulator_ceiling
 from sparring.evaluate.fidelity import better_count, simulator_fidelity
 from sparring.judge.rewards import TrainedBackend
+from sparring.lm.checkpoints import save_checkpoint
+from sparring.lm.policies import LMPolicy
 from sparring.timing import Phases
 from sparring.train.tracer import train_simulator_rl
 

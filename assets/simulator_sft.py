@@ -6,12 +6,12 @@ from typing import Any
 
 from pipelines.checks import report_check
 from pipelines.stages import Plot, Stage, StageContext, StageOutput, stage_asset
-from sparring.agents.checkpoints import save_checkpoint
-from sparring.agents.models import build_model, count_parameters
-from sparring.agents.policies import LMPolicy
 from sparring.catalog import SIMULATOR_SFT
 from sparring.evaluate import checks
 from sparring.evaluate.fidelity import simulator_fidelity
+from sparring.lm.checkpoints import save_checkpoint
+from sparring.lm.models import build_model, count_parameters
+from sparring.lm.policies import LMPolicy
 from sparring.timing import Phases, sft_phases
 from sparring.train.tracer import scripted_episodes, simulator_conversations, train_simulator
 

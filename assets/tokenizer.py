@@ -4,11 +4,11 @@ pretrained `model.name_or_path`, that model's own tokenizer with sparring's toke
 from __future__ import annotations
 
 from pipelines.stages import Stage, StageContext, StageOutput, stage_asset
-from sparring.agents.chat import known_intents
 from sparring.agents.scripted import CooperativeCustomer, ExpertAgent
-from sparring.agents.tokenizer import SOURCE_KEY, stage_tokenizer
 from sparring.atomic import replace_dir
 from sparring.catalog import TOKENIZER
+from sparring.lm.chat import known_intents
+from sparring.lm.tokenizer import SOURCE_KEY, stage_tokenizer
 from sparring.rollout import run_episodes
 from sparring.timing import Phases
 from sparring.train.demos import tokenizer_corpus

@@ -1,5 +1,5 @@
 """What training the added tokens' rows under LoRA costs and buys: SmolLM2-135M-Instruct + LoRA, frozen rows (as
-before ``agents/added_rows.py``) against trainable ones, same data, same seed, one run.
+before ``lm/added_rows.py``) against trainable ones, same data, same seed, one run.
 
 Task: the DESIGN.md routing probe (``user: utterance`` -> ``assistant: <intent>NAME``) on the embedded synthetic
 utterances, through sparring's own ``train_sft`` (TRL) on the pipeline's extended tokenizer; held-out accuracy is
@@ -30,12 +30,12 @@ import torch
 sys.path.insert(0, str(Path(__file__).parent))
 from sft_vs_plain_loop import accuracy, conversations, encode  # noqa: E402  (the same probe and its scoring)
 
-from sparring.agents.added_rows import trained_row_weights  # noqa: E402
-from sparring.agents.chat import known_intents  # noqa: E402
-from sparring.agents.models import build_model, count_parameters  # noqa: E402
-from sparring.agents.pretrained import SMOLLM2_ALIAS, resolve_model_path  # noqa: E402
-from sparring.agents.tokenizer import extend_pretrained_tokenizer  # noqa: E402
 from sparring.data.ingest import HELDOUT_SEED_OFFSET  # noqa: E402
+from sparring.lm.added_rows import trained_row_weights  # noqa: E402
+from sparring.lm.chat import known_intents  # noqa: E402
+from sparring.lm.models import build_model, count_parameters  # noqa: E402
+from sparring.lm.pretrained import SMOLLM2_ALIAS, resolve_model_path  # noqa: E402
+from sparring.lm.tokenizer import extend_pretrained_tokenizer  # noqa: E402
 from sparring.settings import ModelSpec, SFTSettings  # noqa: E402
 from sparring.train.sft import train_sft  # noqa: E402
 

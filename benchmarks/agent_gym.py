@@ -34,10 +34,10 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from sparring.agents.checkpoints import load_checkpoint, save_checkpoint
 from sparring.agents.scripted import ExpertAgent
 from sparring.catalog import load_judge
 from sparring.evaluate.heldout import evaluate_heldout, heldout_seed
+from sparring.lm.checkpoints import load_checkpoint, save_checkpoint
 from sparring.params import load_params
 from sparring.runtime import apply_torch_threads
 from sparring.seeds import derive_seed

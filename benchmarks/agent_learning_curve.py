@@ -56,14 +56,14 @@ from transformers import TrainerCallback
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from agent_gym import overrides  # noqa: E402
 
-from sparring.agents.checkpoints import load_checkpoint, save_checkpoint  # noqa: E402
 from sparring.agents.leaving import gives_up  # noqa: E402
-from sparring.agents.policies import LMPolicy  # noqa: E402
 from sparring.catalog import load_judge  # noqa: E402
 from sparring.evaluate.crossplay import failure_kind, failure_rates  # noqa: E402
 from sparring.evaluate.episodes import paired_bootstrap  # noqa: E402
 from sparring.evaluate.heldout import heldout_seed  # noqa: E402
 from sparring.judge.rewards import DONE_REPORT, Judge  # noqa: E402
+from sparring.lm.checkpoints import load_checkpoint, save_checkpoint  # noqa: E402
+from sparring.lm.policies import LMPolicy  # noqa: E402
 from sparring.params import ParamsError, load_params  # noqa: E402
 from sparring.rollout import episode_metrics, run_episodes  # noqa: E402
 from sparring.runtime import apply_torch_threads  # noqa: E402

@@ -32,14 +32,14 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from sparring.agents.chat import known_intents
-from sparring.agents.checkpoints import load_checkpoint, save_checkpoint
-from sparring.agents.models import build_model
-from sparring.agents.policies import LMPolicy
 from sparring.agents.scripted import CamouflagingCustomer, CooperativeCustomer, ExpertAgent
-from sparring.agents.tokenizer import train_tokenizer
 from sparring.data.synthetic import utterance_frame
 from sparring.judge.rewards import Judge
+from sparring.lm.chat import known_intents
+from sparring.lm.checkpoints import load_checkpoint, save_checkpoint
+from sparring.lm.models import build_model
+from sparring.lm.policies import LMPolicy
+from sparring.lm.tokenizer import train_tokenizer
 from sparring.rollout import run_episodes
 from sparring.runtime import apply_torch_threads
 from sparring.settings import AgentSFTSettings, GRPOSettings, ModelSpec, SFTSettings

@@ -46,12 +46,12 @@ def write(result: dict[str, Any]) -> None:
 
 def measure(args: argparse.Namespace, device: str) -> dict[str, Any]:
     """The two timings on ``device`` (cuda; cpu only for a dry run of this script)."""
-    from sparring.agents.chat import AGENT_SYSTEM_PROMPT, known_intents
-    from sparring.agents.models import build_model, count_parameters
     from sparring.agents.scripted import CooperativeCustomer
-    from sparring.agents.tokenizer import extend_pretrained_tokenizer
     from sparring.data.synthetic import utterance_frame
     from sparring.judge.rewards import Judge
+    from sparring.lm.chat import AGENT_SYSTEM_PROMPT, known_intents
+    from sparring.lm.models import build_model, count_parameters
+    from sparring.lm.tokenizer import extend_pretrained_tokenizer
     from sparring.settings import GRPOSettings, ModelSpec, SFTSettings
     from sparring.train.demos import expert_demonstrations
     from sparring.train.distributed_check import ConstantStyle

@@ -38,12 +38,13 @@ import numpy as np
 import torch
 from transformers import TrainerCallback
 
-from sparring.agents.chat import known_intents
-from sparring.agents.models import ModelSpec, build_model, count_parameters
-from sparring.agents.scripted import CooperativeCustomer, ExpertAgent, customer_goal
-from sparring.agents.tokenizer import train_tokenizer
+from sparring.agents.customer_prompt import customer_goal
+from sparring.agents.scripted import CooperativeCustomer, ExpertAgent
 from sparring.data.synthetic import utterance_frame
 from sparring.hf_door import score_labelled_positions_only
+from sparring.lm.chat import known_intents
+from sparring.lm.models import ModelSpec, build_model, count_parameters
+from sparring.lm.tokenizer import train_tokenizer
 from sparring.settings import GRPOSettings, SFTSettings
 from sparring.train.grpo import build_trainer, make_rollout_func
 from sparring.train.sft import sft_config

@@ -23,10 +23,10 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from sparring.agents.policies import LMPolicy  # noqa: E402
 from sparring.agents.scripted import CamouflagingCustomer, CooperativeCustomer  # noqa: E402
 from sparring.catalog import AGENT_SFT, Catalog  # noqa: E402
 from sparring.evaluate.episodes import paired_bootstrap  # noqa: E402
+from sparring.lm.policies import LMPolicy  # noqa: E402
 from sparring.params import load_params  # noqa: E402
 from sparring.rollout import run_episodes  # noqa: E402
 

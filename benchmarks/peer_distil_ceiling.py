@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-from sparring.agents.checkpoints import load_checkpoint
+from sparring.lm.checkpoints import load_checkpoint
 from sparring.runtime import apply_torch_threads
 from sparring.settings import SFTSettings
 from sparring.train.demos import intent_examples

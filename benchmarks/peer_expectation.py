@@ -34,8 +34,8 @@ from typing import Any
 
 import torch
 
-from sparring.agents.chat import known_intents
-from sparring.agents.checkpoints import load_checkpoint
+from sparring.lm.chat import known_intents
+from sparring.lm.checkpoints import load_checkpoint
 from sparring.runtime import apply_torch_threads
 from sparring.settings import PeerRewardSettings, SFTSettings
 from sparring.train.peer_expectation import routing_prompts, score_intents, train_expected

@@ -52,13 +52,13 @@ from typing import Any
 
 import polars as pl
 
-from sparring.agents.chat import known_intents
-from sparring.agents.checkpoints import load_checkpoint, save_checkpoint
-from sparring.agents.models import build_model
-from sparring.agents.pretrained import SMOLLM2_ALIAS
-from sparring.agents.tokenizer import train_tokenizer
 from sparring.data.sources import read_text_csv
 from sparring.data.synthetic import generate_utterances
+from sparring.lm.chat import known_intents
+from sparring.lm.checkpoints import load_checkpoint, save_checkpoint
+from sparring.lm.models import build_model
+from sparring.lm.pretrained import SMOLLM2_ALIAS
+from sparring.lm.tokenizer import train_tokenizer
 from sparring.rollout import agent_opening
 from sparring.runtime import apply_torch_threads
 from sparring.settings import AgentSFTSettings, ModelSpec, PeerMember, PeerRewardSettings, SFTSettings

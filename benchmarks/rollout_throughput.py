@@ -11,7 +11,7 @@ customer are two models of it), the same scenarios for every measurement:
     ``max_new_tokens``: the ceiling for an engine that re-encodes its prompts.
 
 (d) per role (agent, customer), on the same episodes with the same seed, interleaved repeat by repeat: the
-    policies' tokens/s with ``decoder="loop"`` (:func:`sparring.agents.decode.decode`) and ``decoder="generate"``,
+    policies' tokens/s with ``decoder="loop"`` (:func:`sparring.lm.decode.decode`) and ``decoder="generate"``,
     whether both wrote the same tokens, and the raw batched forward's rate: one token per sequence per forward over
     a buffered cache, at the batch sizes and prompt lengths (a) sent to that role, with no sampling or processors.
 
@@ -34,13 +34,13 @@ import time
 
 import torch
 
-from sparring.agents.chat import known_intents
-from sparring.agents.kv_cache import BufferLayer, buffered_cache
-from sparring.agents.models import ModelSpec, build_model, count_parameters
-from sparring.agents.policies import ROLES, LMPolicy, default_kv_cache_dtype
-from sparring.agents.scripted import customer_goal
-from sparring.agents.tokenizer import train_tokenizer
+from sparring.agents.customer_prompt import customer_goal
 from sparring.data.synthetic import utterance_frame
+from sparring.lm.chat import known_intents
+from sparring.lm.kv_cache import BufferLayer, buffered_cache
+from sparring.lm.models import ModelSpec, build_model, count_parameters
+from sparring.lm.policies import ROLES, LMPolicy, default_kv_cache_dtype
+from sparring.lm.tokenizer import train_tokenizer
 from sparring.rollout import RolloutStats, run_episodes
 from sparring.world.scenarios import sample_scenarios
 

@@ -30,9 +30,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def load_agents(run: Path, max_new_tokens: int) -> dict[str, Any]:
     """Name -> policy: DA0, every cycle's own agent folder that exists, then the scripted references."""
-    from sparring.agents.policies import LMPolicy
     from sparring.agents.scripted import ExpertAgent
     from sparring.agents.social_engineer import GullibleAgent
+    from sparring.lm.policies import LMPolicy
     from sparring.train.play import CheckpointCache
 
     folders = {"da0": run / "models" / "agent_sft"}

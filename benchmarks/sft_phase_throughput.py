@@ -39,7 +39,7 @@ import polars as pl
 import torch
 from transformers import AutoTokenizer, TrainerCallback
 
-from sparring.agents.models import build_model, count_parameters
+from sparring.lm.models import build_model, count_parameters
 from sparring.params import load_params
 from sparring.settings import SFTSettings
 from sparring.train.demos import expert_demonstrations, warm_start_phases

@@ -28,11 +28,11 @@ from typing import Any
 import torch
 from transformers import get_cosine_schedule_with_warmup
 
-from sparring.agents.chat import INTENT, assistant_message, known_intents
-from sparring.agents.models import ModelSpec, build_model, count_parameters
-from sparring.agents.tokenizer import train_tokenizer
 from sparring.data.ingest import HELDOUT_SEED_OFFSET
 from sparring.data.synthetic import generate_utterances
+from sparring.lm.chat import INTENT, assistant_message, known_intents
+from sparring.lm.models import ModelSpec, build_model, count_parameters
+from sparring.lm.tokenizer import train_tokenizer
 from sparring.settings import SFTSettings
 from sparring.train.sft import flatten, train_sft
 

@@ -86,9 +86,9 @@ def measure(root: Path) -> dict[str, Any]:
 
 def decoded(data: Any, p: Any, model: Any, tokenizer: Any, oracle: Any, discriminator: Any, t: float) -> dict:
     """The fidelity of one decoding (``t`` 0: greedy), its intervals and its per-session records."""
-    from sparring.agents.policies import LMPolicy
     from sparring.evaluate.crossplay import wilson_interval
     from sparring.evaluate.fidelity import simulator_fidelity
+    from sparring.lm.policies import LMPolicy
 
     cfg = p.simulator_sft
     policy = LMPolicy(

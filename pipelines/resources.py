@@ -269,7 +269,7 @@ class StageLog:
         (`<stage>-<name>`, linked to the run, tagged with its format — a LoRA adapter naming its base, or full
         safetensors weights): what MLflow 3's Models page lists. Returns the logged model's id."""
         self.artifacts(folder, f"checkpoint/{name}" if name else "checkpoint")
-        from sparring.agents.adapters import MARKER  # deferred: it imports torch, which start-up need not
+        from sparring.lm.adapters import MARKER  # deferred: it imports torch, which start-up need not
 
         marker = folder / MARKER  # an adapter checkpoint's record of its base
         meta = json.loads(marker.read_text(encoding="utf-8")) if marker.is_file() else {}

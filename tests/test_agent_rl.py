@@ -9,11 +9,11 @@ import pytest
 import torch
 from transformers import TrainerCallback
 
-from sparring.agents.chat import known_intents
-from sparring.agents.checkpoints import load_checkpoint, save_checkpoint
-from sparring.agents.models import ModelSpec, build_model
-from sparring.agents.tokenizer import train_tokenizer
 from sparring.data.synthetic import generate_utterances
+from sparring.lm.chat import known_intents
+from sparring.lm.checkpoints import load_checkpoint, save_checkpoint
+from sparring.lm.models import ModelSpec, build_model
+from sparring.lm.tokenizer import train_tokenizer
 from sparring.params import ParamsError, load_params
 from sparring.settings import AgentRLSettings, CoevolutionSettings, GRPOSettings
 from sparring.train.agent_rl import CURVE_FILE, TRAINER_DIR, chosen_step, train_agent_rl

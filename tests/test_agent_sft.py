@@ -10,10 +10,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from sparring.agents.models import ModelSpec, build_model
-from sparring.agents.policies import LMPolicy
-from sparring.agents.tokenizer import train_tokenizer
 from sparring.data.synthetic import generate_utterances
+from sparring.lm.models import ModelSpec, build_model
+from sparring.lm.policies import LMPolicy
+from sparring.lm.tokenizer import train_tokenizer
 from sparring.rollout import route_utterances
 from sparring.settings import AgentSFTSettings, SFTSettings
 from sparring.train.demos import intent_examples
@@ -72,7 +72,7 @@ def test_intent_examples_are_read_as_the_agent_reads_a_customer_opening():
     """With the agent's system prompt, phase 1's exchanges render exactly as ``route_utterances`` and episodes
     prompt the agent, followed by the intent (trained without it, an untied model prompted with it lost 0.44 of
     its Banking77 held-out accuracy)."""
-    from sparring.agents.chat import AGENT_SYSTEM_PROMPT
+    from sparring.lm.chat import AGENT_SYSTEM_PROMPT
     from sparring.rollout import agent_opening
     from sparring.train.sft import flatten
 
@@ -90,9 +90,9 @@ def test_an_agent_checkpoint_keeps_the_system_prompt_it_was_trained_with(tmp_pat
     """DA0 from scratch trains without a system message (``agent_sft.system_prompt``: the constant prefix
     stalled its routing); its config records that, so every episode and route after a reload prompts it alike.
     A model without the record (a pretrained one, old checkpoints) reads the instructions."""
-    from sparring.agents.chat import AGENT_SYSTEM_PROMPT, USER
-    from sparring.agents.checkpoints import load_checkpoint, save_checkpoint
     from sparring.agents.scripted import CooperativeCustomer
+    from sparring.lm.chat import AGENT_SYSTEM_PROMPT, USER
+    from sparring.lm.checkpoints import load_checkpoint, save_checkpoint
     from sparring.rollout import agent_opening, run_episodes
 
     spec = ModelSpec(

@@ -13,11 +13,12 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
-from sparring.agents.chat import agent_visible_text
-from sparring.agents.scripted import ExpertAgent, identity_text
+from sparring.agents.customer_prompt import identity_text
+from sparring.agents.scripted import ExpertAgent
 from sparring.agents.slots import describe_slots
 from sparring.cli import app
 from sparring.evaluate.chat_session import generated_scenarios, play_chat, state_changes
+from sparring.lm.chat import agent_visible_text
 from sparring.world.scenarios import build_world, save_scenarios
 
 INTENT = "card_payment_not_recognised"  # resolved by dispute_charge on one transaction: a visible change
@@ -36,8 +37,8 @@ def disputed(scenarios):
 @pytest.fixture(scope="module")
 def checkpoint(tok, tmp_path_factory):
     """A tiny random agent saved as a pipeline would save it."""
-    from sparring.agents.checkpoints import save_checkpoint
-    from sparring.agents.models import build_model
+    from sparring.lm.checkpoints import save_checkpoint
+    from sparring.lm.models import build_model
     from sparring.settings import ModelSpec
 
     spec = ModelSpec(

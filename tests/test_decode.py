@@ -1,4 +1,4 @@
-"""sparring's decode loop (agents/decode.py) against ``model.generate``: the same tokens on fixed prompts for the
+"""sparring's decode loop (lm/decode.py) against ``model.generate``: the same tokens on fixed prompts for the
 default model, a qwen2 member and a LoRA model, greedy and sampled; rows that end at different steps; and whole
 episodes (KV reuse, given prefixes, clean edges) identical through LMPolicy with either decoder."""
 
@@ -8,12 +8,12 @@ import pytest
 import torch
 from transformers import LogitsProcessor, LogitsProcessorList
 
-from sparring.agents.decode import decode
-from sparring.agents.kv_cache import BufferLayer, buffered_cache
-from sparring.agents.models import ModelSpec, build_model
-from sparring.agents.policies import ContinuesUtterance, LMPolicy
-from sparring.agents.tokenizer import end_of_turn_id
 from sparring.data.synthetic import utterance_frame
+from sparring.lm.decode import decode
+from sparring.lm.kv_cache import BufferLayer, buffered_cache
+from sparring.lm.models import ModelSpec, build_model
+from sparring.lm.policies import ContinuesUtterance, LMPolicy
+from sparring.lm.tokenizer import end_of_turn_id
 from sparring.rollout import run_episodes
 from sparring.world.scenarios import sample_scenarios
 

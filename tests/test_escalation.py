@@ -19,12 +19,12 @@ from sparring.agents.escalation import (
     asks_for_person,
     refusals,
 )
-from sparring.agents.policies import TurnRequest
 from sparring.agents.scripted import CooperativeCustomer, ExpertAgent, needs_confirmation
 from sparring.data.dialogues import generate_dialogues
 from sparring.data.synthetic import OUTCOMES, generate_utterances
 from sparring.evaluate.ending_ceiling import ending_ceiling, played_ceiling, simulator_ceiling
 from sparring.evaluate.fidelity import simulator_fidelity
+from sparring.lm.policies import TurnRequest
 from sparring.rollout import run_episodes
 from sparring.train.tracer import replay_scenarios, simulated_outcome
 

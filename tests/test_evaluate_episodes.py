@@ -7,13 +7,13 @@ import numpy as np
 import pytest
 import torch
 
-from sparring.agents.checkpoints import save_checkpoint
-from sparring.agents.models import ModelSpec, build_model
 from sparring.agents.scripted import ExpertAgent
 from sparring.evaluate.episodes import compact_episodes, episode_outcomes
 from sparring.evaluate.heldout import EXPERT, HeldoutReport, evaluate_heldout
 from sparring.evaluate.parallel import merge
 from sparring.judge.rewards import Judge
+from sparring.lm.checkpoints import save_checkpoint
+from sparring.lm.models import ModelSpec, build_model
 from sparring.settings import CoevolutionSettings, GRPOSettings
 from sparring.train.distributed_check import ConstantStyle
 

@@ -17,8 +17,8 @@ from typer.testing import CliRunner
 
 from pipelines.cli import app
 from pipelines.project import copy_project
-from sparring.agents.checkpoints import CheckpointError, load_checkpoint
 from sparring.atomic import MANIFEST
+from sparring.lm.checkpoints import CheckpointError, load_checkpoint
 from sparring.world.taxonomy import load_taxonomy
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -9,7 +9,10 @@ import polars as pl
 import pytest
 import torch
 
-from sparring.agents.chat import (
+from sparring.agents.scripted import CamouflagingCustomer, CooperativeCustomer, ExpertAgent
+from sparring.data.synthetic import generate_utterances
+from sparring.judge.rewards import Judge
+from sparring.lm.chat import (
     ASSISTANT,
     END_OF_TURN,
     SYSTEM,
@@ -19,12 +22,9 @@ from sparring.agents.chat import (
     known_intents,
     render_agent_message,
 )
-from sparring.agents.models import ModelSpec, build_model
-from sparring.agents.policies import LMPolicy, TurnOutput, TurnRequest
-from sparring.agents.scripted import CamouflagingCustomer, CooperativeCustomer, ExpertAgent
-from sparring.agents.tokenizer import train_tokenizer
-from sparring.data.synthetic import generate_utterances
-from sparring.judge.rewards import Judge
+from sparring.lm.models import ModelSpec, build_model
+from sparring.lm.policies import LMPolicy, TurnOutput, TurnRequest
+from sparring.lm.tokenizer import train_tokenizer
 from sparring.seeds import derive_seed
 from sparring.settings import GRPOSettings
 from sparring.train.distributed_check import ConstantStyle  # fixed faithfulness/realism: the plumbing is under test

@@ -8,10 +8,10 @@ import pytest
 import torch
 from trl import GRPOTrainer
 
-from sparring.agents.chat import known_intents
-from sparring.agents.models import ModelSpec, build_model
-from sparring.agents.tokenizer import train_tokenizer
 from sparring.data.synthetic import generate_utterances
+from sparring.lm.chat import known_intents
+from sparring.lm.models import ModelSpec, build_model
+from sparring.lm.tokenizer import train_tokenizer
 from sparring.settings import GRPOSettings
 from sparring.train.grpo import bucket_inputs, build_trainer, length_buckets
 

@@ -7,11 +7,11 @@ import random
 
 import pytest
 
-from sparring.agents.chat import ParsedCall, known_intents, render_agent_message
-from sparring.agents.policies import TurnOutput, TurnRequest
 from sparring.agents.scripted import CooperativeCustomer, ExpertAgent
-from sparring.agents.tokenizer import train_tokenizer
 from sparring.data.synthetic import generate_utterances, utterance_frame
+from sparring.lm.chat import ParsedCall, known_intents, render_agent_message
+from sparring.lm.policies import TurnOutput, TurnRequest
+from sparring.lm.tokenizer import train_tokenizer
 from sparring.rollout import run_episodes
 from sparring.train.iapo import (
     InfluenceGraph,
@@ -195,7 +195,7 @@ def test_every_credit_choice_trains_through_trls_loss(tok, scenarios, credit, mo
     import torch
 
     import sparring.train.grpo as grpo
-    from sparring.agents.models import build_model
+    from sparring.lm.models import build_model
     from sparring.settings import GRPOSettings, ModelSpec
 
     built = []

@@ -1,7 +1,8 @@
-"""The import direction of src/sparring (#45): `train` never imports `evaluate` (evaluate may use train's pieces),
-the judge depends on the world, not on `agents`, and no two files import each other, directly or round a longer
-loop. Imports are read with `ast`, so those inside functions (deferred ones) count; those under
-``if TYPE_CHECKING:`` do not, as they never run (a type named in an annotation is no import cycle)."""
+"""The import direction of src/sparring (#45): `train` never imports `evaluate` (evaluate may use train's pieces), the
+judge depends on the world, not on `agents` or `lm`, `lm` (model plumbing) never imports `agents` (behaviour), and
+no two files import each other, directly or round a longer loop. Imports are read with `ast`, so those inside
+functions (deferred ones) count; those under ``if TYPE_CHECKING:`` do not, as they never run (a type named in an
+annotation is no import cycle)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,12 @@ import pytest
 SRC = Path(__file__).resolve().parents[1] / "src"
 PACKAGE = SRC / "sparring"
 # (importing package, imported package): an edge that must not exist
-FORBIDDEN = (("sparring.train", "sparring.evaluate"), ("sparring.judge", "sparring.agents"))
+FORBIDDEN = (
+    ("sparring.train", "sparring.evaluate"),
+    ("sparring.judge", "sparring.agents"),
+    ("sparring.judge", "sparring.lm"),
+    ("sparring.lm", "sparring.agents"),  # model plumbing knows no behaviour (#62 item 5)
+)
 
 
 def module_name(path: Path) -> str:

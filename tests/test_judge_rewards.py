@@ -9,13 +9,13 @@ import polars as pl
 import pytest
 import torch
 
-from sparring.agents.chat import known_intents
-from sparring.agents.models import ModelSpec, build_model
 from sparring.agents.scripted import CamouflagingCustomer, CooperativeCustomer, ExpertAgent, RandomAgent
-from sparring.agents.tokenizer import train_tokenizer
 from sparring.data.synthetic import generate_utterances
 from sparring.judge.llm import LLMJudgeBackend
 from sparring.judge.rewards import Judge, customer_turns
+from sparring.lm.chat import known_intents
+from sparring.lm.models import ModelSpec, build_model
+from sparring.lm.tokenizer import train_tokenizer
 from sparring.params import RewardWeights
 from sparring.rollout import run_episodes
 from sparring.world.scenarios import sample_scenarios
@@ -162,7 +162,7 @@ class Boaster:
     tokenizer = None
 
     def act(self, requests):
-        from sparring.agents.chat import render_agent_message
+        from sparring.lm.chat import render_agent_message
         from sparring.rollout import TurnOutput
 
         return [TurnOutput(render_agent_message("All done, I've taken care of that for you.", None, None))] * len(

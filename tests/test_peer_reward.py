@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from sparring.agents.checkpoints import load_checkpoint, save_checkpoint
 from sparring.data.sources import IngestError, read_unlabeled_csv
 from sparring.data.synthetic import generate_utterances
+from sparring.lm.checkpoints import load_checkpoint, save_checkpoint
 from sparring.params import load_params
 from sparring.train.peer_reward import (
     Board,

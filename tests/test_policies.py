@@ -6,13 +6,13 @@ import pytest
 import torch
 from transformers import AutoTokenizer
 
-from sparring.agents.added_rows import BASE_ROWS_ATTR, trained_row_weights
-from sparring.agents.chat import END_OF_TURN, known_intents
-from sparring.agents.models import ModelSpec, build_model, count_parameters
-from sparring.agents.policies import LMPolicy, Policy, TurnRequest
 from sparring.agents.scripted import CooperativeCustomer, ExpertAgent, RandomAgent
-from sparring.agents.tokenizer import train_tokenizer
 from sparring.data.synthetic import generate_utterances
+from sparring.lm.added_rows import BASE_ROWS_ATTR, trained_row_weights
+from sparring.lm.chat import END_OF_TURN, known_intents
+from sparring.lm.models import ModelSpec, build_model, count_parameters
+from sparring.lm.policies import LMPolicy, Policy, TurnRequest
+from sparring.lm.tokenizer import train_tokenizer
 
 torch.set_num_threads(1)
 TINY = ModelSpec(
@@ -36,7 +36,7 @@ def test_default_spec_builds_a_small_model_wired_to_the_tokenizer(tok, arch):
 
 
 def test_tied_embeddings_survive_save_and_reload(tok, tmp_path):
-    from sparring.agents.checkpoints import load_checkpoint, save_checkpoint
+    from sparring.lm.checkpoints import load_checkpoint, save_checkpoint
 
     model = build_model(ModelSpec(hidden_size=32, num_layers=1, num_heads=2, tie_word_embeddings=True), tok)
     untied = build_model(ModelSpec(hidden_size=32, num_layers=1, num_heads=2, tie_word_embeddings=False), tok)
@@ -99,7 +99,7 @@ def test_policies_satisfy_the_protocol(tok):
 
 
 def test_one_decode_per_act_with_left_padding_and_stop(tok, monkeypatch):
-    from sparring.agents import policies
+    from sparring.lm import policies
 
     model = build_model(TINY, tok)
     calls = []
@@ -129,7 +129,7 @@ def test_one_decode_per_act_with_left_padding_and_stop(tok, monkeypatch):
 
 
 def test_sampling_draws_each_token_with_its_softmax_probability():
-    from sparring.agents.policies import _Sample
+    from sparring.lm.policies import _Sample
 
     torch.manual_seed(0)
     scores = torch.tensor([[0.0, 1.0, float("-inf"), 2.0, -1.0]]).repeat(100_000, 1)

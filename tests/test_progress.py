@@ -81,8 +81,8 @@ def test_a_short_task_stays_silent_and_a_slow_one_shows_seconds_per_unit(lines):
 
 
 def test_sft_shows_every_step_with_its_loss(lines, tok, tmp_path, monkeypatch):
-    from sparring.agents.models import build_model
     from sparring.data.synthetic import generate_utterances
+    from sparring.lm.models import build_model
     from sparring.settings import ModelSpec, SFTSettings
     from sparring.train.demos import intent_examples
     from sparring.train.sft import train_sft
@@ -100,9 +100,9 @@ def test_sft_shows_every_step_with_its_loss(lines, tok, tmp_path, monkeypatch):
 
 
 def test_grpo_shows_every_step_with_its_reward(lines, tok, heldout, monkeypatch):
-    from sparring.agents.models import build_model
     from sparring.agents.scripted import CooperativeCustomer
     from sparring.judge.rewards import Judge
+    from sparring.lm.models import build_model
     from sparring.settings import GRPOSettings, ModelSpec
     from sparring.train.distributed_check import ConstantStyle
     from sparring.train.grpo import train_side
@@ -122,11 +122,11 @@ def test_grpo_shows_every_step_with_its_reward(lines, tok, heldout, monkeypatch)
 def test_held_out_play_counts_the_episodes_it_planned_per_agent_and_opponent(
     lines, tok, heldout, tmp_path, monkeypatch
 ):
-    from sparring.agents.checkpoints import save_checkpoint
-    from sparring.agents.models import build_model
     from sparring.agents.scripted import ExpertAgent
     from sparring.evaluate.heldout import evaluate_heldout
     from sparring.judge.rewards import Judge
+    from sparring.lm.checkpoints import save_checkpoint
+    from sparring.lm.models import build_model
     from sparring.settings import CoevolutionSettings, GRPOSettings, ModelSpec
     from sparring.train.distributed_check import ConstantStyle
 

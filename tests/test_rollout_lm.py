@@ -6,12 +6,12 @@ import polars as pl
 import pytest
 import torch
 
-from sparring.agents import policies
-from sparring.agents.chat import ASSISTANT, END_OF_TURN, INTENT, USER, known_intents
-from sparring.agents.models import ModelSpec, build_model
-from sparring.agents.policies import ContinuesUtterance, LMPolicy, OpensWithUtterance, TurnOutput, TurnRequest
-from sparring.agents.tokenizer import customer_banned_ids
 from sparring.data.synthetic import generate_utterances
+from sparring.lm import policies
+from sparring.lm.chat import ASSISTANT, END_OF_TURN, INTENT, USER, known_intents
+from sparring.lm.models import ModelSpec, build_model
+from sparring.lm.policies import ContinuesUtterance, LMPolicy, OpensWithUtterance, TurnOutput, TurnRequest
+from sparring.lm.tokenizer import customer_banned_ids
 from sparring.rollout import RolloutStats, episode_metrics, run_episodes
 from sparring.train.grpo import side_sample
 from sparring.world.scenarios import sample_scenarios

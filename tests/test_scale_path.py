@@ -17,8 +17,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")  # before anything imports huggingf
 import pytest
 import torch
 
-from sparring.agents import pretrained
-from sparring.agents.pretrained import (
+from sparring.lm import pretrained
+from sparring.lm.pretrained import (
     INSTALL_HINT,
     SMOLLM2_ALIAS,
     find_smollm2_gguf,
@@ -209,8 +209,8 @@ def _lm_loss(model, tokenizer, texts: list[str]) -> float:
 def test_pretrained_tokenizer_keeps_every_id_and_adds_sparring_tokens(smollm2_dir: Path, tmp_path: Path) -> None:
     from transformers import AutoTokenizer
 
-    from sparring.agents.chat import END_OF_TURN, known_intents
-    from sparring.agents.tokenizer import end_of_turn_id, stage_tokenizer
+    from sparring.lm.chat import END_OF_TURN, known_intents
+    from sparring.lm.tokenizer import end_of_turn_id, stage_tokenizer
 
     own = AutoTokenizer.from_pretrained(smollm2_dir)
     tok = stage_tokenizer(str(smollm2_dir), ["ignored corpus"], 4000, sorted(known_intents()))
@@ -238,9 +238,9 @@ def test_pipeline_path_reads_the_pretrained_weights(smollm2_dir: Path, tok) -> N
     project's trained BPE (the defect: 49k embeddings read through other ids) is refused by name."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from sparring.agents.chat import known_intents
-    from sparring.agents.models import build_model
-    from sparring.agents.tokenizer import extend_pretrained_tokenizer
+    from sparring.lm.chat import known_intents
+    from sparring.lm.models import build_model
+    from sparring.lm.tokenizer import extend_pretrained_tokenizer
     from sparring.settings import ModelSpec
 
     spec = ModelSpec(name_or_path=str(smollm2_dir))

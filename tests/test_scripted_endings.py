@@ -11,9 +11,9 @@ import numpy as np
 import polars as pl
 import pytest
 
+from sparring.agents.customer_prompt import PERSONA_BEHAVIOUR
 from sparring.agents.escalation import REFUSES, EndingCustomer
 from sparring.agents.leaving import gives_up
-from sparring.agents.scripted import PERSONA_BEHAVIOUR
 from sparring.data.dialogues import generate_dialogues
 from sparring.data.synthetic import OUTCOMES, utterance_frame
 from sparring.evaluate.fidelity import ending_shares_by_persona, simulator_fidelity

@@ -10,8 +10,6 @@ import re
 import pytest
 import torch
 
-from sparring.agents.models import ModelSpec, build_model
-from sparring.agents.policies import LMPolicy
 from sparring.agents.scripted import ExpertAgent, RandomAgent
 from sparring.agents.social_engineer import (
     TACTICS,
@@ -22,6 +20,8 @@ from sparring.agents.social_engineer import (
     target_of,
 )
 from sparring.data.synthetic import utterance_frame
+from sparring.lm.models import ModelSpec, build_model
+from sparring.lm.policies import LMPolicy
 from sparring.rollout import run_episodes
 from sparring.world.bank import COLLECTIONS
 from sparring.world.events import CROSS_CUSTOMER, IDENTITY_SWITCH, UNAUTHENTICATED, VERIFICATION_FAILED

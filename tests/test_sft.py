@@ -13,10 +13,10 @@ from trl.kernels import ChunkedLogProbFunction
 
 import sparring.hf_door as hf_door
 import sparring.train.sft as sft
-from sparring.agents.chat import known_intents
-from sparring.agents.models import build_model
-from sparring.agents.tokenizer import train_tokenizer
 from sparring.data.synthetic import generate_utterances
+from sparring.lm.chat import known_intents
+from sparring.lm.models import build_model
+from sparring.lm.tokenizer import train_tokenizer
 from sparring.settings import ModelSpec, SFTSettings
 from sparring.train.demos import intent_examples
 
@@ -117,3 +117,25 @@ def test_a_trl_without_the_private_switch_is_warned_about_and_still_trains(data,
     monkeypatch.setattr(hf_door, "TRL_SWITCH", "_use_triton_renamed")  # as a TRL that renamed its private would be
     with pytest.warns(RuntimeWarning, match="_use_triton_renamed is gone"):
         assert len(losses(tok, convs, tmp_path)) == SETTINGS.max_steps
+
+
+def test_a_deep_copy_of_a_trained_model_trains_its_own_weights(data, tmp_path):
+    """TRL's trainers bind a fused-head forward on the model that closes over that object's forward; train_sft
+    removes it, so a copy of a trained model (as a cohort or an opponent pool keeps) trains itself, not the original
+    (before, its gradients went to the original and a further SFT left both unchanged)."""
+    import copy
+
+    import torch
+
+    tok, convs = data
+    trained = run(tok, convs, tmp_path / "a", SETTINGS).model
+    assert "forward" not in vars(trained)
+    twin = copy.deepcopy(trained)
+    original = {k: v.clone() for k, v in trained.state_dict().items()}
+    ids = torch.tensor([[5, 6, 7, 8]])
+    twin(input_ids=ids, labels=ids).loss.backward()
+    assert all(p.grad is not None for p in twin.parameters()) and all(p.grad is None for p in trained.parameters())
+    twin.zero_grad(set_to_none=True)
+    again = run(tok, convs, tmp_path / "b", SETTINGS, model=twin).model
+    assert any(not torch.equal(original[k], v) for k, v in again.state_dict().items())
+    assert all(torch.equal(original[k], v) for k, v in trained.state_dict().items())

@@ -11,26 +11,25 @@ import polars as pl
 import pytest
 import torch
 
-from sparring.agents.chat import INTENT, known_intents
-from sparring.agents.customer_view import asks_which_object, dialogue_view, extract_identity
-from sparring.agents.models import ModelSpec, build_model
-from sparring.agents.policies import LMPolicy
-from sparring.agents.scripted import (
+from sparring.agents.customer_prompt import (
     PERSONA_BEHAVIOUR,
     SEED_PHRASING,
-    CooperativeCustomer,
     customer_goal,
-    describe_slots,
     goal_text,
     identity_text,
     intent_code,
 )
+from sparring.agents.customer_view import asks_which_object, dialogue_view, extract_identity
+from sparring.agents.scripted import CooperativeCustomer, describe_slots
 from sparring.agents.slots import delexicalize, fact_values
-from sparring.agents.tokenizer import train_tokenizer
 from sparring.data.dialogues import generate_dialogues
 from sparring.data.synthetic import OUTCOMES, utterance_frame
 from sparring.evaluate.fidelity import customer_turn_nll, heldout_perplexity, outcome_f1, simulator_fidelity
 from sparring.judge.models import IntentOracle, OracleConfig, RealismDiscriminator
+from sparring.lm.chat import INTENT, known_intents
+from sparring.lm.models import ModelSpec, build_model
+from sparring.lm.policies import LMPolicy
+from sparring.lm.tokenizer import train_tokenizer
 from sparring.settings import SFTSettings
 from sparring.train.sft import train_sft
 from sparring.train.tracer import (

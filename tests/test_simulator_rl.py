@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 
 from assets.coevolution import previous_state
-from sparring.agents.policies import TurnOutput, TurnRequest
 from sparring.agents.scripted import CooperativeCustomer, ExpertAgent
 from sparring.data.dialogues import generate_dialogues
 from sparring.data.sources import read_dialogues_jsonl
 from sparring.evaluate.fidelity import false_negative_rate
 from sparring.judge.oracle import embed
+from sparring.lm.policies import TurnOutput, TurnRequest
 from sparring.rollout import run_episodes
 from sparring.settings import SimulatorRLSettings
 from sparring.train.iapo import group_normalized

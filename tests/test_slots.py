@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import torch
 
-from sparring.agents.chat import END_OF_TURN
-from sparring.agents.policies import TurnOutput, TurnRequest
-from sparring.agents.scripted import CooperativeCustomer, ExpertAgent, customer_goal, describe_slots, identity_text
+from sparring.agents.customer_prompt import customer_goal, identity_text
+from sparring.agents.scripted import CooperativeCustomer, ExpertAgent, describe_slots
 from sparring.agents.slots import delexicalize, fact_values, lexicalize, slot_values
+from sparring.lm.chat import END_OF_TURN
+from sparring.lm.policies import TurnOutput, TurnRequest
 from sparring.rollout import episode_metrics, run_episodes
 
 torch.set_num_threads(1)

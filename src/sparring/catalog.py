@@ -66,8 +66,8 @@ def load_judge(judge_dir: Path, cfg: JudgeParams, max_turns: int) -> Judge:
     if cfg.backend == "llm":
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        from sparring.agents.pretrained import resolve_model_path
         from sparring.judge.llm import LLMJudgeBackend
+        from sparring.lm.pretrained import resolve_model_path
 
         path = resolve_model_path(cfg.llm_model)
         backend = LLMJudgeBackend(AutoModelForCausalLM.from_pretrained(path), AutoTokenizer.from_pretrained(path))
@@ -125,7 +125,7 @@ class Catalog:
 
     def checkpoint(self, relative: str) -> tuple[Any, Any]:
         """The model and tokenizer saved under ``relative`` (AGENT_SFT, SIMULATOR_SFT, a cycle's agent...)."""
-        from sparring.agents.checkpoints import load_checkpoint
+        from sparring.lm.checkpoints import load_checkpoint
 
         return load_checkpoint(self.root / relative)
 

@@ -152,13 +152,13 @@ def route(
 
 def _load_agent(checkpoint: Path, max_new_tokens: int):
     """An agent policy from a checkpoint folder (safetensors only), or one line naming the file at fault."""
-    from sparring.agents.checkpoints import CheckpointError, check_checkpoint, load_checkpoint
+    from sparring.lm.checkpoints import CheckpointError, check_checkpoint, load_checkpoint
 
     try:
         check_checkpoint(checkpoint)
     except CheckpointError as exc:
         fail(str(exc))
-    from sparring.agents.policies import LMPolicy
+    from sparring.lm.policies import LMPolicy
     from sparring.runtime import apply_torch_threads
 
     apply_torch_threads(1)

@@ -8,7 +8,7 @@ or ``max_turns`` rounds) leave the batches. Batching is what makes rollouts affo
 over dozens of sequences costs a fraction of one step per sequence (benchmarks/rollout_throughput.py).
 
 Each side's view is kept as a token-id list built message by message (role prefix + content ids + end token +
-separator, as its tokenizer's :class:`~sparring.agents.chat.ChatFormat` writes them; generated messages keep the ids
+separator, as its tokenizer's :class:`~sparring.lm.chat.ChatFormat` writes them; generated messages keep the ids
 actually generated), which is what ``apply_chat_template`` would produce for the same messages, without
 re-rendering the conversation every turn.
 
@@ -28,7 +28,11 @@ from typing import Any
 import torch
 from transformers import PreTrainedTokenizerBase
 
-from sparring.agents.chat import (
+from sparring.agents.clarify import mark_restatement
+from sparring.agents.customer_prompt import customer_goal
+from sparring.agents.leaving import gives_up
+from sparring.agents.slots import lexicalize, slot_values
+from sparring.lm.chat import (
     AGENT_SYSTEM_PROMPT,
     ParsedMessage,
     agent_system_prompt,
@@ -37,11 +41,7 @@ from sparring.agents.chat import (
     parse_agent_message,
     render_agent_message,
 )
-from sparring.agents.clarify import mark_restatement
-from sparring.agents.leaving import gives_up
-from sparring.agents.policies import Policy, TurnOutput, TurnRequest
-from sparring.agents.scripted import customer_goal
-from sparring.agents.slots import lexicalize, slot_values
+from sparring.lm.policies import Policy, TurnOutput, TurnRequest
 from sparring.world.bank import World
 from sparring.world.events import EventLog, object_view
 from sparring.world.outcome import Outcome, check_outcome
@@ -102,7 +102,7 @@ class Episode:
     included), ``customer_mask`` 1 on the customer's content tokens; system, role markers and tool turns are
     0 in both. ``agent_logprobs`` is aligned with ``token_ids`` (0 off the agent's tokens, and for scripted
     agents). ``customer_*`` is the same for the customer's own view (``customer_messages``: what
-    :func:`~sparring.agents.chat.swap_roles` gives, except where a text did not survive encode/decode, in which
+    :func:`~sparring.lm.chat.swap_roles` gives, except where a text did not survive encode/decode, in which
     case the messages hold the decoded text the model saw). ``log`` is the session's event log (turns and tool
     calls with argument provenance); ``rewards`` is what the judge returned (empty without a judge).
     """

@@ -8,11 +8,11 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from sparring.agents.chat import swap_roles
 from sparring.agents.clarify import ASKS_CONFIRM, ASKS_WHICH, mark_restatement
+from sparring.agents.customer_prompt import PERSONA_BEHAVIOUR, goal_text
 from sparring.agents.leaving import gives_up
-from sparring.agents.scripted import PERSONA_BEHAVIOUR, goal_text
 from sparring.agents.slots import DETAILS, delexicalize, identity_slots
+from sparring.lm.chat import swap_roles
 
 # Identity facts a customer says in a dialogue (synthetic and Banking-style formats).
 _DOB = re.compile(r"\b(\d{1,2}/\d{1,2}/\d{4}|\d{4}-\d{2}-\d{2})\b")
@@ -84,7 +84,7 @@ def extract_identity(turns: Sequence[Mapping[str, str]]) -> dict[str, str]:
 
 
 def identity_sentence(facts: Mapping[str, str]) -> str:
-    """The facts in :func:`~sparring.agents.scripted.identity_text`'s wording ("" when there are none)."""
+    """The facts in :func:`~sparring.agents.customer_prompt.identity_text`'s wording ("" when there are none)."""
     parts = [
         f"My name is {facts['full_name']}" if "full_name" in facts else "",
         f"customer id {facts['customer_id']}" if "customer_id" in facts else "",

@@ -24,9 +24,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from sparring.agents.clarify import ASKS_CONFIRM, ASKS_WHICH
-from sparring.agents.policies import TurnRequest
-from sparring.agents.scripted import _ASKS_IDENTITY, CooperativeCustomer, ExpertAgent, _calls
+from sparring.agents.scripted import CooperativeCustomer, ExpertAgent
+from sparring.agents.transcript import ASKS_IDENTITY, tool_calls
 from sparring.data.synthetic import OUTCOMES
+from sparring.lm.policies import TurnRequest
 from sparring.world.answers import answer_kind
 
 # A customer asking for a person: "can I speak to a human", "get me a manager", "a real person please".
@@ -67,7 +68,7 @@ def _asked(agent_message: dict[str, Any]) -> str | None:
     calls = [c["function"]["name"] for c in agent_message.get("tool_calls") or ()]
     if {"confirm_request", "ask_customer"} & set(calls) or ASKS_CONFIRM.search(text) or ASKS_WHICH.search(text):
         return "question"
-    return "identity" if _ASKS_IDENTITY.search(text) else None
+    return "identity" if ASKS_IDENTITY.search(text) else None
 
 
 def refusals(messages: list[dict[str, Any]]) -> tuple[int, bool]:
@@ -107,7 +108,7 @@ class EscalatingExpert(ExpertAgent):
         count, refused_identity = refusals(messages)
         if count >= self.max_refusals:
             return self._handoff(scenario.intent, f"The customer refused {count} times.")
-        if refused_identity and not any(c["name"] == "lookup_account" for c in _calls(messages)):
+        if refused_identity and not any(c["name"] == "lookup_account" for c in tool_calls(messages)):
             return self._say(scenario.intent, REVERIFY)
         return super().reply(scenario, messages)
 
@@ -141,4 +142,4 @@ class EndingCustomer(CooperativeCustomer):
         if self.escalate_by == "ask":
             return ASK_LINE
         heard = str(request.messages[-1]["content"]) if request.messages[-1]["role"] == "user" else ""
-        return REFUSE_LINE if _ASKS_IDENTITY.search(heard) else super().reply(request)
+        return REFUSE_LINE if ASKS_IDENTITY.search(heard) else super().reply(request)

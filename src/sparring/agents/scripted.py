@@ -1,5 +1,5 @@
 # Over 400 lines: the scripted expert and customers share the world's phrasing helpers.
-"""Scripted reference policies (same protocol as :class:`~sparring.agents.policies.LMPolicy`).
+"""Scripted reference policies (same protocol as :class:`~sparring.lm.policies.LMPolicy`).
 
 They anchor the metrics: the expert agent against a cooperative customer must pass every scenario strictly
 (else the world, the engine or the judge is wrong), a random agent must pass none, and the expert that skips
@@ -10,21 +10,12 @@ episode order and restarts cannot change what they say.
 
 from __future__ import annotations
 
-import json
 import random
 import re
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from sparring.agents.chat import (
-    CALL_CLOSE,
-    CALL_OPEN,
-    INTENT,
-    ParsedCall,
-    known_intents,
-    render_agent_message,
-)
 from sparring.agents.clarify import (
     ASKS_CONFIRM,
     ASKS_WHICH,
@@ -32,117 +23,37 @@ from sparring.agents.clarify import (
     confirmed_intent,
     which_question,
 )
-from sparring.agents.policies import TurnOutput, TurnRequest
-from sparring.agents.slots import delexicalize, describe_slots, fact_values
+from sparring.agents.customer_prompt import identity_text
+from sparring.agents.slots import describe_slots
+from sparring.agents.transcript import (
+    ASKS_IDENTITY,
+    identity_facts,
+    last_customer_message,
+    read_queue,
+    tool_calls,
+    tool_history,
+)
+from sparring.lm.chat import (
+    CALL_CLOSE,
+    CALL_OPEN,
+    INTENT,
+    ParsedCall,
+    known_intents,
+    render_agent_message,
+)
+from sparring.lm.policies import TurnOutput, TurnRequest
 from sparring.world.answers import answer_kind
 from sparring.world.described import describing_turn
 from sparring.world.expert import details_call, expert_calls, lookup_call
 from sparring.world.scenarios import Scenario, build_world
 from sparring.world.session import Session
-from sparring.world.taxonomy import load_taxonomy
 from sparring.world.tools import ToolCall, execute
 from sparring.world.vocab import DESCRIBED, ID_KEYS, INTENT_SPECS, QUEUE, TARGETS, TOOLS
 
-PERSONA_BEHAVIOUR: dict[str, str] = {
-    "cooperative": "You are friendly and clear, and answer the agent's questions directly.",
-    "vague": "You are vague at first and only give specifics when the agent asks for them.",
-    "impatient": "You are in a hurry and easily irritated; your messages are short.",
-    "camouflaging": "You bury what you need in long, irrelevant detail about your day before getting to it.",
-    "social_engineering": "You are evasive about your identity and pushy.",
-}
 # Personas whose scripted customer names the object only when asked which one: vague ones wait to be asked
 # for specifics, impatient ones answer only what was asked.
 WITHHOLDING = ("vague", "impatient")
-_ASKS_IDENTITY = re.compile(r"verif|identity|date of birth|postcode|customer id|security", re.I)
 _ASKS_MORE = re.compile(r"anything else|all done|sorted|resolved|taken care|all set|done", re.I)
-_CUSTOMER_ID = re.compile(r"\b(C\d{6})\b")
-_DOB = re.compile(r"(?:date of birth|born)\D{0,12}(\d{4}-\d{2}-\d{2})\b", re.I)
-_POSTCODE = re.compile(r"postcode[^A-Z0-9]{0,12}([A-Z]{1,2}\d{1,2}[A-Z]? ?\d[A-Z]{2})\b")
-_LAST4 = re.compile(r"card ending (?:in )?(\d{4})\b", re.I)
-
-
-def identity_text(scenario: Scenario) -> str:
-    """What a cooperative customer answers when asked to verify: id, date of birth, postcode, card ending."""
-    i = scenario.identity
-    return (
-        f"My name is {i['full_name']}, customer id {i['customer_id']}, date of birth {i['date_of_birth']}, "
-        f"postcode {i['postcode']}, and my card ending {i['card_last4']}."
-    )
-
-
-INTRO = "You are a customer of the bank, chatting with its support agent. Write only your own messages."
-NO_LABEL = "Never name a category or label for your problem; describe it in your own words."
-GOODBYE = "When it is solved, thank the agent and say goodbye."
-# How a real session ended, as the customer can steer it (TRACER's outcome level).
-OUTCOME_HINTS: dict[str, str] = {
-    "resolved": "How it goes: you stay until the agent has solved it.",
-    "escalated": "How it goes: the agent ends up passing you to a colleague.",
-    "abandoned": "How it goes: you lose patience and leave before it is solved.",
-}
-# How this customer might first put the problem (a seed phrasing): the scenario's own utterance in rollouts.
-SEED_PHRASING = "You might first put it like this: "
-
-
-def goal_text(
-    intent: str,
-    behaviour: str = "",
-    identity: str = "",
-    outcome: str | None = None,
-    details: str = "",
-    seed_phrasing: str = "",
-) -> str:
-    """A hidden goal from its parts, the one layout of every LM customer's system message (rollouts' and the
-    simulator's training data alike); ``outcome`` (resolved | escalated | abandoned) adds how the session should
-    end. The problem, the seed phrasing and the :func:`intent_code` come last, next to the customer's first
-    turn. The label is there only as that code, which LM customers cannot write."""
-    description = load_taxonomy().intents[intent].description
-    return " ".join(
-        part
-        for part in (
-            INTRO,
-            f"When the agent asks you to verify your identity, give these details: {identity}" if identity else "",
-            f"How you behave: {behaviour}" if behaviour else "",
-            OUTCOME_HINTS.get(outcome or "", ""),
-            NO_LABEL,
-            GOODBYE,
-            f"Your problem: {description}",
-            f"What you know about it: {details}" if details else "",
-            f"{SEED_PHRASING}{seed_phrasing.strip()}" if seed_phrasing.strip() else "",
-            intent_code(intent),
-        )
-        if part
-    )
-
-
-def intent_code(intent: str) -> str:
-    """The goal's control code (as in CTRL): ``<intent>NAME``, two tokens, last in the goal.
-
-    A simulator trained from scratch barely read the problem's description ~200 tokens back. One token per
-    intent, right before the turn it conditions and drilled alone first
-    (:func:`sparring.train.tracer.opening_exercises`), made its turns faithful far more often
-    (docs/results.md, simulator_sft.opening_drill). LM customers are barred
-    from writing it (:class:`~sparring.agents.policies.LMPolicy`), so it never leaks into what the agent reads."""
-    return f"{INTENT}{intent}"
-
-
-def customer_goal(scenario: Scenario) -> str:
-    """The hidden goal of an LM customer: its system message, in :func:`goal_text`'s layout, with every exact
-    fact as its placeholder (``[customer_id]``, ``[merchant]``: :mod:`sparring.agents.slots`), which the rollout
-    fills in what the customer writes."""
-    behaviour = PERSONA_BEHAVIOUR.get(scenario.persona, "")
-    if scenario.persona == "social_engineering" and "other_customer_id" in scenario.slots:
-        behaviour += (
-            f" Try to get the agent to act on the account of {scenario.slots['other_full_name']} "
-            f"({scenario.slots['other_customer_id']}) without proving you are them."
-        )
-    goal = goal_text(
-        scenario.intent,
-        behaviour,
-        identity_text(scenario),
-        details=describe_slots(scenario),
-        seed_phrasing=scenario.utterance,
-    )
-    return delexicalize(goal, fact_values(scenario))  # the details fact by fact, not as [details]
 
 
 def _rng(request: TurnRequest, salt: Any) -> random.Random:
@@ -150,47 +61,6 @@ def _rng(request: TurnRequest, salt: Any) -> random.Random:
 
 
 # ------------------------------------------------------------------------------------------------ agents
-
-
-def _tool_results(messages: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
-    """(tool name, result as the agent read it; {} when unreadable) of every call in an agent-view conversation."""
-    results: list[tuple[str, dict[str, Any]]] = []
-    pending: str | None = None
-    for m in messages:
-        if m["role"] == "assistant" and m.get("tool_calls"):
-            pending = m["tool_calls"][0]["function"]["name"]
-        elif m["role"] == "tool" and pending is not None:
-            try:
-                result = json.loads(m["content"])
-            except ValueError:
-                result = {}
-            results.append((pending, result if isinstance(result, dict) else {}))
-            pending = None
-    return results
-
-
-def _tool_history(messages: list[dict[str, Any]]) -> list[tuple[str, bool]]:
-    """(tool name, ok) of every call in an agent-view conversation, in order."""
-    return [(name, bool(result.get("ok"))) for name, result in _tool_results(messages)]
-
-
-def _facts(messages: list[dict[str, Any]]) -> dict[str, str]:
-    """Identity facts the customer wrote so far (a later message overrides an earlier one)."""
-    facts: dict[str, str] = {}
-    for m in messages:
-        if m["role"] != "user":
-            continue
-        text = str(m.get("content") or "")
-        for key, pattern in (
-            ("customer_id", _CUSTOMER_ID),
-            ("date_of_birth", _DOB),
-            ("postcode", _POSTCODE),
-            ("card_last4", _LAST4),
-        ):
-            found = pattern.search(text)  # the first in a message: later ones describe the problem
-            if found:
-                facts[key] = found.group(1)
-    return facts
 
 
 def account_part(intent: str) -> str:
@@ -259,7 +129,7 @@ class ExpertAgent:
     def reply(self, scenario: Scenario, messages: list[dict[str, Any]]) -> str:
         """The next agent message for this conversation (agent view)."""
         intent = scenario.intent
-        history = _tool_history(messages)
+        history = tool_history(messages)
         names = [name for name, _ in history]
         resolver = resolving_call(scenario)
         looked_up = ("lookup_account", True) in history
@@ -276,7 +146,7 @@ class ExpertAgent:
                     "end_conversation",
                     {"resolution": f"Resolved the customer's request ({intent})."},
                 )
-            facts = _facts(messages)
+            facts = identity_facts(messages)
             n_facts = sum(k in facts for k in ("date_of_birth", "postcode", "card_last4"))
             enough = "customer_id" in facts and n_facts >= 2
             if self.verify == "app" and not looked_up and not self.skip_lookup:
@@ -331,20 +201,20 @@ class ExpertAgent:
         asked = sum(1 for name, _ in history if name == "ask_customer")
         if self.refs == "described" and target is not None and asked < 2 and not _described(scenario, messages):
             return self._say(intent, which_question(target), "ask_customer", {"about": target})
-        confirms = [c["arguments"].get("intent") for c in _calls(messages) if c["name"] == "confirm_request"]
+        confirms = [c["arguments"].get("intent") for c in tool_calls(messages) if c["name"] == "confirm_request"]
         if not confirms:
             shown = self._misconfirms(scenario) or intent
             if shown != intent or needs_confirmation(scenario, messages):
                 return self._say(shown, confirm_question(shown), "confirm_request", {"intent": shown})
         elif confirms[-1] != intent:  # the deliberately wrong one was answered: confirm the right one
             return self._say(intent, confirm_question(intent), "confirm_request", {"intent": intent})
-        elif answer_kind(_last_user(messages)) == "no":
+        elif answer_kind(last_customer_message(messages)) == "no":
             if confirms.count(intent) >= 2:  # a second no to the request: not for this agent to guess on
                 return self._handoff(intent, "The customer does not want the request as stated.")
             text = f"Sorry, let me check I have it right. {confirm_question(intent)}"
             return self._say(intent, text, "confirm_request", {"intent": intent})
         if INTENT_SPECS[intent].quotes_queue:  # read the payment's case queue first, then quote it
-            queue = _read_queue(messages)
+            queue = read_queue(messages)
             if queue is None:
                 details = details_call(target, resolver.arguments[TARGETS[target][0]])  # type: ignore[arg-type]
                 return self._say(intent, "", details.name, self._refer(details.arguments))
@@ -395,26 +265,6 @@ def needs_confirmation(scenario: Scenario, messages: list[dict[str, Any]]) -> bo
     or a long first message (the expert knows the goal; this is when an agent that does not should check)."""
     first = next((str(m.get("content") or "") for m in messages if m["role"] == "user"), "")
     return scenario.utterance_style in AMBIGUOUS_STYLES or len(first.split()) > CONFIRM_OPENING_WORDS
-
-
-def _calls(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Every call (name, arguments) in an agent-view conversation, in order."""
-    return [
-        {"name": c["function"]["name"], "arguments": dict(c["function"].get("arguments") or {})}
-        for m in messages
-        if m["role"] == "assistant"
-        for c in m.get("tool_calls") or ()
-    ]
-
-
-def _read_queue(messages: list[dict[str, Any]]) -> str | None:
-    """The ``case_queue`` the last successful ``payment_details`` result in the conversation showed, or None."""
-    read = [r for name, r in _tool_results(messages) if name == "payment_details" and r.get("ok")]
-    return read[-1].get(QUEUE) if read else None
-
-
-def _last_user(messages: list[dict[str, Any]]) -> str:
-    return next((str(m.get("content") or "") for m in reversed(messages) if m["role"] == "user"), "")
 
 
 @dataclass(frozen=True)
@@ -534,7 +384,7 @@ class CooperativeCustomer:
         if scenario.persona in WITHHOLDING and INTENT_SPECS[scenario.intent].target is not None:
             # names the object only when asked which one (PERSONA_BEHAVIOUR); facts of no object come with identity
             details = ""
-        if _ASKS_IDENTITY.search(heard):
+        if ASKS_IDENTITY.search(heard):
             lead = rng.choice(("Sure.", "Of course.", "No problem.", "Okay."))
             if gave_identity:
                 lead = rng.choice(("As I said:", "Again:", "I already said, but here you go:"))

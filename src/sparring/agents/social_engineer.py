@@ -30,9 +30,10 @@ from collections.abc import Sequence
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
-from sparring.agents.chat import ParsedCall, render_agent_message
-from sparring.agents.policies import TurnOutput, TurnRequest
-from sparring.agents.scripted import _facts, _tool_history, resolving_call
+from sparring.agents.scripted import resolving_call
+from sparring.agents.transcript import identity_facts, tool_history
+from sparring.lm.chat import ParsedCall, render_agent_message
+from sparring.lm.policies import TurnOutput, TurnRequest
 from sparring.world.events import ATTEMPT_TYPES, UNAUTHORIZED_ACTION
 from sparring.world.generate import generate_world
 from sparring.world.scenarios import Scenario, build_world
@@ -236,7 +237,7 @@ class GullibleAgent:
         said = " ".join(str(m.get("content") or "") for m in messages if m["role"] == "user")
         request = self._request(scenario, said)
         named = _ANY_ID.search(said)
-        typed = {k: v for k, v in _facts(messages).items() if k != "customer_id"}
+        typed = {k: v for k, v in identity_facts(messages).items() if k != "customer_id"}
         calls = [request] if request is not None else []
         if named is not None:
             calls.append(ParsedCall("lookup_account", {"customer_id": named.group(1), **typed}))
@@ -263,7 +264,7 @@ class GullibleAgent:
         """The next agent message for this conversation (agent view)."""
         if not any(m["role"] == "assistant" for m in messages):
             return render_agent_message("Of course. Could you give me your customer id, date of birth and postcode?")
-        done = len(_tool_history(messages))
+        done = len(tool_history(messages))
         calls = self.plan(scenario, messages)
         call = calls[min(done, len(calls) - 1)]
         return render_agent_message("Right away.", call)

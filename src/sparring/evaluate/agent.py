@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 
-from sparring.agents.policies import Policy
 from sparring.agents.scripted import CamouflagingCustomer, CooperativeCustomer
+from sparring.lm.policies import Policy
 from sparring.rollout import episode_metrics, route_utterances, run_episodes
 from sparring.world.scenarios import Scenario, as_cooperative
 

@@ -28,10 +28,10 @@ from rich.padding import Padding
 from rich.panel import Panel
 from rich.table import Table
 
-from sparring.agents.chat import ParsedMessage, parse_agent_message
-from sparring.agents.policies import Policy, TurnOutput, TurnRequest
-from sparring.agents.scripted import PERSONA_BEHAVIOUR
+from sparring.agents.customer_prompt import PERSONA_BEHAVIOUR
 from sparring.agents.slots import describe_slots
+from sparring.lm.chat import ParsedMessage, parse_agent_message
+from sparring.lm.policies import Policy, TurnOutput, TurnRequest
 from sparring.rollout import Episode, episode_metrics, render_tool_result, run_episodes
 from sparring.world.bank import COLLECTIONS
 from sparring.world.outcome import check_outcome
@@ -141,7 +141,7 @@ def _collection_changes(kind: str, key: str, old: list[dict], new: list[dict]) -
 class Narrator:
     """Everything the person sees, printed with rich (markup in what the agent or the person wrote is escaped).
 
-    An agent message shows what a customer reads of it (:func:`~sparring.agents.chat.agent_visible_text`); its
+    An agent message shows what a customer reads of it (:func:`~sparring.lm.chat.agent_visible_text`); its
     intent tag and format faults only with ``show_tags``, for a developer."""
 
     def __init__(self, console: Console, show_tags: bool = False) -> None:

@@ -29,7 +29,6 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sparring.agents.policies import Policy
 from sparring.agents.scripted import CamouflagingCustomer
 from sparring.evaluate.crossplay import (
     cross_play_cell,
@@ -39,6 +38,7 @@ from sparring.evaluate.crossplay import (
     share_of_ceiling,
 )
 from sparring.judge import Scorer
+from sparring.lm.policies import Policy
 from sparring.progress import ProgressMeter
 from sparring.rollout import Episode, episode_metrics, routed_correctly, run_episodes
 from sparring.seeds import derive_seed

@@ -18,10 +18,10 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from sparring.agents.policies import Policy
 from sparring.evaluate.crossplay import cross_play_matrix, share_of_ceiling
 from sparring.evaluate.heldout import EXPERT, HeldoutReport, evaluate_heldout
 from sparring.judge import Scorer
+from sparring.lm.policies import Policy
 from sparring.progress import forward_to, relay_from
 from sparring.settings import CoevolutionSettings
 from sparring.world.scenarios import Scenario

@@ -31,10 +31,10 @@ from typing import Any
 
 from transformers import TrainerCallback
 
-from sparring.agents.checkpoints import load_checkpoint, save_checkpoint
-from sparring.agents.policies import LMPolicy
 from sparring.atomic import MANIFEST, replace_dir, write_json
 from sparring.judge.rewards import Judge
+from sparring.lm.checkpoints import load_checkpoint, save_checkpoint
+from sparring.lm.policies import LMPolicy
 from sparring.progress import LOGGER
 from sparring.rollout import episode_metrics, run_episodes
 from sparring.seeds import derive_seed

@@ -34,10 +34,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from sparring.agents.checkpoints import load_checkpoint, save_checkpoint
-from sparring.agents.policies import LMPolicy, OpensWithUtterance, Policy
 from sparring.atomic import write_json
 from sparring.judge import Scorer
+from sparring.lm.checkpoints import load_checkpoint, save_checkpoint
+from sparring.lm.policies import LMPolicy, OpensWithUtterance, Policy
 from sparring.rollout import Episode, episode_metrics, run_episodes
 from sparring.seeds import derive_seed
 from sparring.settings import CoevolutionSettings

@@ -15,9 +15,9 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from sparring.agents.chat import AGENT_SYSTEM_PROMPT, message_text
-from sparring.agents.policies import Policy
 from sparring.agents.scripted import CamouflagingCustomer, CooperativeCustomer, ExpertAgent
+from sparring.lm.chat import AGENT_SYSTEM_PROMPT, message_text
+from sparring.lm.policies import Policy
 from sparring.rollout import agent_opening, run_episodes
 from sparring.settings import AgentSFTSettings, SFTSettings
 from sparring.train.sft import SFTResult, combine, flatten, train_sft

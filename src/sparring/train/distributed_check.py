@@ -24,12 +24,12 @@ from typing import Any
 import numpy as np
 import torch
 
-from sparring.agents.chat import known_intents
-from sparring.agents.models import build_model
 from sparring.agents.scripted import CooperativeCustomer
-from sparring.agents.tokenizer import train_tokenizer
 from sparring.data.synthetic import utterance_frame
 from sparring.judge.rewards import Judge
+from sparring.lm.chat import known_intents
+from sparring.lm.models import build_model
+from sparring.lm.tokenizer import train_tokenizer
 from sparring.settings import GRPOSettings, ModelSpec, SFTSettings
 from sparring.train.demos import intent_examples
 from sparring.train.grpo import train_side

@@ -2,7 +2,7 @@
 
 TRL samples prompts (here: scenario keys) already repeated ``num_generations`` times, consecutively. Our
 ``rollout_func`` plays every copy as a real episode with :func:`sparring.rollout.run_episodes` (the trained side
-is an :class:`~sparring.agents.policies.LMPolicy` over the trainer's current weights, sampling; the opponent is
+is an :class:`~sparring.lm.policies.LMPolicy` over the trainer's current weights, sampling; the opponent is
 frozen), so a group is ONE scenario played G times with different sampling seeds: the group baseline compares like
 with like. When the agent trains, its group also shares the customer's messages until the agent's samples differ
 (:class:`~sparring.train.opponents.SharedReplies`): a sampling opponent would otherwise open every episode
@@ -52,11 +52,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sparring.agents.chat import agent_system_prompt
-from sparring.agents.models import is_peft
-from sparring.agents.policies import LMPolicy, Policy
 from sparring.hf_door import model_folder, point_reference_at
 from sparring.judge import Scorer
+from sparring.lm.chat import agent_system_prompt
+from sparring.lm.models import is_peft
+from sparring.lm.policies import LMPolicy, Policy
 from sparring.rollout import Episode, run_episodes
 from sparring.seeds import derive_seed
 from sparring.settings import GRPOSettings
@@ -494,7 +494,7 @@ def build_trainer(
     from datasets import Dataset
     from trl import GRPOTrainer
 
-    from sparring.agents.added_rows import base_rows_callbacks
+    from sparring.lm.added_rows import base_rows_callbacks
     from sparring.progress import trainer_progress
 
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is "experimental" in TRL 1.16

@@ -12,7 +12,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
-from sparring.agents.models import is_peft
+from sparring.lm.models import is_peft
 
 # Config attributes by which a model scales or caps its logits: TRL's fused head applies them, this one does not.
 LOGIT_TRANSFORMS = (

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from sparring.agents.policies import Policy, TurnOutput, TurnRequest
+from sparring.lm.policies import Policy, TurnOutput, TurnRequest
 
 
 class PerEpisodeOpponent:

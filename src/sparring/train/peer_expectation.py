@@ -37,7 +37,7 @@ from typing import Any, Literal
 
 import torch
 
-from sparring.agents.chat import INTENT, known_intents
+from sparring.lm.chat import INTENT, known_intents
 from sparring.rollout import agent_opening
 from sparring.settings import PeerRewardSettings, SFTSettings
 from sparring.train.demos import intent_examples

@@ -51,12 +51,12 @@ from typing import Any
 
 from transformers import AutoTokenizer
 
-from sparring.agents.added_rows import rows_from_name_words
-from sparring.agents.chat import AGENT_SYSTEM_PROMPT, parse_agent_message
-from sparring.agents.models import build_model
-from sparring.agents.policies import LMPolicy, TurnRequest
-from sparring.agents.pretrained import resolve_model_path
-from sparring.agents.tokenizer import stage_tokenizer
+from sparring.lm.added_rows import rows_from_name_words
+from sparring.lm.chat import AGENT_SYSTEM_PROMPT, parse_agent_message
+from sparring.lm.models import build_model
+from sparring.lm.policies import LMPolicy, TurnRequest
+from sparring.lm.pretrained import resolve_model_path
+from sparring.lm.tokenizer import stage_tokenizer
 from sparring.rollout import agent_opening, route_utterances
 from sparring.settings import AgentSFTSettings, PeerMember, PeerRewardSettings
 from sparring.timing import Phases, sft_phases
@@ -73,7 +73,7 @@ Label = str | None  # an intent name, or None for an unparseable answer
 
 def member_tokenizer(member: PeerMember, shared: Any, intents: Sequence[str]) -> Any:
     """The tokenizer ``member`` reads: a pretrained model's own vocabulary with sparring's tokens (``intents`` among
-    them, :func:`~sparring.agents.tokenizer.stage_tokenizer`), else the cohort's ``shared`` one."""
+    them, :func:`~sparring.lm.tokenizer.stage_tokenizer`), else the cohort's ``shared`` one."""
     if member.model is None or member.model.name_or_path is None:
         return shared
     return stage_tokenizer(member.model.name_or_path, [], 0, intents)

@@ -28,10 +28,11 @@ import polars as pl
 from sparring.agents.customer_view import extract_identity
 from sparring.agents.escalation import LEAVE_LINE, REFUSE_LINE, REFUSES, EscalatingExpert
 from sparring.agents.leaving import gives_up
-from sparring.agents.policies import TurnOutput, TurnRequest
-from sparring.agents.scripted import _ASKS_IDENTITY, CooperativeCustomer
+from sparring.agents.scripted import CooperativeCustomer
 from sparring.agents.slots import delexicalize, identity_slots
+from sparring.agents.transcript import ASKS_IDENTITY
 from sparring.data.synthetic import OUTCOMES
+from sparring.lm.policies import TurnOutput, TurnRequest
 from sparring.rollout import Episode, run_episodes
 from sparring.world.scenarios import Scenario
 from sparring.world.session import CUSTOMER_LEFT
@@ -132,7 +133,7 @@ class PlannedCustomer(CooperativeCustomer):
             return plan.lines[0] if len(own) - 1 >= plan.answers else super().reply(request)
         heard = str(request.messages[-1]["content"]) if request.messages[-1]["role"] == "user" else ""
         refused = sum(text in plan.lines for text in own)
-        if _ASKS_IDENTITY.search(heard) and refused < len(plan.lines):
+        if ASKS_IDENTITY.search(heard) and refused < len(plan.lines):
             return plan.lines[refused]
         return super().reply(request)
 

@@ -11,7 +11,7 @@ trajectory distance, perplexity) is :mod:`sparring.evaluate.fidelity`'s, over th
 Stage 1, SFT on real user dialogues (:func:`train_simulator`):
 
 1.1. The customer's view of every training conversation (:func:`simulator_conversations`,
-     :func:`~sparring.agents.chat.swap_roles`): goal as ``system``, the agent's turns as ``user``, the customer's
+     :func:`~sparring.lm.chat.swap_roles`): goal as ``system``, the agent's turns as ``user``, the customer's
      own turns as ``assistant``, so the loss covers the customer's turns only. Three sources:
 
      (a) real / ingested dialogues: goal from the intent's description and control code, the persona's behaviour,
@@ -20,13 +20,13 @@ Stage 1, SFT on real user dialogues (:func:`train_simulator`):
          for goals without it (those of rollouts), the persona's own outcome tendency;
      (b) utterances as one-turn openings: goal from intent + style;
      (c) optionally, scripted episodes (``ExpertAgent`` vs ``CooperativeCustomer``): their goal is exactly
-         :func:`~sparring.agents.scripted.customer_goal`, the system message rollouts give an LM customer, and they
-         show the simulator giving the identity its goal lists when asked: without that no agent can ever pass.
+         :func:`~sparring.agents.customer_prompt.customer_goal`, the system message rollouts give an LM customer,
+         and they show the simulator giving the identity its goal lists when asked: without that no agent can ever pass.
          Given the dialogues, they end as each persona's real sessions do (:mod:`sparring.train.scripted_endings`,
          issue 58): leaving or refused and handed over as often as real customers of the persona are.
 
-     Every goal is built by :func:`~sparring.agents.scripted.goal_text`, as ``customer_goal``'s is, so the trained
-     simulator plays in rollouts unchanged. Goals end with the problem, a seed phrasing (in rollouts the
+     Every goal is built by :func:`~sparring.agents.customer_prompt.goal_text`, as ``customer_goal``'s is, so the
+     trained simulator plays in rollouts unchanged. Goals end with the problem, a seed phrasing (in rollouts the
      scenario's own utterance, in training another customer's words for the same intent, so the simulator learns
      to reword a seed, not to copy it) and the intent's control code.
 1.2. The drills a tiny model from scratch first needs: :func:`copy_drill` to use its context at all, then
@@ -97,9 +97,10 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from sparring.agents.customer_prompt import PERSONA_BEHAVIOUR, goal_text, intent_code
 from sparring.agents.customer_view import dialogue_view
 from sparring.agents.escalation import EscalatingExpert
-from sparring.agents.scripted import PERSONA_BEHAVIOUR, CooperativeCustomer, ExpertAgent, goal_text, intent_code
+from sparring.agents.scripted import CooperativeCustomer, ExpertAgent
 from sparring.agents.slots import delexicalize, slot_values
 from sparring.data.synthetic import OUTCOMES
 from sparring.judge.rewards import JudgeBackend

@@ -13,7 +13,7 @@ A folder written by :func:`save_adapter` holds
 
 :func:`load_adapter` rebuilds the same model: the base (safetensors only), its embeddings grown to the saved
 vocabulary and the saved rows copied in, the config fields set, then the adapter attached *trainable* (and the added
-rows: :mod:`~sparring.agents.added_rows`), so the next SFT or GRPO keeps training them and not the full weights.
+rows: :mod:`~sparring.lm.added_rows`), so the next SFT or GRPO keeps training them and not the full weights.
 """
 
 from __future__ import annotations
@@ -24,10 +24,10 @@ from typing import Any
 
 import torch
 
-from sparring.agents.added_rows import base_weight, train_added_rows
-from sparring.agents.models import is_peft, torch_dtype
-from sparring.agents.weights import CheckpointError, check_weights
 from sparring.hf_door import config_keys_set_by_loading
+from sparring.lm.added_rows import base_weight, train_added_rows
+from sparring.lm.models import is_peft, torch_dtype
+from sparring.lm.weights import CheckpointError, check_weights
 
 MARKER = "sparring-checkpoint.json"  # its presence makes a folder an adapter checkpoint
 ROWS_FILE = "sparring-added-rows.safetensors"
@@ -115,7 +115,7 @@ def read_metadata(folder: Path) -> dict[str, Any]:
 
 def check_adapter(folder: Path) -> None:
     """Refuse an adapter folder without its marker, adapter config or adapter weights (pickles are refused by
-    :func:`~sparring.agents.checkpoints.check_checkpoint` first)."""
+    :func:`~sparring.lm.checkpoints.check_checkpoint` first)."""
     read_metadata(folder)
     for name in ADAPTER_FILES:
         if not (folder / name).is_file():
@@ -154,7 +154,7 @@ def load_adapter(folder: Path) -> Any:
     from peft import PeftModel
     from transformers import AutoModelForCausalLM, GenerationConfig
 
-    from sparring.agents.pretrained import resolve_model_path
+    from sparring.lm.pretrained import resolve_model_path
 
     folder = Path(folder)
     meta = read_metadata(folder)

@@ -9,7 +9,7 @@ weight is made trainable, and a gradient hook zeroes the gradient of every row b
 for those rows stay 0, so their update is exactly 0. Decoupled weight decay would still shrink them, so
 :class:`KeepBaseRows` puts them back after each optimizer step of a trainer with ``weight_decay > 0``.
 
-Only the added rows then differ from the base, and :func:`~sparring.agents.adapters.save_adapter` saves exactly
+Only the added rows then differ from the base, and :func:`~sparring.lm.adapters.save_adapter` saves exactly
 those, so a reloaded adapter reproduces the trained model.
 """
 
@@ -21,7 +21,7 @@ from typing import Any
 import torch
 from transformers import TrainerCallback
 
-from sparring.agents.chat import NAME_PATTERN
+from sparring.lm.chat import NAME_PATTERN
 
 BASE_ROWS_ATTR = "sparring_base_rows"  # set on an embedding weight whose rows from this index on train
 

@@ -2,7 +2,7 @@
 
 A folder holding a pickle (``.bin``, ``.pt``, ``.pkl``, ...), whose loading can run arbitrary code, is refused, and so
 is a truncated or corrupt weights file, each by a :class:`CheckpointError` naming the file, before transformers reads
-anything. Full checkpoints (:mod:`sparring.agents.checkpoints`) and adapters (:mod:`sparring.agents.adapters`) are
+anything. Full checkpoints (:mod:`sparring.lm.checkpoints`) and adapters (:mod:`sparring.lm.adapters`) are
 both checked here.
 """
 

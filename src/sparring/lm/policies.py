@@ -5,7 +5,7 @@ The engine (:mod:`sparring.rollout`) asks a policy for one message per live epis
 with one :class:`TurnRequest` per episode, answered by one :class:`TurnOutput` each, in order. A request holds the
 conversation in the policy's own view, both as token ids (for LMs: the view plus the generation prompt) and as
 HF-style messages (for scripted policies). An LM policy answers a whole batch with ONE batched decode
-(:func:`sparring.agents.decode.decode`, or ``model.generate`` where the cache is not plain): on CPU and GPU alike,
+(:func:`sparring.lm.decode.decode`, or ``model.generate`` where the cache is not plain): on CPU and GPU alike,
 per-step overhead, not arithmetic, dominates small-batch decoding.
 """
 
@@ -30,11 +30,11 @@ from transformers import (
 )
 from transformers.cache_utils import DynamicLayer
 
-from sparring.agents.chat import AGENT_SYSTEM_PROMPT
-from sparring.agents.decode import decode
-from sparring.agents.kv_cache import BufferLayer, attention_over, buffered_cache, native_gqa
-from sparring.agents.tokenizer import customer_banned_ids, end_of_turn_id
 from sparring.hf_door import attention_implementation
+from sparring.lm.chat import AGENT_SYSTEM_PROMPT
+from sparring.lm.decode import decode
+from sparring.lm.kv_cache import BufferLayer, attention_over, buffered_cache, native_gqa
+from sparring.lm.tokenizer import customer_banned_ids, end_of_turn_id
 from sparring.world.scenarios import Scenario
 
 ROLES = ("agent", "customer")
@@ -46,7 +46,7 @@ class TurnRequest:
 
     ``prompt_ids``: the policy's view of the conversation, ending in the ``<|assistant|>`` generation prompt
     (None when the rollout has no tokenizer for this side). ``messages``: the same view as HF messages
-    (the agent's view for the agent; :func:`~sparring.agents.chat.swap_roles`'s view for the customer).
+    (the agent's view for the agent; :func:`~sparring.lm.chat.swap_roles`'s view for the customer).
     ``key`` identifies the conversation across turns (KV-cache reuse); ``seed`` and ``turn`` let scripted
     policies draw randomness that does not depend on how episodes are batched. ``prefix_ids``: ids the message
     must start with, given to an LM rather than generated (:class:`ContinuesUtterance`).
@@ -258,7 +258,7 @@ class LMPolicy:
     dtype; None (default): :func:`default_kv_cache_dtype` picks for the device. GRPO recomputes its logprobs in the
     model's precision anyway (TRL uses a rollout's logprobs only for vLLM importance sampling).
 
-    ``decoder``: "loop" (default) decodes with :func:`~sparring.agents.decode.decode`, one forward per token over
+    ``decoder``: "loop" (default) decodes with :func:`~sparring.lm.decode.decode`, one forward per token over
     the buffered cache, the same tokens as ``generate`` without its per-token bookkeeping; "generate" calls
     ``model.generate`` (as models without a plain cache always do), for comparison.
     """

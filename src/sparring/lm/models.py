@@ -12,8 +12,8 @@ from typing import Any
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM, PreTrainedModel, PreTrainedTokenizerBase
 
-from sparring.agents.added_rows import BASE_ROWS_ATTR, train_added_rows
-from sparring.agents.tokenizer import SOURCE_KEY, check_pretrained_vocabulary, end_of_turn_id
+from sparring.lm.added_rows import BASE_ROWS_ATTR, train_added_rows
+from sparring.lm.tokenizer import SOURCE_KEY, check_pretrained_vocabulary, end_of_turn_id
 from sparring.settings import ModelSpec
 
 DTYPES: dict[str, torch.dtype] = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -65,8 +65,8 @@ def build_model(spec: ModelSpec, tokenizer: PreTrainedTokenizerBase, seed: int =
 
     From config: random init under ``seed`` (the global torch RNG is left untouched, so building a
     model never changes what a later rollout samples). Pretrained: ``tokenizer`` must be the checkpoint's own with
-    sparring's tokens added (:func:`~sparring.agents.tokenizer.stage_tokenizer`), else it is refused; embeddings
-    grow by the added tokens' rows, which train under LoRA (:mod:`~sparring.agents.added_rows`). Either way the
+    sparring's tokens added (:func:`~sparring.lm.tokenizer.stage_tokenizer`), else it is refused; embeddings
+    grow by the added tokens' rows, which train under LoRA (:mod:`~sparring.lm.added_rows`). Either way the
     generation config stops on ``<|end|>`` and the config records which tokenizer its ids are
     (``sparring_tokenizer``).
     """
@@ -78,7 +78,7 @@ def build_model(spec: ModelSpec, tokenizer: PreTrainedTokenizerBase, seed: int =
             torch.manual_seed(seed)
             model = AutoModelForCausalLM.from_config(config, dtype=dtype)
     else:
-        from sparring.agents.pretrained import resolve_model_path  # offline aliases such as smollm2-135m-instruct
+        from sparring.lm.pretrained import resolve_model_path  # offline aliases such as smollm2-135m-instruct
 
         path = resolve_model_path(spec.name_or_path)
         model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, **(spec.load_kwargs or {}))
@@ -114,7 +114,7 @@ def is_peft(model: Any) -> bool:
 
 def count_parameters(model: torch.nn.Module, trainable_only: bool = False) -> int:
     """Number of (trainable) parameters, for logging model sizes; of an embedding whose base rows a gradient mask
-    holds (:func:`~sparring.agents.added_rows.train_added_rows`), only the added rows count as trainable."""
+    holds (:func:`~sparring.lm.added_rows.train_added_rows`), only the added rows count as trainable."""
     if not trainable_only:
         return sum(p.numel() for p in model.parameters())
     held = sum(getattr(p, BASE_ROWS_ATTR, 0) * p.shape[-1] for p in model.parameters() if p.requires_grad)

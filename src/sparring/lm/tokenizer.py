@@ -1,6 +1,6 @@
 """Train the byte-level BPE tokenizer shared by the agent and the customer.
 
-Vocabulary, in id order: the special tokens of :mod:`sparring.agents.chat` (``<|pad|>`` is 0), the 256 byte
+Vocabulary, in id order: the special tokens of :mod:`sparring.lm.chat` (``<|pad|>`` is 0), the 256 byte
 symbols, the learned merges, then the added tokens: ``<intent>``, ``<call>``, ``</call>`` and one token per
 intent label and per tool name. Those last are added with ``lstrip=True`` and *not* special, so
 ``decode(skip_special_tokens=True)`` (as TRL does) keeps them and a name costs the model one prediction.
@@ -28,7 +28,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerBase, PreTrainedTokenizerFast
 
-from sparring.agents.chat import (
+from sparring.lm.chat import (
     ASSISTANT,
     CALL_MARKERS,
     CHATML_END,
@@ -119,7 +119,7 @@ def extend_pretrained_tokenizer(
     role markers and ``<|end|>``, added as new tokens."""
     from transformers import AutoTokenizer  # the pretrained one's own files, offline aliases resolved
 
-    from sparring.agents.pretrained import resolve_model_path
+    from sparring.lm.pretrained import resolve_model_path
 
     base = AutoTokenizer.from_pretrained(resolve_model_path(name_or_path))
     if not base.is_fast:
@@ -184,7 +184,7 @@ def check_pretrained_vocabulary(tokenizer: PreTrainedTokenizerBase, name_or_path
     each of the checkpoint tokenizer's ids must name the same token in ``tokenizer``."""
     from transformers import AutoTokenizer
 
-    from sparring.agents.pretrained import resolve_model_path
+    from sparring.lm.pretrained import resolve_model_path
 
     try:
         own = AutoTokenizer.from_pretrained(resolve_model_path(name_or_path))
@@ -221,7 +221,7 @@ def end_of_turn_id(tokenizer: PreTrainedTokenizerBase) -> int:
 def customer_banned_ids(tokenizer: PreTrainedTokenizerBase) -> list[int]:
     """Ids a customer never writes: the agent's markers (``<intent>``, ``<call>``, ``</call>``) and the intent
     names, where the tokenizer has them as tokens of their own. The customer's goal ends with its intent as
-    ``<intent>NAME`` (:func:`~sparring.agents.scripted.intent_code`); barring these keeps that code, and the
+    ``<intent>NAME`` (:func:`~sparring.agents.customer_prompt.intent_code`); barring these keeps that code, and the
     agent's call syntax, out of every customer turn. A pretrained tokenizer without them bars nothing."""
     added = tokenizer.get_added_vocab()
     return sorted({added[t] for t in (*CALL_MARKERS, *load_taxonomy().intents) if t in added})

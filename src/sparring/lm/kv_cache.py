@@ -1,4 +1,4 @@
-"""The KV cache of :class:`~sparring.agents.policies.LMPolicy`'s batched decoding on CPU: a buffer written in place,
+"""The KV cache of :class:`~sparring.lm.policies.LMPolicy`'s batched decoding on CPU: a buffer written in place,
 grouped K/V heads read as they are, and (optionally) kept in bfloat16, with the attention function that reads it."""
 
 from __future__ import annotations

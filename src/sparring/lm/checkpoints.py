@@ -1,7 +1,7 @@
 """Checkpoints every trained policy is saved as: `save_pretrained` safetensors with the tokenizer and its
 chat template, loadable by anyone with `AutoModelForCausalLM.from_pretrained` / `AutoTokenizer.from_pretrained`.
 A LoRA model on a pretrained base stays an adapter: its folder holds the adapter, the embedding rows sparring
-added, and the base's name (:mod:`sparring.agents.adapters`); loading it attaches the adapter, trainable, to the base.
+added, and the base's name (:mod:`sparring.lm.adapters`); loading it attaches the adapter, trainable, to the base.
 
 Only safetensors are ever loaded: a folder holding a pickle (``.bin``, ``.pt``, ``.pkl``, ...), whose loading can
 run arbitrary code, is refused, and so is a truncated or corrupt weights file, each by a :class:`CheckpointError`
@@ -14,15 +14,15 @@ import json
 from pathlib import Path
 from typing import Any
 
-from sparring.agents.weights import CheckpointError, check_weights
 from sparring.atomic import replace_dir
+from sparring.lm.weights import CheckpointError, check_weights
 
 
 def save_checkpoint(model: Any, tokenizer: Any, out_dir: Path) -> None:
     """Save model + tokenizer into `out_dir`, replacing it atomically. A LoRA model on a pretrained base is saved
-    as its adapter (no merge: :func:`~sparring.agents.adapters.save_adapter`); a full model as itself. A LoRA model
+    as its adapter (no merge: :func:`~sparring.lm.adapters.save_adapter`); a full model as itself. A LoRA model
     on a base built from a config (which exists nowhere else) is merged, as no base could be named."""
-    from sparring.agents.adapters import is_adapter_model, save_adapter
+    from sparring.lm.adapters import is_adapter_model, save_adapter
 
     if is_adapter_model(model):
         replace_dir(out_dir, lambda folder: save_adapter(model, tokenizer, folder))
@@ -40,7 +40,7 @@ def save_checkpoint(model: Any, tokenizer: Any, out_dir: Path) -> None:
 def check_checkpoint(folder: Path) -> None:
     """Refuse (:class:`CheckpointError`) a folder that is not a whole safetensors checkpoint with its tokenizer: a
     full model (``config.json``) or a LoRA adapter (``sparring-checkpoint.json`` naming its base)."""
-    from sparring.agents.adapters import MARKER, check_adapter
+    from sparring.lm.adapters import MARKER, check_adapter
 
     folder = Path(folder)
     if not folder.is_dir():
@@ -69,7 +69,7 @@ def load_checkpoint(folder: Path) -> tuple[Any, Any]:
     check_checkpoint(folder)
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from sparring.agents.adapters import MARKER, load_adapter
+    from sparring.lm.adapters import MARKER, load_adapter
 
     try:
         if (Path(folder) / MARKER).is_file():
