@@ -18,12 +18,23 @@ from dagster import AssetCheckSeverity
 
 from pipelines.checks import report_check
 from pipelines.graph_shape import LAST_CYCLE, N_CYCLES, cycle_name
-from pipelines.progress import CriticalPath, critical_path, upstream_closure
 from pipelines.stages import Stage, StageContext, StageOutput, stage_asset
-from pipelines.timings import read_timings, split_timings, timed_stages
+from pipelines.timings import split_timings
 from sparring.agents.scripted import ExpertAgent
 from sparring.atomic import write_json
-from sparring.catalog import AGENT_RL, AGENT_SFT, JUDGE, METRICS, PEER_RL, Catalog, cycle_dir, load_judge
+from sparring.catalog import (
+    AGENT_RL,
+    AGENT_SFT,
+    JUDGE,
+    METRICS,
+    PEER_COHORT,
+    PEER_RL,
+    SIMULATOR_RL_FIDELITY,
+    SIMULATOR_SFT_FIDELITY,
+    Catalog,
+    cycle_dir,
+    load_judge,
+)
 from sparring.evaluate import checks
 from sparring.evaluate.episodes import compact_episodes, gains
 from sparring.evaluate.parallel import evaluate_heldout_parallel
@@ -63,42 +74,21 @@ KEY_METRICS = (
     "routing_acc_advpool",
     "adv_success_advpool",
 )
+
+
 # simulator_sft's report also holds training figures; the rest are its fidelity metrics.
-NOT_FIDELITY = ("parameters", "train_conversations", "train_seconds", "train_tokens_per_s", "final_loss")
-
-
-def simulator_summary(sft_report: dict[str, Any] | None, rl_report: dict[str, Any] | None) -> dict[str, Any]:
+def simulator_summary(sft: dict[str, Any] | None, rl: dict[str, Any] | None) -> dict[str, Any]:
     """metrics.json's `simulator`: both TRACER stages' fidelity on the same held-out sessions (simulator_rl measures
-    both) with the ending ceiling on them, or stage 1's own figures when stage 2 has not run."""
-    if rl_report is not None and "sft" in rl_report and "rl" in rl_report:
-        return {"sft": rl_report["sft"], "rl": rl_report["rl"], "ceiling": rl_report.get("ceiling", {})}
-    return {"sft": {k: v for k, v in (sft_report or {}).get("metrics", {}).items() if k not in NOT_FIDELITY}}
+    both, with the ending ceiling on them), or stage 1's own figures when stage 2 has not run."""
+    if rl is not None:
+        return {"sft": rl["sft"], "rl": rl["rl"], "ceiling": rl.get("ceiling", {})}
+    return {"sft": (sft or {}).get("sft", {})}
 
 
-def _peer_summary(peer: dict[str, Any] | None) -> dict[str, Any]:
-    """peer_rl's report as METRICS.md's `peer`: before/after and collapse per member, and the cohort's κ/c/w (the
-    per-step logs stay in reports/peer_rl.json)."""
-    if not peer:
-        return {}
-    members = {name: {k: v for k, v in m.items() if k != "steps"} for name, m in peer["members"].items()}
-    figures = ("kappa", "c", "w", "reward", "estimate", "teacher")
-    return {"members": members, **{k: peer[k] for k in figures if k in peer}}
-
-
-def _wall_seconds(data: Catalog, profile: str) -> tuple[dict[str, float], CriticalPath]:
-    """Every other stage's wall time in its last run of this profile (reports/timings/), and the critical path
-    through the stages evaluate waited for (the chain that set when it could start): evaluate runs before the run
-    ends and before `report`, so the path leaves out both; `sparring run` names the whole run's when it ends."""
-    wall: dict[str, float] = {}
-    graph: dict[str, Any] = {STAGE.name: STAGE.upstream}
-    for name in timed_stages(data.root):
-        timings = read_timings(data.root, name, profile) if name != STAGE.name else None
-        if timings is not None:
-            wall[name] = timings["wall_seconds"]
-            graph[name] = timings.get("upstream", ())
-    waited = upstream_closure(graph, STAGE.name)
-    found = critical_path(graph, {name: t for name, t in wall.items() if name in waited})
-    return wall, found._replace(seconds=round(found.seconds, 3))
+def _peer_summary(cohort: dict[str, Any] | None) -> dict[str, Any]:
+    """METRICS.md's `peer` from peer_rl's cohort file: before/after and collapse per member, and the cohort's κ/c/w
+    (the per-step logs stay in reports/peer_rl.json)."""
+    return {k: v for k, v in (cohort or {}).items() if k != "profile"}
 
 
 def _agents(data: Catalog, peer: dict[str, Any] | None) -> tuple[dict[str, Path], list[dict[str, Any]], CycleState]:
@@ -122,7 +112,7 @@ def _agents(data: Catalog, peer: dict[str, Any] | None) -> tuple[dict[str, Path]
 @stage_asset(STAGE)
 def evaluate(ctx: StageContext) -> StageOutput:
     p, data, e = ctx.params, ctx.catalog, ctx.params.evaluate
-    peer = data.report("peer_rl", p.profile)
+    peer = data.results(PEER_COHORT, p.profile)
     agents, cycles, final = _agents(data, peer)
     heldout = data.scenarios("heldout", e.eval_scenarios)
     played = evaluate_heldout_parallel(
@@ -143,8 +133,8 @@ def evaluate(ctx: StageContext) -> StageOutput:
     )
     episodes = compact_episodes(played.episodes)
     document = _document(ctx, played, len(heldout), cycles, final, peer, gains(episodes, seed=p.seed))
-    # The stages' times and the cycles' go to reports/timings/evaluate.json, not metrics.json: `report` depends on
-    # metrics.json, and evaluate rerun on the same inputs must leave it up to date.
+    # The cycles' times go to reports/timings/evaluate.json, not metrics.json: `report` depends on metrics.json,
+    # and evaluate rerun on the same inputs must leave it up to date (the run's own: reports/timings/run.json).
     document, timed = split_timings(document)
     write_json(document, data.path(METRICS))
     ctx.log.artifact(data.path(METRICS))
@@ -167,13 +157,12 @@ def _document(
 ) -> dict[str, Any]:
     """reports/metrics.json: the agents' figures with the ceiling, the paired gains (DA1 - DA0, final - DA0,
     final - DA1), cross-play, the adversaries' strategies, the cycles, the peer cohort, both simulators' fidelity
-    and the stages' times."""
+    and the cycles' times (split off to reports/timings/evaluate.json)."""
     p, data = ctx.params, ctx.catalog
     records = [r for g, eps in sorted(played.adversary_episodes.items()) for r in strategy_records(eps, g - 1)]
     strategies = discover_strategies(
         records, n_generations=len(played.adversary_episodes), seed=p.seed, max_clusters=p.evaluate.strategy_clusters
     )
-    wall, critical = _wall_seconds(data, p.profile)
     return {
         "profile": p.profile,
         "seed": p.seed,
@@ -190,9 +179,9 @@ def _document(
         "trained_history": final.trained_history,
         "adversary_generations": len(final.adversary_dirs),
         "peer": _peer_summary(peer),
-        "simulator": simulator_summary(data.report("simulator_sft", p.profile), data.report("simulator_rl", p.profile)),
-        "stage_wall_seconds": wall,  # every other stage's, beside the critical path (both timings)
-        "critical_path": critical._asdict(),
+        "simulator": simulator_summary(
+            data.results(SIMULATOR_SFT_FIDELITY, p.profile), data.results(SIMULATOR_RL_FIDELITY, p.profile)
+        ),
     }
 
 

@@ -14,8 +14,8 @@ import polars as pl
 
 from pipelines.graph_shape import LAST_CYCLE, N_CYCLES
 from pipelines.stages import Stage, StageContext, StageOutput, stage_asset
-from sparring.atomic import replace_dir
-from sparring.catalog import PEER_MEMBERS, PEER_RL, cycle_dir
+from sparring.atomic import replace_dir, write_json
+from sparring.catalog import COHORT, PEER_MEMBERS, PEER_RL, cycle_dir
 from sparring.data.ingest import load_unlabeled
 from sparring.evaluate.episodes import paired_bootstrap
 from sparring.lm.checkpoints import save_checkpoint
@@ -79,14 +79,18 @@ def peer_rl(ctx: StageContext) -> StageOutput:
     )
     # lock-step GRPO: rollouts and updates; exact: the teacher's scoring and each learner's updates
     phases.add(f"cohort_{cfg.estimate}", result.seconds, episodes=result.routings)
-    with phases.time("save_checkpoints"):
-        replace_dir(data.path(PEER_RL), partial(_save_all, result.models, tokenizers))
     members, metrics = _after(ctx, result, tokenizers, before, measured, phases)
     diversity_figures = {k: probed[k] for k in ("kappa", "c", "w")}
     metrics.update(**diversity_figures, train_seconds=result.seconds)
-    report = {"members": members, **diversity_figures, "pairs": probed["pairs"], "reward": cfg.reward}
-    report.update(estimate=cfg.estimate)
-    report.update(teacher=cfg.teacher, probe_accuracy=probed["accuracy"])
+    cohort = {"members": members, **diversity_figures, "reward": cfg.reward, "estimate": cfg.estimate}
+    cohort.update(teacher=cfg.teacher)
+    summary = {name: {k: v for k, v in m.items() if k != "steps"} for name, m in members.items()}
+    with phases.time("save_checkpoints"):  # the members and, beside them, what evaluate copies into `peer`
+        saved = {"profile": p.profile, **cohort, "members": summary}
+        replace_dir(data.path(PEER_RL), partial(_save_all, result.models, tokenizers, saved))
+        for name in result.models:
+            ctx.log.checkpoint(data.path(PEER_RL) / name, name)  # an MLflow logged model `peer_rl-<member>`
+    report = {**cohort, "pairs": probed["pairs"], "probe_accuracy": probed["accuracy"]}
     report.update(n_pool=len(pool), n_measure=len(measured[0]), phases=phases.as_dict())
     return StageOutput(metrics=metrics, report=report)
 
@@ -99,9 +103,10 @@ def _warning(ctx: StageContext) -> Callable[[str], None]:
     return say
 
 
-def _save_all(models: dict[str, Any], tokenizers: dict[str, Any], folder: Path) -> None:
+def _save_all(models: dict[str, Any], tokenizers: dict[str, Any], cohort: dict[str, Any], folder: Path) -> None:
     for name, model in models.items():
         save_checkpoint(model, tokenizers[name], folder / name)
+    write_json(cohort, folder / COHORT)
 
 
 def _after(
@@ -140,7 +145,6 @@ def _after(
             "reward_mean": s["reward_mean"],
             "steps": result.logs[name].steps,
         }
-        ctx.log.checkpoint(ctx.catalog.path(PEER_RL) / name, name)  # an MLflow logged model `peer_rl-<member>`
         with ctx.log.child_run(name) as run:
             for row in result.logs[name].steps:
                 run.metrics({k: v for k, v in row.items() if k != "step"}, step=int(row["step"]))

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from pipelines.stages import Stage, StageContext, StageOutput, stage_asset
-from sparring.catalog import AGENT_SFT, SIMULATOR_RL, SIMULATOR_SFT
+from sparring.catalog import AGENT_SFT, FIDELITY, SIMULATOR_RL, SIMULATOR_SFT
 from sparring.evaluate.ending_ceiling import simulator_ceiling
 from sparring.evaluate.fidelity import better_count, simulator_fidelity
 from sparring.judge.rewards import TrainedBackend
@@ -74,13 +74,14 @@ def simulator_rl(ctx: StageContext) -> StageOutput:
         for name, value in row.items():
             if name != "step":
                 ctx.log.trajectory(f"train_{name}", value, int(row["step"]))
-    with phases.time("save_checkpoint"):
-        save_checkpoint(result.model, tokenizer, data.path(SIMULATOR_RL))
-        ctx.log.checkpoint(data.path(SIMULATOR_RL), "")
     with phases.time("fidelity_rl") as counts:
         rl = _fidelity(ctx, result.model, tokenizer, da0, judge)
         counts["episodes"] = int(rl.get("n_sim_episodes", 0) + rl.get("n_replayed", 0))
     ceiling = _ceiling(ctx, phases)
+    with phases.time("save_checkpoint"):  # both stages' fidelity beside the weights: evaluate's `simulator`
+        results = {FIDELITY: {"profile": p.profile, "sft": sft, "rl": rl, "ceiling": ceiling}}
+        save_checkpoint(result.model, tokenizer, data.path(SIMULATOR_RL), results)
+        ctx.log.checkpoint(data.path(SIMULATOR_RL), "")
     report = {"phases": phases.as_dict(), "sft": sft, "rl": rl, "ceiling": ceiling, "train_history": history}
     metrics = {**_metrics(sft, rl, result, history), **{f"ceiling.{k}": v for k, v in ceiling.items()}}
     return StageOutput(metrics=metrics, report={**report, "steps": result.steps})

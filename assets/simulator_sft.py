@@ -6,7 +6,7 @@ from typing import Any
 
 from pipelines.checks import report_check
 from pipelines.stages import Plot, Stage, StageContext, StageOutput, stage_asset
-from sparring.catalog import SIMULATOR_SFT
+from sparring.catalog import FIDELITY, SIMULATOR_SFT
 from sparring.evaluate import checks
 from sparring.evaluate.fidelity import simulator_fidelity
 from sparring.lm.checkpoints import save_checkpoint
@@ -52,9 +52,6 @@ def simulator_sft(ctx: StageContext) -> StageOutput:
     )  # fmt: skip
     sft_phases(phases, result)
     ctx.log.curves(result.curves)
-    with phases.time("save_checkpoint"):
-        save_checkpoint(result.model, tokenizer, data.path(SIMULATOR_SFT))
-        ctx.log.checkpoint(data.path(SIMULATOR_SFT), "")
     policy = LMPolicy(result.model, tokenizer, role="customer", max_new_tokens=cfg.max_new_tokens, greedy=True)
     sessions: list[dict[str, Any]] = []  # per replayed session, no texts (docs/runs/)
     with phases.time("fidelity") as counts:  # held-out episodes, replays, perplexity, judge models
@@ -63,6 +60,10 @@ def simulator_sft(ctx: StageContext) -> StageOutput:
             seed=p.seed, max_dialogues=cfg.eval_scenarios, sessions=sessions,
         )  # fmt: skip
         counts["episodes"] = int(fidelity.get("n_sim_episodes", 0) + fidelity.get("n_replayed", 0))
+    with phases.time("save_checkpoint"):  # the fidelity beside the weights: evaluate reads it (catalog.FIDELITY)
+        results = {FIDELITY: {"profile": p.profile, "sft": fidelity}}
+        save_checkpoint(result.model, tokenizer, data.path(SIMULATOR_SFT), results)
+        ctx.log.checkpoint(data.path(SIMULATOR_SFT), "")
     metrics = {**fidelity, "parameters": count_parameters(result.model), "train_conversations": len(conversations)}
     report = {"phases": phases.as_dict(), "sessions": sessions}
     return StageOutput(metrics={**metrics, **_training_metrics(result)}, report=report)

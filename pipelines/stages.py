@@ -304,8 +304,8 @@ def render_dvc_yaml(stages: list[Stage]) -> str:
     by_name = {s.name: s for s in stages}
     body: dict[str, Any] = {}
     for s in stages:
-        # an upstream stage's outs, its metrics and its report (evaluate copies simulator_sft's and peer_rl's)
-        upstream_outs = [out for u in s.upstream for out in (*by_name[u].outs, *by_name[u].metrics, by_name[u].report)]
+        # an upstream stage's outs and metrics (what a later stage reads is there, never in its report)
+        upstream_outs = [out for u in s.upstream for out in (*by_name[u].outs, *by_name[u].metrics)]
         small = [s.report, *s.metrics, *([s.plot] if s.plot else [])]  # tracked, too small to cache
         body[s.name] = {
             "desc": s.description,

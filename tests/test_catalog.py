@@ -99,8 +99,8 @@ def test_catalog_loads_what_the_stages_write(tmp_path):
     pl.DataFrame({"text": ["hi"], "intent": ["x"]}).write_parquet(tmp_path / catalog.INGEST / "test.parquet")
     assert data.utterances("test")["text"].to_list() == ["hi"]
 
-    (tmp_path / catalog.REPORTS).mkdir()
-    (tmp_path / catalog.stage_report("peer_rl")).write_text(json.dumps({"profile": "quick", "members": {}}))
-    assert data.report("peer_rl", "quick") == {"profile": "quick", "members": {}}
-    assert data.report("peer_rl", "default") is None  # another profile's report is stale
-    assert data.report("evaluate", "quick") is None
+    (tmp_path / catalog.PEER_RL).mkdir(parents=True)
+    (tmp_path / catalog.PEER_COHORT).write_text(json.dumps({"profile": "quick", "members": {}}))
+    assert data.results(catalog.PEER_COHORT, "quick") == {"profile": "quick", "members": {}}
+    assert data.results(catalog.PEER_COHORT, "default") is None  # another profile's results are stale
+    assert data.results(catalog.SIMULATOR_RL_FIDELITY, "quick") is None

@@ -165,30 +165,6 @@ def test_fingerprint_follows_params_and_input_bytes_and_paths_stay_portable(tmp_
     assert moved.agent_dir == "models/cycles/cycle_2/agent" and moved.adversary_dirs == state.adversary_dirs
 
 
-def test_metrics_json_critical_path_runs_through_the_stages_evaluate_waited_for(tmp_path):
-    """From each report's time and upstream; report.json left by the last run (after evaluate) is not on it, nor is
-    another profile's report."""
-    from assets.evaluate import _wall_seconds
-    from sparring.catalog import Catalog
-
-    reports = tmp_path / "reports" / "timings"
-    reports.mkdir(parents=True)
-    planted = {
-        "ingest": ("quick", 1.0, []),
-        "simulator_rl": ("quick", 50.0, ["ingest"]),
-        f"cycle_{N_CYCLES}": ("quick", 30.0, ["ingest"]),
-        "peer_rl": ("quick", 40.0, [f"cycle_{N_CYCLES}"]),
-        "report": ("quick", 500.0, ["evaluate"]),
-        "agent_sft": ("default", 900.0, ["ingest"]),
-    }
-    for name, (profile, wall, upstream) in planted.items():
-        report = {"stage": name, "profile": profile, "wall_seconds": wall, "upstream": upstream}
-        (reports / f"{name}.json").write_text(json.dumps(report))
-    wall, path = _wall_seconds(Catalog(tmp_path), "quick")
-    assert set(wall) == {"ingest", "simulator_rl", f"cycle_{N_CYCLES}", "peer_rl", "report"}
-    assert path._asdict() == {"stages": ["ingest", f"cycle_{N_CYCLES}", "peer_rl"], "seconds": 71.0}
-
-
 def test_quick_run_writes_metrics_json_mlflow_and_dagster(uninterrupted):
     root, output = uninterrupted
     doc = json.loads((root / "reports" / "metrics.json").read_text())
@@ -238,8 +214,11 @@ def test_quick_run_writes_metrics_json_mlflow_and_dagster(uninterrupted):
     ceiling = doc["simulator"]["ceiling"]  # the best ending fidelity reachable on the same sessions
     assert 0.0 <= ceiling["outcome_f1"] <= 1.0 and 0.0 <= ceiling["sim_rate_escalated"] <= 1.0
     timed = json.loads((root / "reports" / "timings" / "evaluate.json").read_text())["timings"]["metrics_json"]
-    assert {"ingest", "agent_sft", "cycle_1", "cycle_2"} <= set(timed["stage_wall_seconds"])
+    run = json.loads((root / "reports" / "timings" / "run.json").read_text())  # the run's timing, in one place
+    assert {"ingest", "agent_sft", "cycle_1", "cycle_2", "evaluate", "report"} <= set(run["stage_wall_seconds"])
+    assert run["critical_path"]["stages"][-1] == "report" and run["wall_seconds"] > run["critical_path"]["seconds"]
     assert "stage_wall_seconds" not in doc and "critical_path" not in doc  # report depends on metrics.json
+    assert "stage_wall_seconds" not in timed and "critical_path" not in timed  # evaluate no longer times the run
     assert all(c["grpo_tokens_per_s"] > 0 for c in timed["cycles"]) and "grpo_tokens_per_s" not in cycles[0]
     assert "held-out agents" in output and "co-evolution" in output
 

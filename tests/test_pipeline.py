@@ -152,7 +152,7 @@ def test_run_prints_a_line_per_stage_and_no_trainer_chatter(dagster_run):
     assert "zeros are expected" in " ".join(output.split())  # quick's all-zero tables say why
 
 
-def test_run_ends_naming_its_critical_path_and_metrics_json_holds_the_path_to_evaluate(dagster_run):
+def test_run_ends_naming_its_critical_path_and_keeps_it_with_every_stages_time_in_run_json(dagster_run):
     root, output = dagster_run
     reports = {s.name: json.loads((root / s.report).read_text()) for s in STAGES}
     assert all(reports[s.name]["upstream"] == list(s.upstream) for s in STAGES)
@@ -169,13 +169,12 @@ def test_run_ends_naming_its_critical_path_and_metrics_json_holds_the_path_to_ev
     timings = {s.name: json.loads((root / "reports" / "timings" / f"{s.name}.json").read_text()) for s in STAGES}
     assert not any("wall_seconds" in report for report in reports.values())  # DVC tracks the reports, not the times
     assert seconds == pytest.approx(sum(timings[s]["wall_seconds"] for s in chain), abs=0.05) and seconds < took
-    # evaluate could not see its own time or report's: its path runs along the graph to them (beside metrics.json)
-    seen = timings["evaluate"]["timings"]["metrics_json"]["critical_path"]
-    assert "evaluate" not in seen["stages"] and seen["stages"][-1] in reports["evaluate"]["upstream"]
-    assert all(b in reports[a]["upstream"] for b, a in zip(seen["stages"], seen["stages"][1:], strict=False))
-    assert seen["seconds"] == pytest.approx(sum(timings[s]["wall_seconds"] for s in seen["stages"]), abs=1e-3)
-    if not waited:  # without slot waits the run's path and evaluate's are the same chain
-        assert seen["stages"] == chain[:-2]
+    # the same path and every stage's time, in the run's one timing record
+    run = json.loads((root / "reports" / "timings" / "run.json").read_text())
+    assert run["critical_path"]["stages"] == chain and run["critical_path"]["waits"] == waited
+    assert run["critical_path"]["seconds"] == pytest.approx(seconds, abs=0.05)
+    assert run["stage_wall_seconds"] == {s: timings[s]["wall_seconds"] for s in run["stage_wall_seconds"]}
+    assert run["wall_seconds"] == pytest.approx(took, abs=0.05) and set(run["stage_wall_seconds"]) == set(timings)
 
 
 @pytest.mark.parametrize(

@@ -32,6 +32,12 @@ AGENT_RL = "models/agent_rl"  # DA1: DA0 after agent_rl's GRPO, with its validat
 PEER_MEMBERS = "models/peer_members"  # one checkpoint folder per member of another model family
 CYCLES = "models/cycles"  # cycle_<k>/: state, metrics, checkpoints (sparring.train.cycles's layout)
 PEER_RL = "models/peer_rl"  # one checkpoint folder per member, played by evaluate as `peer_<member>`
+# Results a later stage reads, saved by their stage inside its output folder (never read from reports/).
+FIDELITY = "fidelity.json"  # in a simulator's folder: {"sft"} (stage 1), {"sft", "rl", "ceiling"} (stage 2)
+COHORT = "cohort.json"  # in models/peer_rl: each member's before/after, the cohort's kappa/c/w and reward
+SIMULATOR_SFT_FIDELITY = f"{SIMULATOR_SFT}/{FIDELITY}"
+SIMULATOR_RL_FIDELITY = f"{SIMULATOR_RL}/{FIDELITY}"
+PEER_COHORT = f"{PEER_RL}/{COHORT}"
 REPORTS = "reports"  # <stage>.json for every stage, headline/ and plots/ beside them
 METRICS = f"{REPORTS}/metrics.json"  # evaluate's document, ../shared/METRICS.md's layout
 FIGURES = f"{REPORTS}/figures"
@@ -129,12 +135,13 @@ class Catalog:
 
         return load_checkpoint(self.root / relative)
 
-    def report(self, stage: str, profile: str) -> dict[str, Any] | None:
-        """reports/<stage>.json if that stage last ran on ``profile`` (another profile's report is stale)."""
+    def results(self, relative: str, profile: str) -> dict[str, Any] | None:
+        """A stage's results file (SIMULATOR_SFT_FIDELITY, SIMULATOR_RL_FIDELITY, PEER_COHORT), None when it is absent
+        or was written on another profile (stale)."""
         import json
 
-        path = self.root / stage_report(stage)
+        path = self.root / relative
         if not path.is_file():
             return None
-        report = json.loads(path.read_text())
-        return report if report.get("profile") == profile else None
+        results = json.loads(path.read_text())
+        return results if results.get("profile") == profile else None

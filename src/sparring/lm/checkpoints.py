@@ -11,21 +11,28 @@ naming the file, before transformers reads anything.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from sparring.atomic import replace_dir
+from sparring.atomic import replace_dir, write_json
 from sparring.lm.weights import CheckpointError, check_weights
 
 
-def save_checkpoint(model: Any, tokenizer: Any, out_dir: Path) -> None:
+def save_checkpoint(model: Any, tokenizer: Any, out_dir: Path, results: Mapping[str, dict] | None = None) -> None:
     """Save model + tokenizer into `out_dir`, replacing it atomically. A LoRA model on a pretrained base is saved
     as its adapter (no merge: :func:`~sparring.lm.adapters.save_adapter`); a full model as itself. A LoRA model
-    on a base built from a config (which exists nowhere else) is merged, as no base could be named."""
+    on a base built from a config (which exists nowhere else) is merged, as no base could be named. ``results``
+    (file name -> JSON object: what the stage measured of this model and a later stage reads) are written beside
+    the weights in the same replacement, so the folder's manifest names them."""
     from sparring.lm.adapters import is_adapter_model, save_adapter
 
+    def write_results(folder: Path) -> None:
+        for name, obj in (results or {}).items():
+            write_json(obj, folder / name)
+
     if is_adapter_model(model):
-        replace_dir(out_dir, lambda folder: save_adapter(model, tokenizer, folder))
+        replace_dir(out_dir, lambda folder: (save_adapter(model, tokenizer, folder), write_results(folder)))
         return
     if hasattr(model, "merge_and_unload"):
         model = model.merge_and_unload()
@@ -33,6 +40,7 @@ def save_checkpoint(model: Any, tokenizer: Any, out_dir: Path) -> None:
     def write(folder: Path) -> None:
         model.save_pretrained(folder, safe_serialization=True)
         tokenizer.save_pretrained(folder)
+        write_results(folder)
 
     replace_dir(out_dir, write)
 
