@@ -27,17 +27,15 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).parent))
-from sft_vs_plain_loop import accuracy, conversations, encode  # noqa: E402  (the same probe and its scoring)
-
-from sparring.data.ingest import HELDOUT_SEED_OFFSET  # noqa: E402
-from sparring.lm.added_rows import trained_row_weights  # noqa: E402
-from sparring.lm.chat import known_intents  # noqa: E402
-from sparring.lm.models import build_model, count_parameters  # noqa: E402
-from sparring.lm.pretrained import SMOLLM2_ALIAS, resolve_model_path  # noqa: E402
-from sparring.lm.tokenizer import extend_pretrained_tokenizer  # noqa: E402
-from sparring.settings import ModelSpec, SFTSettings  # noqa: E402
-from sparring.train.sft import train_sft  # noqa: E402
+from benchmarks.sft_vs_plain_loop import accuracy, conversations, encode  # the same probe and its scoring
+from sparring.data.ingest import HELDOUT_SEED_OFFSET
+from sparring.lm.added_rows import trained_row_weights
+from sparring.lm.chat import known_intents
+from sparring.lm.models import build_model, count_parameters
+from sparring.lm.pretrained import SMOLLM2_ALIAS, resolve_model_path
+from sparring.lm.tokenizer import extend_pretrained_tokenizer
+from sparring.settings import ModelSpec, SFTSettings
+from sparring.train.sft import train_sft
 
 LORA = {"r": 8, "lora_alpha": 16, "target_modules": ["q_proj", "v_proj"]}
 

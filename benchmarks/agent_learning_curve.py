@@ -53,32 +53,30 @@ from typing import Any
 
 from transformers import TrainerCallback
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from agent_gym import overrides  # noqa: E402
-
-from sparring.agents.leaving import gives_up  # noqa: E402
-from sparring.catalog import load_judge  # noqa: E402
-from sparring.evaluate.crossplay import failure_kind, failure_rates  # noqa: E402
-from sparring.evaluate.episodes import paired_bootstrap  # noqa: E402
-from sparring.evaluate.heldout import heldout_seed  # noqa: E402
-from sparring.judge.rewards import DONE_REPORT, Judge  # noqa: E402
-from sparring.lm.checkpoints import load_checkpoint, save_checkpoint  # noqa: E402
-from sparring.lm.policies import LMPolicy  # noqa: E402
-from sparring.params import ParamsError, load_params  # noqa: E402
-from sparring.rollout import episode_metrics, run_episodes  # noqa: E402
-from sparring.runtime import apply_torch_threads  # noqa: E402
-from sparring.seeds import derive_seed  # noqa: E402
-from sparring.train.coevolution import CycleModels, agent_opponents, gym_scenarios  # noqa: E402
-from sparring.train.cycle_state import CycleState  # noqa: E402
-from sparring.train.cycles import absolute  # noqa: E402
-from sparring.train.distributed_check import ConstantStyle  # noqa: E402
-from sparring.train.grpo import train_side  # noqa: E402
-from sparring.train.opponents import PerEpisodeOpponent  # noqa: E402
-from sparring.train.play import GameModels, against_pool, cooperative_customer  # noqa: E402
-from sparring.train.sft import train_sft  # noqa: E402
-from sparring.world.answers import confirmation_answers  # noqa: E402
-from sparring.world.scenarios import as_cooperative, load_scenarios, unplayed_scenarios  # noqa: E402
-from sparring.world.vocab import CUSTOMER_MOVES  # noqa: E402
+from benchmarks.agent_gym import overrides
+from sparring.agents.leaving import gives_up
+from sparring.catalog import load_judge
+from sparring.evaluate.crossplay import failure_kind, failure_rates
+from sparring.evaluate.episodes import paired_bootstrap
+from sparring.evaluate.heldout import heldout_seed
+from sparring.judge.rewards import DONE_REPORT, Judge
+from sparring.lm.checkpoints import load_checkpoint, save_checkpoint
+from sparring.lm.policies import LMPolicy
+from sparring.params import ParamsError, load_params
+from sparring.rollout import episode_metrics, run_episodes
+from sparring.runtime import apply_torch_threads
+from sparring.seeds import derive_seed
+from sparring.train.coevolution import CycleModels, agent_opponents, gym_scenarios
+from sparring.train.cycle_state import CycleState
+from sparring.train.cycles import absolute
+from sparring.train.distributed_check import ConstantStyle
+from sparring.train.grpo import train_side
+from sparring.train.opponents import PerEpisodeOpponent
+from sparring.train.play import GameModels, against_pool, cooperative_customer
+from sparring.train.sft import train_sft
+from sparring.world.answers import confirmation_answers
+from sparring.world.scenarios import as_cooperative, load_scenarios, unplayed_scenarios
+from sparring.world.vocab import CUSTOMER_MOVES
 
 DEFAULT_ARMS = ("lr1e-4:learning_rate=1e-4", "lr3e-4:learning_rate=3e-4", "lr1e-3:learning_rate=1e-3")
 SHOWN = ("strict_pass_advpool", "routing_acc_advpool", "strict_pass_coop", "routing_acc_coop")

@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -52,7 +51,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from pipelines.project import copy_project, declared_stages
+from benchmarks.run_folders import BadRun, copy_command, parse_runs, prepare_copy
+from pipelines.project import declared_stages
 from sparring.evaluate.episodes import episode_outcomes, paired_gain
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -65,10 +65,6 @@ NOT_AVERAGED = ("seed", "n_heldout", "n_paired", "first_gym_cycle", "pool_genera
 CRITERIA = ("expert_ceiling", "pool_half_gap", "coop_routing_camo", "both_sides_trained", "first_gym")
 PER_SEED = ("da1_gain", "final_gain", "coop_camo_held")  # issue 63: judged in every seed
 DA1_GAIN, FINAL_GAIN, HELD = 0.05, 0.08, 0.02  # DA1 - DA0 and final - DA0 vs the pool; coop and camo held within
-
-
-class BadRun(Exception):
-    """A run folder or file that is missing or unreadable; the message names it."""
 
 
 def read_json(path: Path) -> dict[str, Any]:
@@ -305,36 +301,6 @@ def print_tables(seeds: dict[str, dict[str, Any]], mean: dict[str, Any], criteri
         print(f"  {'criterion ' + name:36s} {verdict(ok)}")
 
 
-def parse_runs(parser: argparse.ArgumentParser, runs: Sequence[str]) -> dict[str, Path]:
-    out: dict[str, Path] = {}
-    for item in runs:
-        label, sep, folder = item.partition("=")
-        if not sep or not label or not folder:
-            parser.error(f"--run {item!r}: expected LABEL=DIR, e.g. seed0=/path/to/run")
-        if label in out:
-            parser.error(f"--run {label}: given twice")
-        out[label] = Path(folder)
-    return out
-
-
-def prepare_copy(src: Path, dst: Path, seed: int, profile: str) -> Path:
-    """``src`` copied to ``dst`` (:func:`pipelines.project.copy_project`), its params set to ``seed`` and
-    ``profile``; relative data paths (``../shared/...``) made absolute, since the copy lives elsewhere."""
-
-    def absolute(node: Any) -> Any:
-        if isinstance(node, dict):
-            return {
-                k: (str((src / v).resolve()) if k == "path" and isinstance(v, str) and v else absolute(v))
-                for k, v in node.items()
-            }
-        return node
-
-    def edit(raw: dict[str, Any]) -> None:
-        raw["seed"], raw["profile"], raw["ingest"] = seed, profile, absolute(raw["ingest"])
-
-    return copy_project(src, dst, edit)
-
-
 def finished(root: Path, profile: str, seed: int) -> bool:
     """Whether this copy's reports/metrics.json is complete for ``profile`` and ``seed``."""
     try:
@@ -342,17 +308,6 @@ def finished(root: Path, profile: str, seed: int) -> bool:
     except (OSError, ValueError):
         return False
     return report.get("profile") == profile and report.get("seed") == seed
-
-
-def copy_command(root: Path) -> tuple[list[str], dict[str, str]]:
-    """The `sparring` command and the environment that run it against the project copy at ``root`` (its own
-    Dagster home, its params.yaml's profile, its own code: the venv's editable install points at the original's
-    src/, which may be edited while the copy runs)."""
-    path = os.pathsep.join([str(root / "src"), str(root), *filter(None, [os.environ.get("PYTHONPATH")])])
-    env = {**os.environ, "SPARRING_ROOT": str(root), "DAGSTER_HOME": str(root / ".dagster"), "PYTHONPATH": path}
-    env.pop("SPARRING_PROFILE", None)
-    (root / ".dagster").mkdir(exist_ok=True)
-    return [str(Path(sys.executable).parent / "sparring")], env
 
 
 # A warm start's folders and stage reports, shared by every RL seed: what agent_rl, the cycles and evaluate read.

@@ -22,13 +22,12 @@ from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from sparring.agents.scripted import CamouflagingCustomer, CooperativeCustomer  # noqa: E402
-from sparring.catalog import AGENT_SFT, Catalog  # noqa: E402
-from sparring.evaluate.episodes import paired_bootstrap  # noqa: E402
-from sparring.lm.policies import LMPolicy  # noqa: E402
-from sparring.params import load_params  # noqa: E402
-from sparring.rollout import run_episodes  # noqa: E402
+from sparring.agents.scripted import CamouflagingCustomer, CooperativeCustomer
+from sparring.catalog import AGENT_SFT, Catalog
+from sparring.evaluate.episodes import paired_bootstrap
+from sparring.lm.policies import LMPolicy
+from sparring.params import load_params
+from sparring.rollout import run_episodes
 
 ARMS = ("bfloat16", "auto")
 

@@ -17,15 +17,13 @@ import sys
 import time
 from pathlib import Path
 
+from benchmarks.banking77_split import intent_slice, split_banking77  # the same split
 from sparring.lm.checkpoints import load_checkpoint
 from sparring.runtime import apply_torch_threads
 from sparring.settings import SFTSettings
 from sparring.train.demos import intent_examples
 from sparring.train.peer_reward import accuracy, route_intents
 from sparring.train.sft import train_sft
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from peer_reward import intent_slice, split_banking77  # noqa: E402  (a sibling script: the same split)
 
 
 def main() -> None:

@@ -34,6 +34,8 @@ from typing import Any
 
 import torch
 
+from benchmarks.banking77_split import BANKING77, cached_route_parts, intent_slice, mean_gain, quiet
+from benchmarks.banking77_split import split_banking77 as split  # the same split and cache as peer_reward
 from sparring.lm.chat import known_intents
 from sparring.lm.checkpoints import load_checkpoint
 from sparring.runtime import apply_torch_threads
@@ -47,10 +49,6 @@ from sparring.train.peer_reward import (
     route_intents,
     train_cohort,
 )
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from peer_reward import BANKING77, cached_route_parts, intent_slice, mean_gain, quiet  # noqa: E402
-from peer_reward import split_banking77 as split  # noqa: E402  (sibling scripts: the same split and cache)
 
 MEMBERS = ("neox", "smollm", "qwen2")  # pretrained_teacher's cohort, in its order
 ARMS = ("sampled", "teacher", "graded", "distill")  # sampled: the teacher reward estimated from G samples (GRPO)

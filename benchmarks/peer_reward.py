@@ -37,9 +37,6 @@ Usage: ``python benchmarks/peer_reward.py [--profile banking77] [--seeds 2] [--c
 from __future__ import annotations
 
 import argparse
-import contextlib
-import hashlib
-import io
 import json
 import random
 import statistics
@@ -52,14 +49,19 @@ from typing import Any
 
 import polars as pl
 
-from sparring.data.sources import read_text_csv
+from benchmarks.banking77_split import (
+    cached_route_parts,
+    intent_slice,
+    mean_gain,
+    quiet,
+    split_banking77,
+)
 from sparring.data.synthetic import generate_utterances
 from sparring.lm.chat import known_intents
 from sparring.lm.checkpoints import load_checkpoint, save_checkpoint
 from sparring.lm.models import build_model
 from sparring.lm.pretrained import SMOLLM2_ALIAS
 from sparring.lm.tokenizer import train_tokenizer
-from sparring.rollout import agent_opening
 from sparring.runtime import apply_torch_threads
 from sparring.settings import AgentSFTSettings, ModelSpec, PeerMember, PeerRewardSettings, SFTSettings
 from sparring.train.peer_reward import (
@@ -75,10 +77,6 @@ from sparring.train.peer_reward import (
     warm_start_member,
 )
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from sparring.evaluate.episodes import paired_bootstrap  # noqa: E402
-
-BANKING77 = Path(__file__).resolve().parents[2] / "shared" / "data" / "banking77" / "train.csv"
 TINY = {"num_layers": 2, "num_heads": 2, "num_kv_heads": 1, "max_position_embeddings": 256}
 SPECS = {  # name -> (spec, init seed offset)
     "llama": (ModelSpec(arch="llama", hidden_size=64, intermediate_size=192, **TINY), 0),
@@ -114,39 +112,11 @@ PROFILES = {  # --profile: the defaults it sets (flags given on the command line
 }
 
 
-def intent_slice(n: int) -> list[str]:
-    """``n`` of the 77 intents, evenly spaced in name order (all of them for n >= 77)."""
-    names = sorted(known_intents() & set(read_text_csv(BANKING77)["category"].to_list()))
-    return names if n >= len(names) else names[:: len(names) // n][:n]
-
-
 def warm_start_data(per_intent: int, seed: int, intents: Sequence[str]) -> tuple[list[str], list[str]]:
     """What every member is warm-started on: the synthetic generator's utterances of ``intents`` and their labels
     (our own), never a Banking77 row."""
     synth = generate_utterances(per_intent, seed=seed).filter(pl.col("intent").is_in(list(intents)))
     return synth["text"].to_list(), synth["intent"].to_list()
-
-
-def split_banking77(
-    seed: int, n_measure: int, n_probe: int, intents: Sequence[str]
-) -> dict[str, tuple[list[str], list[str]]]:
-    """Banking77 train rows of ``intents`` shuffled by ``seed``: measure, probe and the pool (labels withheld)."""
-    frame = read_text_csv(BANKING77)
-    keep = set(intents)
-    rows = [r for r in zip(frame["text"].to_list(), frame["category"].to_list(), strict=True) if r[1] in keep]
-    random.Random(seed).shuffle(rows)
-    parts = {"measure": rows[:n_measure], "probe": rows[n_measure : n_measure + n_probe]}
-    parts["pool"] = rows[n_measure + n_probe :]
-    return {k: ([t for t, _ in v], [i for _, i in v]) for k, v in parts.items()}
-
-
-def quiet() -> contextlib.AbstractContextManager:
-    """TRL's log dictionaries and warnings off the terminal."""
-    sink = io.StringIO()
-    stack = contextlib.ExitStack()
-    stack.enter_context(contextlib.redirect_stdout(sink))
-    stack.enter_context(contextlib.redirect_stderr(sink))
-    return stack
 
 
 def member_settings(name: str, args: argparse.Namespace) -> PeerMember:
@@ -228,38 +198,6 @@ def load_warm_start(folder: Path, key: dict[str, Any]) -> tuple[Any, Any, dict[s
     model, tokenizer = load_checkpoint(folder / "model")
     model.eval()
     return model, tokenizer, {"warm_start_seconds": saved["warm_start_seconds"], "warm_start_cached": True}
-
-
-def route_parts(model: Any, tokenizer: Any, parts: dict[str, list[str]]) -> tuple[dict[str, list[Label]], dict]:
-    """Greedy routings of every part's texts in one batched pass, and its rate (prompt + 2 generated tokens each)."""
-    texts = [t for part in parts.values() for t in part]
-    start = time.perf_counter()
-    votes = route_intents(model, tokenizer, texts)
-    seconds = time.perf_counter() - start
-    system = getattr(model.config, "agent_system_prompt", "")
-    opening = [agent_opening(t, system) for t in texts]
-    prompt = sum(len(tokenizer.apply_chat_template(m, add_generation_prompt=True, return_dict=False)) for m in opening)
-    out, at = {}, 0
-    for key, part in parts.items():
-        out[key], at = votes[at : at + len(part)], at + len(part)
-    rate = {"route_seconds": round(seconds, 1), "routings_per_s": len(texts) / seconds}
-    return out, {**rate, "route_tokens_per_s": (prompt + 2 * len(texts)) / seconds}
-
-
-def cached_route_parts(
-    model: Any, tokenizer: Any, parts: dict[str, list[str]], cached: Path | None
-) -> tuple[dict[str, list[Label]], dict]:
-    """:func:`route_parts`, kept beside a cached warm start for the same texts (SmolLM2 routes ~5 utterances/s)."""
-    key = hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
-    path = None if cached is None else cached / "votes.json"
-    if path is not None and path.is_file():
-        saved = json.loads(path.read_text())
-        if saved["texts_sha256"] == key:
-            return saved["votes"], saved["rate"]
-    votes, rate = route_parts(model, tokenizer, parts)
-    if path is not None:
-        path.write_text(json.dumps({"texts_sha256": key, "votes": votes, "rate": rate}))
-    return votes, rate
 
 
 def pool_size(value: str) -> int | str:
@@ -442,14 +380,6 @@ def train_and_measure(
         "train_seconds": round(result.seconds, 1),
         "routings_per_s": result.routings / result.seconds,
     }
-
-
-def mean_gain(before_ok: list[list[float]], after_ok: list[list[float]], seed: int) -> tuple[float, list[float]]:
-    """The members' mean accuracy after − before and its paired bootstrap 95% interval over the utterances."""
-    before_mean = [statistics.mean(col) for col in zip(*before_ok, strict=True)]  # per utterance, over members
-    after_mean = [statistics.mean(col) for col in zip(*after_ok, strict=True)]
-    low, high = paired_bootstrap(before_mean, after_mean, seed=seed)
-    return statistics.mean(after_mean) - statistics.mean(before_mean), [low, high]
 
 
 def main() -> None:

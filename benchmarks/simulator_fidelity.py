@@ -48,10 +48,8 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks.run_folders import BadRun, copy_command, parse_runs, prepare_copy
 from sparring.evaluate.fidelity import better_count
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from coevolution_acceptance import BadRun, copy_command, parse_runs, prepare_copy  # noqa: E402  (a sibling script)
 
 ROOT = Path(__file__).resolve().parents[1]
 # The stages up to simulator_rl, in waves: a wave's stages need nothing of each other and run at once.

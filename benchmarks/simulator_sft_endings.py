@@ -24,10 +24,8 @@ from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from coevolution_acceptance import parse_runs  # noqa: E402  (a sibling script)
-
-from sparring.data.synthetic import OUTCOMES  # noqa: E402
+from benchmarks.run_folders import parse_runs
+from sparring.data.synthetic import OUTCOMES
 
 RESAMPLES = 1000  # bootstrap resamples of the AUC interval
 MARGIN = 0.10  # issue 58: each persona's ending shares within this of the real ones

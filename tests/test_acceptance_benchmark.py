@@ -3,7 +3,6 @@ refusal (exit 2, naming the path) of a run folder or file that is missing or bad
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 from pathlib import Path
@@ -13,9 +12,8 @@ import pytest
 from sparring.evaluate.episodes import compact_episodes, paired_bootstrap
 
 ROOT = Path(__file__).resolve().parents[1]
-_spec = importlib.util.spec_from_file_location("acceptance", ROOT / "benchmarks" / "coevolution_acceptance.py")
-acceptance = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(acceptance)
+import benchmarks.coevolution_acceptance as acceptance  # noqa: E402
+
 N = 20  # held-out scenarios of the fake runs
 
 

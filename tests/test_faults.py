@@ -4,7 +4,6 @@ atomic folder write leaves the old folder and debris that the next write clears.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import sqlite3
 import subprocess
@@ -16,9 +15,7 @@ from pathlib import Path
 from sparring.atomic import replace_dir
 
 ROOT = Path(__file__).resolve().parents[1]
-_spec = importlib.util.spec_from_file_location("faults", ROOT / "benchmarks" / "faults.py")
-faults = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(faults)
+import benchmarks.faults as faults  # noqa: E402
 
 
 def _alive(pid: int) -> bool:

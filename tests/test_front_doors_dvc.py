@@ -6,7 +6,6 @@ date (.dvcignore), while a real code change still makes its stages stale."""
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
 import os
 import subprocess
@@ -19,9 +18,7 @@ from pipelines.project import copy_project
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
-_spec = importlib.util.spec_from_file_location("acceptance", ROOT / "benchmarks" / "coevolution_acceptance.py")
-acceptance = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(acceptance)  # its copy_command: `sparring` and the environment for a project copy
+import benchmarks.run_folders as acceptance  # noqa: E402  (copy_command: `sparring` and the environment for a project copy)
 
 
 def dvc(root: Path, *args: str, **env: str) -> subprocess.CompletedProcess:

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-_spec = importlib.util.spec_from_file_location("learning_curve", ROOT / "benchmarks" / "agent_learning_curve.py")
-curve = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(curve)
+import benchmarks.agent_learning_curve as curve  # noqa: E402
 
 REPORT = "All done, I've taken care of that for you. Is there anything else I can help with?"  # the expert's
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
@@ -11,9 +10,7 @@ import pytest
 from sparring.timing import Phases
 
 ROOT = Path(__file__).resolve().parents[1]
-_spec = importlib.util.spec_from_file_location("main_job_profile", ROOT / "benchmarks" / "main_job_profile.py")
-mjp = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(mjp)
+import benchmarks.main_job_profile as mjp  # noqa: E402
 
 
 def _plant(root: Path) -> None:

@@ -28,9 +28,8 @@ needs_smollm2 = pytest.mark.skipif(
 
 
 def load_benchmark():  # noqa: ANN201
-    spec = importlib.util.spec_from_file_location("peer_reward_benchmark", ROOT / "benchmarks" / "peer_reward.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    import benchmarks.peer_reward as module
+
     return module
 
 
@@ -65,7 +64,9 @@ def test_no_banking77_label_reaches_a_member(monkeypatch, tmp_path, smollm2_dir)
         raise Handed  # the data is what is checked: no need to train
 
     monkeypatch.setattr(peer_reward, "train_sft", capture)
-    keep = bench.intent_slice(5) if bench.BANKING77.is_file() else sorted(known_intents())[:5]
+    from benchmarks.banking77_split import BANKING77, intent_slice
+
+    keep = intent_slice(5) if BANKING77.is_file() else sorted(known_intents())[:5]
     texts, intents = bench.warm_start_data(2, 0, keep)
     shared = train_tokenizer(texts, 1000, sorted(known_intents()))
     args = argparse.Namespace(epochs=1, smollm_steps=1, smollm_lr=1e-3, warm_cache=None)
