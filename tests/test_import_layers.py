@@ -19,6 +19,11 @@ FORBIDDEN = (
     ("sparring.judge", "sparring.agents"),
     ("sparring.judge", "sparring.lm"),
     ("sparring.lm", "sparring.agents"),  # model plumbing knows no behaviour (#62 item 5)
+    # the method drivers sit above training and evaluation, the one place a before/after measurement lives (#62)
+    *(
+        (lower, "sparring.drivers")
+        for lower in ("sparring.train", "sparring.evaluate", "sparring.lm", "sparring.agents")
+    ),
 )
 
 

@@ -189,3 +189,31 @@ def test_a_teacher_that_names_no_intent_leaves_the_learners_as_they_were_and_say
     with pytest.raises(ValueError, match="no pool utterance has a teacher's intent"):
         train_expected(models["learner"], tok, texts, INTENTS, "teacher", cfg.exact, tmp_path / "y",
                        teacher_votes=[None] * len(texts))  # fmt: skip
+
+
+def test_the_peer_rl_driver_measures_each_member_before_and_after_on_the_same_utterances(members, tok, tmp_path):
+    """drivers.peer_rl.run: the probe picks the teacher, the learner's accuracy before and after is measured on the
+    same utterances (labelled here with the teacher's votes) with the paired interval of its gain, the teacher comes
+    back as it was, and the cohort summary evaluate copies holds no step logs."""
+    from sparring.drivers.peer_rl import run
+    from sparring.params import load_params
+
+    models, texts, intents = members
+    cfg = load_params(Path(__file__).resolve().parents[1] / "params.yaml", "quick").peer_rl
+    exact = SFTSettings(max_steps=30, batch_size=8, learning_rate=1e-2, warmup_steps=0, max_length=64)
+    cohort = {"teacher": cfg.members["qwen"], "learner": cfg.members["neox"]}
+    cfg = cfg.replace(members=cohort, estimate="exact", reward="teacher", teacher=None, exact=exact, pool=len(texts))
+    cohort_models = copy.deepcopy(models)
+    teacher_before = {k: v.clone() for k, v in cohort_models["teacher"].state_dict().items()}
+    pool = [(t, "pin_blocked") for t in texts]  # the pool's intents are withheld: wrong ones change nothing
+    votes = route_intents(models["teacher"], tok, texts)  # measured against: the learner's agreement with its teacher
+    ran = run(cohort_models, {"teacher": tok, "learner": tok}, pool, (texts, votes), (texts, intents), cfg,
+              tmp_path, seed=0, say=lambda _: None)  # fmt: skip
+    assert ran.settings.teacher == "teacher" and ran.n_pool == len(texts) == ran.n_measure
+    learner = ran.members["learner"]
+    assert learner["after"] > learner["before"] and learner["gain_ci"][0] <= learner["after"] - learner["before"]
+    assert len(learner["steps"]) == 30 and ran.members["teacher"]["steps"] == []
+    assert all(torch.equal(teacher_before[k], v) for k, v in ran.models["teacher"].state_dict().items())
+    summary = ran.cohort()
+    assert "steps" not in summary["members"]["learner"] and summary["teacher"] == "teacher"
+    assert {"measure_before", "probe", "cohort_exact", "measure_after"} <= set(ran.phases.as_dict())

@@ -1,0 +1,100 @@
+"""Co-RL as one run (../shared/SEEDS.md, peer reward): each member's routing accuracy on labelled utterances before,
+the cohort's diversity probe (κ, c, w), training on the unlabeled pool (sampled GRPO or the exact expectation),
+then each member's accuracy after with the paired 95% interval of its gain over the same utterances."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sparring.evaluate.episodes import paired_bootstrap
+from sparring.settings import PeerRewardSettings
+from sparring.timing import Phases
+from sparring.train.peer_expectation import train_cohort_exact
+from sparring.train.peer_reward import accuracy, best_on_probe, diversity, route_intents, summarize, train_cohort
+
+Labelled = tuple[Sequence[str], Sequence[str]]  # (texts, intents)
+
+
+@dataclass
+class PeerRun:
+    models: dict[str, Any]  # the trained members (the teacher untouched)
+    members: dict[str, dict[str, Any]]  # per member: before, after, gain_ci, collapse, agreement, steps
+    diversity: dict[str, Any]  # the probe's kappa, c, w, pairs and per-member accuracy
+    settings: PeerRewardSettings  # as run: the teacher filled in when the probe chose it
+    seconds: float  # training's
+    n_pool: int
+    n_measure: int
+    phases: Phases = field(default_factory=Phases)
+
+    def cohort(self) -> dict[str, Any]:
+        """What evaluate copies into metrics.json's `peer`: the members without their step logs, κ/c/w, the reward."""
+        members = {name: {k: v for k, v in m.items() if k != "steps"} for name, m in self.members.items()}
+        figures = {k: self.diversity[k] for k in ("kappa", "c", "w")}
+        cfg = self.settings
+        return {"members": members, **figures, "reward": cfg.reward, "estimate": cfg.estimate, "teacher": cfg.teacher}
+
+
+def run(
+    models: dict[str, Any],
+    tokenizers: dict[str, Any],
+    pool: Sequence[tuple[str, str]],
+    measure: Labelled,
+    probe: Labelled,
+    settings: PeerRewardSettings,
+    out_dir: Path,
+    seed: int,
+    say: Callable[[str], None] = print,
+    phases: Phases | None = None,
+) -> PeerRun:
+    """Train the cohort on ``pool`` ((text, withheld intent) rows, shuffled by ``seed`` and cut to
+    ``settings.pool``; the intents only score pseudo-labels), measured on ``measure`` before and after; ``probe``
+    chooses the teacher when ``settings`` names none. ``out_dir``: the trainers' scratch folder; ``phases``: where
+    the run's timed phases are added (a new record when None)."""
+    phases = Phases() if phases is None else phases
+    with phases.time("measure_before") as counts:
+        before = {k: route_intents(m, tokenizers[k], list(measure[0])) for k, m in models.items()}
+        counts["episodes"] = len(measure[0]) * len(models)  # one routing per utterance and member
+    with phases.time("probe"):
+        probed = diversity({k: route_intents(m, tokenizers[k], list(probe[0])) for k, m in models.items()}, probe[1])
+    if settings.teacher_reward and settings.teacher is None:
+        settings = settings.replace(teacher=best_on_probe(probed))
+    order = list(range(len(pool)))
+    random.Random(seed).shuffle(order)
+    texts = [pool[i][0] for i in order[: settings.pool]]
+    gold = [pool[i][1] for i in order[: settings.pool]]  # withheld: only the pseudo-label accuracy reads them
+    train = train_cohort_exact if settings.estimate == "exact" else train_cohort
+    result = train(models, tokenizers, texts, settings, out_dir, gold=gold, seed=seed, say=say)
+    # lock-step GRPO: rollouts and updates; exact: the teacher's scoring and each learner's updates
+    phases.add(f"cohort_{settings.estimate}", result.seconds, episodes=result.routings)
+    members = {name: _measured(result, name, tokenizers[name], before[name], measure, seed, phases) for name in models}
+    return PeerRun(result.models, members, probed, settings, result.seconds, len(texts), len(measure[0]), phases)
+
+
+def _measured(
+    result: Any, name: str, tokenizer: Any, before_votes: list, measure: Labelled, seed: int, phases: Phases
+) -> dict[str, Any]:
+    """One member after training: accuracy before and after with the paired interval of its gain, collapse,
+    agreement with each peer and its reward."""
+    with phases.time("measure_after") as counts:
+        after_votes = route_intents(result.models[name], tokenizer, list(measure[0]))
+        counts["episodes"] = len(measure[0])
+    right = [[float(v == g) for v, g in zip(votes, measure[1], strict=True)] for votes in (before_votes, after_votes)]
+    s = summarize(result.logs[name])
+    return {
+        "before": accuracy(before_votes, measure[1]),
+        "after": accuracy(after_votes, measure[1]),
+        "gain_ci": list(paired_bootstrap(right[0], right[1], seed=seed)),
+        "collapsed": s["collapsed"],
+        "collapse_reason": s["collapse_reason"],
+        "collapsed_step": s["collapsed_step"],
+        "entropy": s["entropy"],
+        "agreement": {k[len("agree_") :]: v for k, v in s.items() if k.startswith("agree_")},
+        "pseudo_label_acc": s.get("target_acc_all", float("nan")),
+        "own_vote_acc": s.get("vote_acc_all", float("nan")),
+        "reward_mean": s["reward_mean"],
+        "steps": result.logs[name].steps,
+    }

@@ -1,0 +1,104 @@
+"""TRACER stage 2 as one run (../shared/SEEDS.md, TRACER): the SFT simulator's fidelity on held-out sessions, GRPO
+on replayed training sessions, the RL simulator's fidelity on the same sessions, and the ending ceiling any
+simulator could reach there, each simulator played against the same DA0."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import polars as pl
+
+from sparring.evaluate.ending_ceiling import simulator_ceiling
+from sparring.evaluate.fidelity import simulator_fidelity
+from sparring.judge.rewards import TrainedBackend
+from sparring.lm.policies import LMPolicy
+from sparring.settings import SimulatorRLSettings
+from sparring.timing import Phases
+from sparring.train.tracer import train_simulator_rl
+from sparring.world.scenarios import Scenario
+
+
+@dataclass
+class SimulatorRun:
+    result: Any  # train_simulator_rl's GRPOResult: the trained model, curves, steps, reward stats
+    history: list[dict[str, float]]  # the reward's raw parts per step
+    sft: dict[str, float]  # the SFT simulator's fidelity
+    rl: dict[str, float]  # the RL simulator's, on the same sessions and scenarios
+    ceiling: dict[str, float]  # the persona-rate sampler's ending fidelity (empty without ceiling draws)
+    phases: Phases = field(default_factory=Phases)
+
+    def fidelity(self) -> dict[str, dict[str, float]]:
+        """metrics.json's `simulator`: both stages' fidelity and the ceiling."""
+        return {"sft": self.sft, "rl": self.rl, "ceiling": self.ceiling}
+
+
+def run(
+    model: Any,
+    tokenizer: Any,
+    da0: Any,
+    judge: tuple[Any, Any],
+    dialogues: tuple[pl.DataFrame, pl.DataFrame],
+    heldout: list[Scenario],
+    settings: SimulatorRLSettings,
+    agent_max_new_tokens: int,
+    seed: int,
+    phases: Phases | None = None,
+) -> SimulatorRun:
+    """Train ``model`` (the SFT simulator, in place) on ``dialogues[0]`` (train), measured before and after on
+    ``settings.eval_dialogues`` of ``dialogues[1]`` (test) and of ``heldout`` against DA0 (``da0``, greedy);
+    ``judge``: the oracle and discriminator. ``phases``: where the timed phases are added."""
+    phases = Phases() if phases is None else phases
+    measure = _measure(tokenizer, da0, judge, dialogues[1], heldout, settings, agent_max_new_tokens, seed)
+    with phases.time("fidelity_sft") as counts:  # before training: GRPO trains these weights in place
+        sft = measure(model)
+        counts["episodes"] = int(sft.get("n_sim_episodes", 0) + sft.get("n_replayed", 0))
+    from sparring.judge.oracle import embed  # deferred: loads the MiniLM encoder
+
+    with phases.time("grpo") as counts:
+        result, history = train_simulator_rl(
+            model, tokenizer, dialogues[0], settings, embedder=embed, judge=TrainedBackend(*judge), seed=seed
+        )
+        counts["episodes"] = result.rollout_episodes
+    with phases.time("fidelity_rl") as counts:
+        rl = measure(result.model)
+        counts["episodes"] = int(rl.get("n_sim_episodes", 0) + rl.get("n_replayed", 0))
+    ceiling: dict[str, float] = {}
+    if settings.ceiling_draws:
+        with phases.time("ceiling") as counts:
+            test = dialogues[1].head(settings.eval_dialogues)
+            counts["episodes"] = settings.ceiling_draws * len(test)
+            ceiling = simulator_ceiling(dialogues[0], test, settings.ceiling_draws, seed)
+    return SimulatorRun(result, history, sft, rl, ceiling, phases)
+
+
+def _measure(
+    tokenizer: Any,
+    da0: Any,
+    judge: tuple[Any, Any],
+    test: pl.DataFrame,
+    heldout: list[Scenario],
+    settings: SimulatorRLSettings,
+    agent_max_new_tokens: int,
+    seed: int,
+) -> Any:
+    """A simulator's fidelity, every simulator measured alike. Sampled, not greedy: a simulator stands for a
+    population of customers, and greedy decoding would give every context one ending, so no persona's ending rates
+    could match the real ones."""
+    t = settings.eval_temperature
+
+    def measure(model: Any) -> dict[str, float]:
+        agent = LMPolicy(da0, tokenizer, role="agent", max_new_tokens=agent_max_new_tokens, greedy=True)
+        policy = LMPolicy(
+            model,
+            tokenizer,
+            role="customer",
+            max_new_tokens=settings.max_new_tokens,
+            temperature=t or 1.0,
+            greedy=t == 0,
+        )
+        return simulator_fidelity(
+            policy, heldout, test, *judge, seed=seed, max_dialogues=settings.eval_dialogues, agent_under_test=agent
+        )
+
+    return measure
