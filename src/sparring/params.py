@@ -37,7 +37,7 @@ PROFILE_GUIDE = {
     "quick": ("the smoke test: tiny models, checks that every stage runs (its figures are zeros)", "about 70 s"),
     "default": (
         "the main job on the embedded synthetic world",
-        "about 1 h 20 min (57 min measured before agent_rl, whose 100 GRPO steps add ~20 min)",
+        "about 1 h 5 min (63.6 min measured from a fresh clone, agent_rl in it)",
     ),
     "scale": ("a pretrained Hugging Face model with LoRA, for a GPU", "not timed: it needs a GPU"),
     "banking77": ("the default on Banking77's real utterances (../shared/data/banking77)", "over 1 h, not timed whole"),
