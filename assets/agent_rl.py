@@ -7,9 +7,12 @@ checkpoint to the weights an uninterrupted run reaches. The scratch folder is re
 
 from __future__ import annotations
 
+from typing import Any
+
 from pipelines.graph_shape import PLAYS_RL_SIMULATOR
 from pipelines.stages import Plot, Stage, StageContext, StageOutput, stage_asset
 from sparring.catalog import AGENT_RL, AGENT_SFT, SIMULATORS
+from sparring.timing import Phases
 from sparring.train.agent_rl import clear_scratch, train_agent_rl
 
 STAGE = Stage(
@@ -65,4 +68,15 @@ def agent_rl(ctx: StageContext) -> StageOutput:
         )
     clear_scratch(scratch)
     report = {"curve": result.curve, "chosen_step": result.step, "signals": result.grpo.steps if result.grpo else []}
-    return StageOutput(metrics=metrics, report=report)
+    return StageOutput(metrics=metrics, report={**report, "phases": _phases(result)})
+
+
+def _phases(result: Any) -> dict[str, dict[str, float]]:
+    """Where the GRPO time went (main_job_profile reads it): rollouts (episodes and the judge), then the updates
+    with the validation plays the trainer's callback runs between them."""
+    phases = Phases()
+    if result.grpo is not None:
+        g = result.grpo
+        phases.add("grpo_rollouts", g.rollout_seconds, episodes=g.rollout_episodes)
+        phases.add("grpo_updates_and_validation", g.update_seconds, tokens=g.update_tokens)
+    return phases.as_dict()
