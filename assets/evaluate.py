@@ -76,7 +76,6 @@ KEY_METRICS = (
 )
 
 
-# simulator_sft's report also holds training figures; the rest are its fidelity metrics.
 def simulator_summary(sft: dict[str, Any] | None, rl: dict[str, Any] | None) -> dict[str, Any]:
     """metrics.json's `simulator`: both TRACER stages' fidelity on the same held-out sessions (simulator_rl measures
     both, with the ending ceiling on them), or stage 1's own figures when stage 2 has not run."""

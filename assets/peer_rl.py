@@ -13,8 +13,8 @@ import polars as pl
 
 from pipelines.graph_shape import LAST_CYCLE, N_CYCLES
 from pipelines.stages import Stage, StageContext, StageOutput, stage_asset
-from sparring.atomic import replace_dir, write_json
-from sparring.catalog import COHORT, PEER_MEMBERS, PEER_RL, cycle_dir, stable_results
+from sparring.atomic import replace_dir, write_results
+from sparring.catalog import COHORT, PEER_MEMBERS, PEER_RL, cycle_dir
 from sparring.data.ingest import load_unlabeled
 from sparring.drivers.peer_rl import run as run_peer_rl
 from sparring.lm.checkpoints import save_checkpoint
@@ -65,7 +65,7 @@ def peer_rl(ctx: StageContext) -> StageOutput:
         models, tokenizers, pool, measure, probe, cfg, data.scratch(STAGE.name, "grpo"), p.seed, _warning(ctx), phases
     )
     with phases.time("save_checkpoints"):  # the members and, beside them, what evaluate copies into `peer`
-        saved = stable_results({"profile": p.profile, **ran.cohort()})
+        saved = {"profile": p.profile, **ran.cohort()}
         replace_dir(data.path(PEER_RL), partial(_save_all, ran.models, tokenizers, saved))
     metrics = {k: ran.diversity[k] for k in ("kappa", "c", "w")} | {"train_seconds": ran.seconds}
     for name, member in ran.members.items():
@@ -93,4 +93,4 @@ def _warning(ctx: StageContext) -> Callable[[str], None]:
 def _save_all(models: dict[str, Any], tokenizers: dict[str, Any], cohort: dict[str, Any], folder: Path) -> None:
     for name, model in models.items():
         save_checkpoint(model, tokenizers[name], folder / name)
-    write_json(cohort, folder / COHORT)
+    write_results(cohort, folder / COHORT)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from pipelines.stages import Stage, StageContext, StageOutput, stage_asset
-from sparring.catalog import AGENT_SFT, FIDELITY, SIMULATOR_RL, SIMULATOR_SFT, stable_results
+from sparring.catalog import AGENT_SFT, FIDELITY, SIMULATOR_RL, SIMULATOR_SFT
 from sparring.drivers.simulator_rl import run as run_simulator_rl
 from sparring.evaluate.fidelity import better_count
 from sparring.lm.checkpoints import save_checkpoint
@@ -44,7 +44,7 @@ def simulator_rl(ctx: StageContext) -> StageOutput:
             if name != "step":
                 ctx.log.trajectory(f"train_{name}", value, int(row["step"]))
     with phases.time("save_checkpoint"):  # both stages' fidelity beside the weights: evaluate's `simulator`
-        results = {FIDELITY: stable_results({"profile": p.profile, **ran.fidelity()})}
+        results = {FIDELITY: {"profile": p.profile, **ran.fidelity()}}
         save_checkpoint(ran.result.model, tokenizer, data.path(SIMULATOR_RL), results)
         ctx.log.checkpoint(data.path(SIMULATOR_RL), "")
     metrics = {

@@ -6,7 +6,7 @@ from typing import Any
 
 from pipelines.checks import report_check
 from pipelines.stages import Plot, Stage, StageContext, StageOutput, stage_asset
-from sparring.catalog import FIDELITY, SIMULATOR_SFT, stable_results
+from sparring.catalog import FIDELITY, SIMULATOR_SFT
 from sparring.evaluate import checks
 from sparring.evaluate.fidelity import simulator_fidelity
 from sparring.lm.checkpoints import save_checkpoint
@@ -61,7 +61,7 @@ def simulator_sft(ctx: StageContext) -> StageOutput:
         )  # fmt: skip
         counts["episodes"] = int(fidelity.get("n_sim_episodes", 0) + fidelity.get("n_replayed", 0))
     with phases.time("save_checkpoint"):  # the fidelity beside the weights: evaluate reads it (catalog.FIDELITY)
-        results = {FIDELITY: stable_results({"profile": p.profile, "sft": fidelity})}
+        results = {FIDELITY: {"profile": p.profile, "sft": fidelity}}
         save_checkpoint(result.model, tokenizer, data.path(SIMULATOR_SFT), results)
         ctx.log.checkpoint(data.path(SIMULATOR_SFT), "")
     metrics = {**fidelity, "parameters": count_parameters(result.model), "train_conversations": len(conversations)}

@@ -92,19 +92,10 @@ def top_share(votes: list[str]) -> float:
 
 
 def exact_settings(args: argparse.Namespace) -> SFTSettings:
-    """The exact arms' trainer: the sampled arm's budget and optimizer (steps, utterances per step, lr, linear
-    decay, no warmup, Adam's beta2 0.999, no weight decay), random batches."""
-    return SFTSettings(
-        max_steps=args.steps,
-        batch_size=args.batch,
-        learning_rate=args.lr,
-        warmup_steps=0,
-        lr_scheduler="linear",
-        adam_beta2=0.999,
-        weight_decay=0.0,
-        group_by_length=False,
-        max_length=256,
-        logging_steps=max(args.steps // 10, 1),
+    """The exact arms' trainer: peer_rl's declared one (`PeerRewardSettings.exact`: linear decay, no warmup, Adam's
+    beta2 0.999, no weight decay, random batches) at this run's budget (steps, utterances per step, lr)."""
+    return PeerRewardSettings().exact.replace(
+        max_steps=args.steps, batch_size=args.batch, learning_rate=args.lr, logging_steps=max(args.steps // 10, 1)
     )
 
 

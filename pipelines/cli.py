@@ -197,24 +197,31 @@ def _summary(root: Path, stages: list[Any], headline_only: bool = False) -> None
     Console().print(table)
 
 
-def critical_line(root: Path, stages: list[Any], profile: str, took: float, parallel: int = 1) -> str:
-    """The run's critical path (from every stage's reports/timings/<stage>.json, scheduled on ``parallel`` slots as
-    the executor runs them, so a stage that waited for a free process is on it, marked ⇢) beside the wall time the
-    command measured: what is left between them is start-up and Dagster's own scheduling. The same figures, with
-    every stage's wall time, go to reports/timings/run.json: the one record of the run's timing."""
+def run_timing(root: Path, stages: list[Any], profile: str, took: float, parallel: int = 1) -> dict[str, Any]:
+    """The run's timing, as reports/timings/run.json records it: the wall time the command measured, every stage's
+    (from reports/timings/<stage>.json), and the critical path, scheduled on ``parallel`` slots as the executor runs
+    them, so a stage that waited for a free process is on it (``waits``)."""
     from pipelines.progress import previous_seconds, scheduled_path
-    from pipelines.timings import RUN_TIMINGS
-    from sparring.atomic import write_json
 
     seconds = {s.name: previous_seconds(root, s.name, profile) for s in stages}
     known = {s.name: seconds[s.name] for s in stages if seconds[s.name] is not None}
     path = scheduled_path([s for s in stages if s.name in known], known, parallel)
     timing = {"profile": profile, "wall_seconds": round(took, 3), "parallel_stages": parallel}
-    timing.update(stage_wall_seconds=known, critical_path={**path._asdict(), "seconds": round(path.seconds, 3)})
-    write_json(timing, root / RUN_TIMINGS)
-    chain = "".join((" ⇢ " if name in path.waits else " → ") + name for name in path.stages)[3:]
-    waited = f", slot waits before {', '.join(path.waits)}" if path.waits else ""
-    return f"sparring run: critical path {chain}: {path.seconds:.1f} s of the run's {took:.1f} s{waited}"
+    return {
+        **timing,
+        "stage_wall_seconds": known,
+        "critical_path": {**path._asdict(), "seconds": round(path.seconds, 3)},
+    }
+
+
+def critical_line(timing: dict[str, Any]) -> str:
+    """:func:`run_timing`'s critical path, a slot wait marked ⇢, beside the run's wall time: what is left between
+    them is start-up and Dagster's own scheduling."""
+    path = timing["critical_path"]
+    chain = "".join((" ⇢ " if name in path["waits"] else " → ") + name for name in path["stages"])[3:]
+    waited = f", slot waits before {', '.join(path['waits'])}" if path["waits"] else ""
+    took = timing["wall_seconds"]
+    return f"sparring run: critical path {chain}: {path['seconds']:.1f} s of the run's {took:.1f} s{waited}"
 
 
 QUICK_NOTE = (
@@ -309,6 +316,8 @@ def run(
     verbose: bool = VERBOSE_OPTION,
 ) -> None:
     from pipelines.progress import say
+    from pipelines.timings import RUN_TIMINGS
+    from sparring.atomic import write_json
 
     root = _prepare(profile, verbose)
     began, params = time.perf_counter(), load_params(root / "params.yaml")
@@ -323,7 +332,9 @@ def run(
     _tell_dvc(root, params.profile)
     _summary(root, stages, headline_only=True)
     _agents_summary(root)
-    say(critical_line(root, stages, params.profile, took, parallel))
+    timing = run_timing(root, stages, params.profile, took, parallel)
+    write_json(timing, root / RUN_TIMINGS)  # the one record of the run's timing
+    say(critical_line(timing))
 
 
 class _StageCommand(TyperCommand):

@@ -5,7 +5,7 @@ differs between two runs with the same inputs (the stage's wall time, its phases
 made a rerun of one stage mark everything below it stale. Each stage's timings live instead in
 reports/timings/<stage>.json, which no stage declares: the estimates, heartbeats, the critical path, the report's
 wall-time table and benchmarks/main_job_profile.py read them there, and MLflow still logs them with the metrics.
-`sparring run` alone writes the run's own timing, reports/timings/run.json (pipelines/cli.py's critical_line).
+`sparring run` alone writes the run's own timing, reports/timings/run.json (pipelines/cli.py's run_timing).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from sparring.catalog import REPORTS, stage_report
 TIMINGS = f"{REPORTS}/timings"
 RUN_TIMINGS = f"{TIMINGS}/run.json"  # `sparring run`'s: its wall time, every stage's, the scheduled critical path
 # Keys that are times wherever they appear: the stage's own, its phase profile (times beside the counts they
-# timed), evaluate's collection of every stage's, and a `timings` block a stage hands over whole.
+# timed), a critical path, and a `timings` block a stage hands over whole.
 TIMING_KEYS = frozenset({"wall_seconds", "seconds", "phases", "worker_phases", "critical_path", "timings"})
 # sparring names a duration `<what>_seconds` and a rate or a duration in seconds `<what>_s` (tokens_per_s,
 # oracle_fit_s): a measurement of this machine on this run, never of the data.

@@ -16,7 +16,7 @@ from concurrent.futures import ProcessPoolExecutor
 import pytest
 import torch
 
-from pipelines.cli import critical_line
+from pipelines.cli import critical_line, run_timing
 from pipelines.progress import (
     critical_path,
     estimate_run,
@@ -259,9 +259,9 @@ def test_the_runs_last_line_names_its_critical_path_from_the_stages_reports(tmp_
     for name, wall in {"ingest": 10, "sim": 50, "agent": 60, "eval": 30}.items():
         report = {"stage": name, "profile": "default", "wall_seconds": wall}
         (tmp_path / "reports" / "timings" / f"{name}.json").write_text(json.dumps(report))
-    line = critical_line(tmp_path, graph, "default", 123.45, parallel=2)
+    line = critical_line(run_timing(tmp_path, graph, "default", 123.45, parallel=2))
     assert line == "sparring run: critical path ingest → agent → eval: 100.0 s of the run's 123.5 s"
-    one_slot = critical_line(tmp_path, graph, "default", 160.0, parallel=1)  # agent waited for sim's slot
+    one_slot = critical_line(run_timing(tmp_path, graph, "default", 160.0, parallel=1))  # agent waited for sim's slot
     assert one_slot == (
         "sparring run: critical path ingest → sim ⇢ agent → eval: 150.0 s of the run's 160.0 s, slot waits before agent"
     )

@@ -34,6 +34,27 @@ def write_json(obj: dict, path: Path) -> None:
     _write_file(path, lambda tmp: tmp.write_text(json.dumps(obj, indent=2, sort_keys=True) + "\n", encoding="utf-8"))
 
 
+RESULT_PLACES = 4  # a saved result's floats: reported to 3 places, and float noise stays below the 4th
+
+
+def stable_results(obj: Any) -> Any:
+    """``obj`` with its floats rounded to RESULT_PLACES, lists for tuples."""
+    if isinstance(obj, float):
+        return round(obj, RESULT_PLACES)
+    if isinstance(obj, dict):
+        return {k: stable_results(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [stable_results(v) for v in obj]
+    return obj
+
+
+def write_results(obj: dict, path: Path) -> None:
+    """A result one stage saves inside its output folder for a later one (a simulator's fidelity, the peer cohort),
+    floats rounded (:func:`stable_results`) so a rerun on the same inputs writes the same bytes: MiniLM's
+    embeddings differ at ~1e-8 between runs, and the stages below digest the folder (the cycles' fingerprint, DVC)."""
+    write_json(stable_results(obj), path)
+
+
 def write_text(text: str, path: Path) -> None:
     """``text`` (UTF-8) at ``path``, written beside it then renamed (no temp file is left on failure)."""
     _write_file(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))

@@ -51,22 +51,6 @@ SCENARIO_SETS = ("train", "heldout", "gym", "validation", "arena")
 SIMULATORS = {"sft": SIMULATOR_SFT, "rl": SIMULATOR_RL}
 
 
-RESULT_PLACES = 4  # a saved result's floats: reported to 3 places, and float noise stays below the 4th
-
-
-def stable_results(obj: Any) -> Any:
-    """A result as a stage saves it for a later one (FIDELITY, COHORT): floats rounded to RESULT_PLACES, so a rerun
-    on the same inputs writes the same bytes (MiniLM's embeddings differ at ~1e-8 between runs) and the stages
-    below, which digest the folder (the cycles' fingerprint, DVC), stay up to date."""
-    if isinstance(obj, float):
-        return round(obj, RESULT_PLACES)
-    if isinstance(obj, dict):
-        return {k: stable_results(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [stable_results(v) for v in obj]
-    return obj
-
-
 def cycle_dir(k: int) -> str:
     """Co-evolution cycle k's folder."""
     return f"{CYCLES}/cycle_{k}"

@@ -4,6 +4,7 @@ simulator could reach there, each simulator played against the same DA0."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -81,7 +82,7 @@ def _measure(
     settings: SimulatorRLSettings,
     agent_max_new_tokens: int,
     seed: int,
-) -> Any:
+) -> Callable[[Any], dict[str, float]]:
     """A simulator's fidelity, every simulator measured alike. Sampled, not greedy: a simulator stands for a
     population of customers, and greedy decoding would give every context one ending, so no persona's ending rates
     could match the real ones."""

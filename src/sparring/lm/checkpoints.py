@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from sparring.atomic import replace_dir, write_json
+from sparring.atomic import replace_dir, write_results
 from sparring.lm.weights import CheckpointError, check_weights
 
 
@@ -24,15 +24,16 @@ def save_checkpoint(model: Any, tokenizer: Any, out_dir: Path, results: Mapping[
     as its adapter (no merge: :func:`~sparring.lm.adapters.save_adapter`); a full model as itself. A LoRA model
     on a base built from a config (which exists nowhere else) is merged, as no base could be named. ``results``
     (file name -> JSON object: what the stage measured of this model and a later stage reads) are written beside
-    the weights in the same replacement, so the folder's manifest names them."""
+    the weights in the same replacement, so the folder's manifest names them (:func:`~sparring.atomic.write_results`:
+    floats rounded, so a rerun writes the same bytes)."""
     from sparring.lm.adapters import is_adapter_model, save_adapter
 
-    def write_results(folder: Path) -> None:
+    def save_results(folder: Path) -> None:
         for name, obj in (results or {}).items():
-            write_json(obj, folder / name)
+            write_results(obj, folder / name)
 
     if is_adapter_model(model):
-        replace_dir(out_dir, lambda folder: (save_adapter(model, tokenizer, folder), write_results(folder)))
+        replace_dir(out_dir, lambda folder: (save_adapter(model, tokenizer, folder), save_results(folder)))
         return
     if hasattr(model, "merge_and_unload"):
         model = model.merge_and_unload()
@@ -40,7 +41,7 @@ def save_checkpoint(model: Any, tokenizer: Any, out_dir: Path, results: Mapping[
     def write(folder: Path) -> None:
         model.save_pretrained(folder, safe_serialization=True)
         tokenizer.save_pretrained(folder)
-        write_results(folder)
+        save_results(folder)
 
     replace_dir(out_dir, write)
 
