@@ -1,4 +1,4 @@
-"""Asset `agent_rl`: DA0 -> DA1, RL-ADA's GRPO bootstrap before any arena (sparring.train.agent_rl).
+"""Asset `agent_rl`: DA0 -> DA1, RL-ADA's GRPO bootstrap before any arena (sparring.drivers.agent_rl).
 
 Resuming: the trainer checkpoints into scratch/agent_rl every `agent_rl.eval_every` steps, beside the validation
 curve and the weights kept at each check; a run killed mid-stage and started again goes on from the last
@@ -7,13 +7,10 @@ checkpoint to the weights an uninterrupted run reaches. The scratch folder is re
 
 from __future__ import annotations
 
-from typing import Any
-
 from pipelines.graph_shape import PLAYS_RL_SIMULATOR
 from pipelines.stages import Plot, Stage, StageContext, StageOutput, stage_asset
 from sparring.catalog import AGENT_RL, AGENT_SFT, SIMULATORS
-from sparring.timing import Phases
-from sparring.train.agent_rl import clear_scratch, train_agent_rl
+from sparring.drivers.agent_rl import run as run_agent_rl
 
 STAGE = Stage(
     name="agent_rl",
@@ -34,8 +31,7 @@ STAGE = Stage(
 @stage_asset(STAGE)
 def agent_rl(ctx: StageContext) -> StageOutput:
     p, data, rl, co = ctx.params, ctx.catalog, ctx.params.agent_rl, ctx.params.coevolution
-    scratch = data.scratch(STAGE.name)
-    result = train_agent_rl(
+    done = run_agent_rl(
         data.path(AGENT_SFT),
         data.path(SIMULATORS[co.simulator]),
         data.scenarios("gym" if rl.gym == "unplayed" else "train"),
@@ -44,39 +40,12 @@ def agent_rl(ctx: StageContext) -> StageOutput:
         rl,
         p.judge.reward,
         data.path(AGENT_RL),
-        scratch,
+        data.scratch(STAGE.name),
         seed=p.seed,
     )
     ctx.log.checkpoint(data.path(AGENT_RL), "")
-    start = next(row for row in result.curve if row["step"] == 0)
-    chosen = next(row for row in result.curve if row["step"] == result.step)
+    result = done.result
     for row in result.curve:  # the validation curve in MLflow, step by step
         ctx.log.metrics({f"val_{k}": v for k, v in row.items() if k != "step"}, row["step"])
-    metrics = {
-        "chosen_step": float(result.step),
-        "resumed_from": float(result.resumed_from),
-        "train_seconds": round(result.seconds, 2),
-        **{f"val_{k}_da0": float(v) for k, v in start.items() if k != "step"},  # validation, DA0 and DA1
-        **{f"val_{k}_da1": float(v) for k, v in chosen.items() if k != "step"},
-    }
-    if result.grpo is not None:
-        metrics.update(
-            grpo_seconds=result.grpo.seconds,
-            grpo_rollout_seconds=result.grpo.rollout_seconds,
-            grpo_rollout_episodes=float(result.grpo.rollout_episodes),
-            **{f"grpo_{k}": v for k, v in result.grpo.reward_stats().items()},
-        )
-    clear_scratch(scratch)
     report = {"curve": result.curve, "chosen_step": result.step, "signals": result.grpo.steps if result.grpo else []}
-    return StageOutput(metrics=metrics, report={**report, "phases": _phases(result)})
-
-
-def _phases(result: Any) -> dict[str, dict[str, float]]:
-    """Where the GRPO time went (main_job_profile reads it): rollouts (episodes and the judge), then the updates
-    with the validation plays the trainer's callback runs between them."""
-    phases = Phases()
-    if result.grpo is not None:
-        g = result.grpo
-        phases.add("grpo_rollouts", g.rollout_seconds, episodes=g.rollout_episodes)
-        phases.add("grpo_updates_and_validation", g.update_seconds, tokens=g.update_tokens)
-    return phases.as_dict()
+    return StageOutput(metrics=done.metrics, report={**report, "phases": done.phases.as_dict()})

@@ -15,6 +15,7 @@ contents, the cycle code): after a crash in cycle k, a rerun reuses cycles 1..k-
 from __future__ import annotations
 
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -23,9 +24,10 @@ from dagster import MetadataValue
 from pipelines.graph_shape import PARAMS_FILE, cycle_name, n_cycles
 from pipelines.stages import Plot, Stage, StageContext, StageOutput, stage_asset, stage_deps
 from sparring.catalog import AGENT_RL, JUDGE, SCENARIOS, SIMULATORS, cycle_dir, load_judge
+from sparring.drivers.coevolution import run as run_cycle
 from sparring.params import some_profile_plays_rl_simulator
 from sparring.train.cycle_state import CycleState
-from sparring.train.cycles import cycle_phases, fingerprint, is_finished, load_metrics, run_cycle_folder
+from sparring.train.cycles import fingerprint
 
 # Each cycle's data series: the W_DA trajectory so far (dvc.yaml plots the last cycle's, the whole run's).
 W_DA = Plot("cycle", "w_da", "co-evolution: W_DA (the agent's win rate in the arena) per cycle")
@@ -90,20 +92,6 @@ def _numeric(metrics: dict[str, Any]) -> dict[str, float]:
     return {k: float(v) for k, v in metrics.items() if isinstance(v, int | float)}
 
 
-def previous_state(root: Path, k: int, max_cycles: int, simulator: str = "sft") -> CycleState:
-    """The state cycle k starts from: DA1 (agent_rl's) and the simulator (``coevolution.simulator``'s) for cycle
-    1, else cycle
-    k-1's folder; a state past the active profile's ``max_cycles`` (a profile with fewer cycles than the graph) is
-    marked stopped."""
-    if k == 1:
-        previous = CycleState(agent_dir=AGENT_RL, simulator_dir=SIMULATORS[simulator])
-    else:
-        previous = CycleState.load(root / cycle_dir(k - 1))
-    if not previous.stopped and previous.cycle >= max_cycles:
-        previous.stopped = "max_cycles"
-    return previous
-
-
 def cycle_output(state: CycleState, metrics: dict[str, Any], resumed: bool, print_: dict[str, Any]) -> StageOutput:
     """The stage's metrics (every number), its report (the state it leaves) and its Dagster metadata."""
     numeric = {**_numeric(metrics), "resumed": float(resumed)}
@@ -133,49 +121,35 @@ def cycle_output(state: CycleState, metrics: dict[str, Any], resumed: bool, prin
 def make_cycle_asset(stage: Stage, k: int) -> Any:
     @stage_asset(stage)
     def _cycle(ctx: StageContext) -> StageOutput:
-        out = ctx.catalog.path(cycle_dir(k))
+        p, data, cfg = ctx.params, ctx.catalog, ctx.params.coevolution
         began = time.perf_counter()
         print_ = cycle_fingerprint(ctx, k)
         phases = {"fingerprint": {"seconds": time.perf_counter() - began}}
-        resumed = is_finished(out, print_)
-        if resumed:
-            ctx.dagster.log.info(f"cycle {k}: {out} was made from these inputs already: reusing it")
-            state, metrics = CycleState.load(out), load_metrics(out)
-        else:
-            state, metrics = _run_cycle(ctx, k, print_)
-            phases.update(cycle_phases(metrics))  # a reused cycle's figures are its first run's: not this one's
-            if metrics.get("trained") in ("agent", "adversary"):
-                ctx.log.checkpoint(out / metrics["trained"], metrics["trained"])
+        names = ("train", "heldout", "arena", *(("gym",) * (cfg.agent_gym == "unplayed")))
+        done = run_cycle(
+            k,
+            ctx.root,
+            {name: data.scenarios(name) for name in names},
+            partial(load_judge, data.path(JUDGE), p.judge, cfg.agent_grpo.max_turns),
+            cfg,
+            print_,
+            seed=p.seed,
+            log=ctx.dagster.log.info,
+        )
+        state, metrics = done.state, done.metrics
+        phases.update(done.phases)  # a reused cycle's figures are its first run's: not this one's
+        if not done.resumed and metrics.get("trained") in ("agent", "adversary"):
+            ctx.log.checkpoint(data.path(cycle_dir(k)) / metrics["trained"], metrics["trained"])
         if not metrics.get("stopped"):  # the parent run's curves: W_DA, the adversary's success, who trained
             ctx.log.trajectory("coevolution.w_da", metrics["w_da"], k)
             ctx.log.trajectory("coevolution.adv_success", metrics["arena_adv_success"], k)
             ctx.log.trajectory("coevolution.agent_trained", float(metrics["trained"] == "agent"), k)
         ctx.log.json_artifact(metrics, f"cycle_{k}_metrics.json")
-        output = cycle_output(state, metrics, resumed, print_)
+        output = cycle_output(state, metrics, done.resumed, print_)
         output.report["phases"] = phases
         return output
 
     return _cycle
-
-
-def _run_cycle(ctx: StageContext, k: int, print_: dict[str, Any]) -> tuple[CycleState, dict[str, Any]]:
-    """Cycle k from the state before it, into its folder."""
-    p, data, cfg = ctx.params, ctx.catalog, ctx.params.coevolution
-    return run_cycle_folder(
-        previous_state(ctx.root, k, cfg.max_cycles, cfg.simulator),
-        k,
-        ctx.root,
-        data.path(cycle_dir(k)),
-        data.scenarios("train"),
-        data.scenarios("heldout"),
-        load_judge(data.path(JUDGE), p.judge, cfg.agent_grpo.max_turns),
-        cfg,
-        print_,
-        seed=p.seed,
-        agent_gym=data.scenarios("gym") if cfg.agent_gym == "unplayed" else None,
-        arena_scenarios=data.scenarios("arena"),
-        log=ctx.dagster.log.info,
-    )
 
 
 # The cycle assets, in order: ASSETS[k - 1] is `cycle_k`'s (Dagster's asset key is the stage's name).

@@ -16,6 +16,7 @@ from pipelines.stages import Stage, StageContext, StageOutput, stage_asset
 from sparring.atomic import replace_dir, write_results
 from sparring.catalog import COHORT, PEER_MEMBERS, PEER_RL, cycle_dir
 from sparring.data.ingest import load_unlabeled
+from sparring.drivers.peer_rl import draw_pool
 from sparring.drivers.peer_rl import run as run_peer_rl
 from sparring.lm.checkpoints import save_checkpoint
 from sparring.timing import Phases
@@ -60,7 +61,8 @@ def peer_rl(ctx: StageContext) -> StageOutput:
     models, tokenizers = _members(ctx, phases)
     measure = test["text"].to_list()[: cfg.measure], test["intent"].to_list()[: cfg.measure]
     probe = validation["text"].to_list()[: cfg.probe], validation["intent"].to_list()[: cfg.probe]
-    pool = list(zip(unlabeled["text"].to_list(), unlabeled["intent"].to_list(), strict=True))
+    rows = list(zip(unlabeled["text"].to_list(), unlabeled["intent"].to_list(), strict=True))
+    pool = draw_pool(rows, cfg.pool, p.seed)  # shuffled by the seed, the first `peer_rl.pool` trained on
     ran = run_peer_rl(
         models, tokenizers, pool, measure, probe, cfg, data.scratch(STAGE.name, "grpo"), p.seed, _warning(ctx), phases
     )

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import random
 import statistics
 import sys
@@ -57,6 +58,7 @@ from benchmarks.banking77_split import (
     split_banking77,
 )
 from sparring.data.synthetic import generate_utterances
+from sparring.drivers.peer_rl import run as run_peer_rl
 from sparring.lm.chat import known_intents
 from sparring.lm.checkpoints import load_checkpoint, save_checkpoint
 from sparring.lm.models import build_model
@@ -71,9 +73,7 @@ from sparring.train.peer_reward import (
     diversity,
     member_tokenizer,
     route_intents,
-    summarize,
     target_label_accuracy,
-    train_cohort,
     warm_start_member,
 )
 
@@ -210,6 +210,10 @@ def pool_size(value: str) -> int | str:
         raise argparse.ArgumentTypeError(f"expected a number or all, got {value!r}") from None
 
 
+def finite(value: float) -> float | None:
+    return None if math.isnan(value) else value
+
+
 def correct(votes: Sequence[Label], gold: Sequence[str]) -> list[float]:
     return [float(v == g) for v, g in zip(votes, gold, strict=True)]
 
@@ -322,47 +326,47 @@ def train_and_measure(
         collapse_window=args.batch * 4,
     )
     models = {k: fresh_copy(warm[k], SPECS[k][0], tokenizers[k]) for k in names}
-    with quiet():
-        result = train_cohort(
+    with quiet():  # the stage's driver: the same before/after measurement and interval as peer_rl's
+        done = run_peer_rl(
             models,
             {k: tokenizers[k] for k in names},
-            pool[0],
+            pool,
+            data["measure"],
+            data["probe"],
             settings,
             scratch / cohort,
-            gold=pool[1],
-            seed=seed,
+            seed,
             teacher_votes=teacher_votes,
         )
-    m_texts, m_gold = data["measure"]
+    m_gold = data["measure"][1]
     before_ok, after_ok = [], []
     teacher = settings.teacher if reward == "teacher" else None  # untrained: its weights, and votes, never changed
     for k in names:
-        untrained = k == teacher
-        after_votes = votes[k]["measure"] if untrained else route_intents(result.models[k], tokenizers[k], m_texts)
-        s = summarize(result.logs[k])
+        member, (before_votes, after_votes) = done.members[k], done.votes[k]
         rows[k].update(
-            after=accuracy(after_votes, m_gold),
-            collapsed=s["collapsed"],
-            collapse_reason=s["collapse_reason"],
-            pseudo_label_acc=s.get("target_acc_all"),
-            own_vote_acc=s.get("vote_acc_all"),
-            reward_mean=s["reward_mean"],
-            entropy=s["entropy"],
+            after=member["after"],
+            collapsed=member["collapsed"],
+            collapse_reason=member["collapse_reason"],
+            pseudo_label_acc=finite(member["pseudo_label_acc"]),  # None (JSON null) for the untrained teacher
+            own_vote_acc=finite(member["own_vote_acc"]),
+            reward_mean=member["reward_mean"],
+            entropy=member["entropy"],
+            gain_ci=member["gain_ci"],
         )
-        before_ok.append(correct(votes[k]["measure"], m_gold))
+        before_ok.append(correct(before_votes, m_gold))
         after_ok.append(correct(after_votes, m_gold))
-        if teacher is not None and not untrained:  # did it learn the teacher's function, or the pool's labels?
-            on_pool = route_intents(result.models[k], tokenizers[k], pool[0])
+        if teacher is not None and k != teacher:  # did it learn the teacher's function, or the pool's labels?
+            on_pool = route_intents(done.models[k], tokenizers[k], pool[0])
             t_measure, n = votes[teacher]["measure"], len(pool[0])
             rows[k]["teacher_agreement"] = {
-                "measure": [accuracy(votes[k]["measure"], t_measure), accuracy(after_votes, t_measure)],
+                "measure": [accuracy(before_votes, t_measure), accuracy(after_votes, t_measure)],
                 "pool": [accuracy(votes[k]["pool"][:n], teacher_votes), accuracy(on_pool, teacher_votes)],
             }
             print(f"seed {seed} {cohort:>22} {k:>7}: agreement with the teacher {rows[k]['teacher_agreement']}")
         r = rows[k]
         print(
-            f"seed {seed} {cohort:>22} {k:>7}: {r['before']:.3f} -> {r['after']:.3f}  collapsed {s['collapsed']}  "
-            f"pseudo-label acc {s.get('target_acc_all', float('nan')):.3f}  reward {s['reward_mean']:.3f}",
+            f"seed {seed} {cohort:>22} {k:>7}: {r['before']:.3f} -> {r['after']:.3f}  collapsed {r['collapsed']}  "
+            f"pseudo-label acc {member['pseudo_label_acc']:.3f}  reward {r['reward_mean']:.3f}",
             flush=True,
         )
     gain, ci = mean_gain(before_ok, after_ok, seed)
@@ -370,15 +374,15 @@ def train_and_measure(
     learner_gain, learner_ci = mean_gain([before_ok[i] for i in learners], [after_ok[i] for i in learners], seed)
     print(
         f"seed {seed} {cohort:>22}: mean gain {gain:+.3f}  95% CI [{ci[0]:+.3f}, {ci[1]:+.3f}]; learners "
-        f"{learner_gain:+.3f} [{learner_ci[0]:+.3f}, {learner_ci[1]:+.3f}]  ({result.seconds:.0f} s)"
+        f"{learner_gain:+.3f} [{learner_ci[0]:+.3f}, {learner_ci[1]:+.3f}]  ({done.seconds:.0f} s)"
     )
     return {
         "mean_gain": gain,
         "gain_ci": ci,
         "learners_gain": learner_gain,
         "learners_gain_ci": learner_ci,
-        "train_seconds": round(result.seconds, 1),
-        "routings_per_s": result.routings / result.seconds,
+        "train_seconds": round(done.seconds, 1),
+        "routings_per_s": done.phases.as_dict()[f"cohort_{settings.estimate}"]["episodes"] / done.seconds,
     }
 
 

@@ -153,3 +153,21 @@ def test_the_walk_sees_deferred_imports_and_skips_type_checking_ones(tmp_path):
     assert "sparring.evaluate.heldout" in names and "sparring.world.bank" not in names
     assert cycles({"a": {"b": 1}, "b": {"a": 2}, "c": {"a": 3}}) == [["a", "b"]]
     assert cycles({"a": {"b": 1}, "b": {}}) == []
+
+
+def test_no_asset_imports_another_and_only_the_definitions_module_imports_assets():
+    """#62's seam: an asset is a declaration over one library call, so it needs no other asset (shared shape comes
+    from pipelines/graph_shape.py), and pipelines/ reaches the assets through one module only; the library and the
+    benchmarks never import an asset."""
+    root = SRC.parent
+    bad = []
+    for path in sorted([*root.glob("assets/*.py"), *root.glob("pipelines/*.py"), *root.glob("benchmarks/*.py")]):
+        module = ".".join(path.relative_to(root).with_suffix("").parts)
+        for name, line in imported_names(path, module):
+            if (name == "assets" or name.startswith("assets.")) and module != "pipelines.definitions":
+                bad.append(f"{path.relative_to(root)}:{line} imports {name}")
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for name, line in imported_names(path, module_name(path)):
+            if name.split(".")[0] in ("assets", "pipelines"):
+                bad.append(f"{path.relative_to(root)}:{line} imports {name}")
+    assert not bad, "imports of the assets outside pipelines/definitions.py:\n" + "\n".join(bad)

@@ -195,7 +195,7 @@ def test_the_peer_rl_driver_measures_each_member_before_and_after_on_the_same_ut
     """drivers.peer_rl.run: the probe picks the teacher, the learner's accuracy before and after is measured on the
     same utterances (labelled here with the teacher's votes) with the paired interval of its gain, the teacher comes
     back as it was, and the cohort summary evaluate copies holds no step logs."""
-    from sparring.drivers.peer_rl import run
+    from sparring.drivers.peer_rl import draw_pool, run
     from sparring.params import load_params
 
     models, texts, intents = members
@@ -205,7 +205,7 @@ def test_the_peer_rl_driver_measures_each_member_before_and_after_on_the_same_ut
     cfg = cfg.replace(members=cohort, estimate="exact", reward="teacher", teacher=None, exact=exact, pool=len(texts))
     cohort_models = copy.deepcopy(models)
     teacher_before = {k: v.clone() for k, v in cohort_models["teacher"].state_dict().items()}
-    pool = [(t, "pin_blocked") for t in texts]  # the pool's intents are withheld: wrong ones change nothing
+    pool = draw_pool([(t, "pin_blocked") for t in texts], len(texts), seed=0)  # withheld intents: wrong ones do nothing
     votes = route_intents(models["teacher"], tok, texts)  # measured against: the learner's agreement with its teacher
     ran = run(cohort_models, {"teacher": tok, "learner": tok}, pool, (texts, votes), (texts, intents), cfg,
               tmp_path, seed=0, say=lambda _: None)  # fmt: skip
@@ -214,6 +214,12 @@ def test_the_peer_rl_driver_measures_each_member_before_and_after_on_the_same_ut
     assert learner["after"] > learner["before"] and learner["gain_ci"][0] <= learner["after"] - learner["before"]
     assert len(learner["steps"]) == 30 and ran.members["teacher"]["steps"] == []
     assert all(torch.equal(teacher_before[k], v) for k, v in ran.models["teacher"].state_dict().items())
+    before_votes, after_votes = ran.votes["learner"]  # the routings the accuracies were computed from
+    assert accuracy(after_votes, votes) == learner["after"] and accuracy(before_votes, votes) == learner["before"]
+    assert ran.votes["teacher"][0] == ran.votes["teacher"][1]
+    with pytest.raises(ValueError, match="teacher_votes"):
+        run(cohort_models, {"teacher": tok, "learner": tok}, pool, (texts, votes), (texts, intents), cfg,
+            tmp_path, seed=0, say=lambda _: None, teacher_votes=votes)  # fmt: skip
     summary = ran.cohort()
     assert "steps" not in summary["members"]["learner"] and summary["teacher"] == "teacher"
     assert {"measure_before", "probe", "cohort_exact", "measure_after"} <= set(ran.phases.as_dict())

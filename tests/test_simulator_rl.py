@@ -9,10 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from assets.coevolution import previous_state
 from sparring.agents.scripted import CooperativeCustomer, ExpertAgent
 from sparring.data.dialogues import generate_dialogues
 from sparring.data.sources import read_dialogues_jsonl
+from sparring.drivers.coevolution import previous_state
 from sparring.evaluate.fidelity import false_negative_rate
 from sparring.judge.oracle import embed
 from sparring.lm.policies import TurnOutput, TurnRequest

@@ -28,6 +28,7 @@ class PeerRun:
     seconds: float  # training's
     n_pool: int
     n_measure: int
+    votes: dict[str, tuple[list, list]] = field(default_factory=dict)  # per member: its routings before, after
     phases: Phases = field(default_factory=Phases)
 
     def cohort(self) -> dict[str, Any]:
@@ -38,10 +39,17 @@ class PeerRun:
         return {"members": members, **figures, "reward": cfg.reward, "estimate": cfg.estimate, "teacher": cfg.teacher}
 
 
+def draw_pool(pool: Sequence[tuple[str, str]], n: int, seed: int) -> tuple[list[str], list[str]]:
+    """The first ``n`` of ``pool``'s (text, withheld intent) rows shuffled by ``seed``, as texts and intents."""
+    order = list(range(len(pool)))
+    random.Random(seed).shuffle(order)
+    return [pool[i][0] for i in order[:n]], [pool[i][1] for i in order[:n]]
+
+
 def run(
     models: dict[str, Any],
     tokenizers: dict[str, Any],
-    pool: Sequence[tuple[str, str]],
+    pool: Labelled,
     measure: Labelled,
     probe: Labelled,
     settings: PeerRewardSettings,
@@ -49,11 +57,14 @@ def run(
     seed: int,
     say: Callable[[str], None] = print,
     phases: Phases | None = None,
+    teacher_votes: Sequence[Any] | None = None,
 ) -> PeerRun:
-    """Train the cohort on ``pool`` ((text, withheld intent) rows, shuffled by ``seed`` and cut to
-    ``settings.pool``; the intents only score pseudo-labels), measured on ``measure`` before and after; ``probe``
-    chooses the teacher when ``settings`` names none. ``out_dir``: the trainers' scratch folder; ``phases``: where
-    the run's timed phases are added (a new record when None)."""
+    """Train the cohort on ``pool`` (texts, withheld intents: they only score pseudo-labels; :func:`draw_pool`),
+    measured on ``measure`` before and after; ``probe`` chooses the teacher when ``settings`` names none.
+    ``out_dir``: the trainers' scratch folder; ``phases``: where the run's timed phases are added (a new record
+    when None); ``teacher_votes``: the teacher's votes on ``pool`` when the caller has them (sampled estimate)."""
+    if teacher_votes is not None and settings.estimate == "exact":
+        raise ValueError("teacher_votes: the exact estimate scores the pool with the teacher's distribution")
     phases = Phases() if phases is None else phases
     with phases.time("measure_before") as counts:
         before = {k: route_intents(m, tokenizers[k], list(measure[0])) for k, m in models.items()}
@@ -62,21 +73,25 @@ def run(
         probed = diversity({k: route_intents(m, tokenizers[k], list(probe[0])) for k, m in models.items()}, probe[1])
     if settings.teacher_reward and settings.teacher is None:
         settings = settings.replace(teacher=best_on_probe(probed))
-    order = list(range(len(pool)))
-    random.Random(seed).shuffle(order)
-    texts = [pool[i][0] for i in order[: settings.pool]]
-    gold = [pool[i][1] for i in order[: settings.pool]]  # withheld: only the pseudo-label accuracy reads them
-    train = train_cohort_exact if settings.estimate == "exact" else train_cohort
-    result = train(models, tokenizers, texts, settings, out_dir, gold=gold, seed=seed, say=say)
+    texts, gold = list(pool[0]), list(pool[1])
+    if settings.estimate == "exact":
+        result = train_cohort_exact(models, tokenizers, texts, settings, out_dir, gold=gold, seed=seed, say=say)
+    else:
+        result = train_cohort(
+            models, tokenizers, texts, settings, out_dir, gold=gold, seed=seed, say=say, teacher_votes=teacher_votes
+        )
     # lock-step GRPO: rollouts and updates; exact: the teacher's scoring and each learner's updates
     phases.add(f"cohort_{settings.estimate}", result.seconds, episodes=result.routings)
-    members = {name: _measured(result, name, tokenizers[name], before[name], measure, seed, phases) for name in models}
-    return PeerRun(result.models, members, probed, settings, result.seconds, len(texts), len(measure[0]), phases)
+    members, votes = {}, {}
+    for name in models:
+        members[name], after = _measured(result, name, tokenizers[name], before[name], measure, seed, phases)
+        votes[name] = (before[name], after)
+    return PeerRun(result.models, members, probed, settings, result.seconds, len(texts), len(measure[0]), votes, phases)
 
 
 def _measured(
     result: Any, name: str, tokenizer: Any, before_votes: list, measure: Labelled, seed: int, phases: Phases
-) -> dict[str, Any]:
+) -> tuple[dict[str, Any], list]:
     """One member after training: accuracy before and after with the paired interval of its gain, collapse,
     agreement with each peer and its reward."""
     with phases.time("measure_after") as counts:
@@ -97,4 +112,4 @@ def _measured(
         "own_vote_acc": s.get("vote_acc_all", float("nan")),
         "reward_mean": s["reward_mean"],
         "steps": result.logs[name].steps,
-    }
+    }, after_votes

@@ -1,0 +1,76 @@
+"""RL-ADA's bootstrap as one run (../shared/SEEDS.md, RL-ADA): DA0 played on the validation scenarios, multi-turn
+GRPO on the gym against the simulator, validation every K steps, DA1 kept by `agent_rl.keep`; the result holds
+the validation figures of DA0 and DA1 side by side and where the GRPO time went."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sparring.settings import AgentRLSettings, CoevolutionSettings
+from sparring.timing import Phases
+from sparring.train.agent_rl import AgentRLResult, clear_scratch, train_agent_rl
+from sparring.world.scenarios import Scenario
+
+
+@dataclass
+class AgentRLRun:
+    result: AgentRLResult  # the trainer's: the validation curve, DA1's step, the GRPO result
+    metrics: dict[str, float]  # DA0's and DA1's validation figures, the chosen step, the GRPO's reward and cost
+    phases: Phases  # rollouts, then the updates with the validation plays between them
+
+
+def run(
+    da0_dir: Path,
+    simulator_dir: Path,
+    gym: Sequence[Scenario],
+    validation: Sequence[Scenario],
+    co: CoevolutionSettings,
+    rl: AgentRLSettings,
+    reward: Any,
+    out_dir: Path,
+    scratch: Path,
+    seed: int,
+    log: Callable[[str], None] | None = None,
+) -> AgentRLRun:
+    """DA0 (``da0_dir``) -> DA1 in ``out_dir``, training in ``scratch`` (a killed run resumes there; removed once
+    DA1 is in place). ``reward``: params' ``judge.reward`` weights; ``log``: a line per validation."""
+    kw = {"log": log} if log is not None else {}
+    result = train_agent_rl(da0_dir, simulator_dir, gym, validation, co, rl, reward, out_dir, scratch, seed=seed, **kw)
+    clear_scratch(scratch)
+    return AgentRLRun(result, _metrics(result), _phases(result))
+
+
+def _metrics(result: AgentRLResult) -> dict[str, float]:
+    """Validation at step 0 (DA0) and at the kept step (DA1), with what the GRPO cost and earned."""
+    start = next(row for row in result.curve if row["step"] == 0)
+    chosen = next(row for row in result.curve if row["step"] == result.step)
+    metrics = {
+        "chosen_step": float(result.step),
+        "resumed_from": float(result.resumed_from),
+        "train_seconds": round(result.seconds, 2),
+        **{f"val_{k}_da0": float(v) for k, v in start.items() if k != "step"},
+        **{f"val_{k}_da1": float(v) for k, v in chosen.items() if k != "step"},
+    }
+    if result.grpo is not None:
+        g = result.grpo
+        metrics.update(
+            grpo_seconds=g.seconds,
+            grpo_rollout_seconds=g.rollout_seconds,
+            grpo_rollout_episodes=float(g.rollout_episodes),
+            **{f"grpo_{k}": v for k, v in g.reward_stats().items()},
+        )
+    return metrics
+
+
+def _phases(result: AgentRLResult) -> Phases:
+    """Where the GRPO time went (main_job_profile reads it): rollouts (episodes and the judge), then the updates
+    with the validation plays the trainer's callback runs between them."""
+    phases = Phases()
+    if result.grpo is not None:
+        g = result.grpo
+        phases.add("grpo_rollouts", g.rollout_seconds, episodes=g.rollout_episodes)
+        phases.add("grpo_updates_and_validation", g.update_seconds, tokens=g.update_tokens)
+    return phases

@@ -1,0 +1,74 @@
+"""One RL-ADA co-evolution cycle as one run (../shared/SEEDS.md, RL-ADA): the state the previous cycle left (DA1
+and the simulator for the first), the arena, the weaker side's GRPO against its frozen opponent, the held-out
+figures after it. A cycle folder made from the same inputs (its fingerprint) is reused, not trained again."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sparring.catalog import AGENT_RL, SIMULATORS, cycle_dir
+from sparring.judge import Scorer
+from sparring.settings import CoevolutionSettings
+from sparring.train.cycle_state import CycleState
+from sparring.train.cycles import cycle_phases, is_finished, load_metrics, run_cycle_folder
+from sparring.world.scenarios import Scenario
+
+
+@dataclass
+class CycleRun:
+    state: CycleState  # the state the cycle leaves (agent, adversary pool, W_DA history, stop reason)
+    metrics: dict[str, Any]  # the cycle's figures (arena, training, held-out), as run_cycle wrote them
+    resumed: bool  # the folder was already made from these inputs: reused, nothing ran
+    phases: dict[str, dict[str, float]] = field(default_factory=dict)  # where this call's time went
+
+
+def previous_state(root: Path, k: int, max_cycles: int, simulator: str = "sft") -> CycleState:
+    """The state cycle k starts from: DA1 (agent_rl's) and the simulator (``coevolution.simulator``'s) for cycle
+    1, else cycle k-1's folder; a state past ``max_cycles`` (a profile with fewer cycles than the graph) is
+    marked stopped."""
+    if k == 1:
+        previous = CycleState(agent_dir=AGENT_RL, simulator_dir=SIMULATORS[simulator])
+    else:
+        previous = CycleState.load(root / cycle_dir(k - 1))
+    if not previous.stopped and previous.cycle >= max_cycles:
+        previous.stopped = "max_cycles"
+    return previous
+
+
+def run(
+    k: int,
+    root: Path,
+    scenarios: Mapping[str, Sequence[Scenario]],
+    judge: Callable[[], Scorer],
+    settings: CoevolutionSettings,
+    inputs: Mapping[str, Any],
+    seed: int,
+    log: Callable[[str], None] = lambda _: None,
+) -> CycleRun:
+    """Cycle ``k`` of the project at ``root`` into its folder (models/cycles/cycle_k). ``scenarios``: "train",
+    "heldout", "arena" and, for the unplayed agent gym, "gym"; ``judge`` builds the judge (not loaded for a
+    reused folder); ``inputs``: the cycle's fingerprint (:func:`~sparring.train.cycles.fingerprint`), which
+    decides whether a finished folder is reused."""
+    out = root / cycle_dir(k)
+    if is_finished(out, inputs):
+        log(f"cycle {k}: {out} was made from these inputs already: reusing it")
+        return CycleRun(CycleState.load(out), load_metrics(out), resumed=True)
+    state, metrics = run_cycle_folder(
+        previous_state(root, k, settings.max_cycles, settings.simulator),
+        k,
+        root,
+        out,
+        scenarios["train"],
+        scenarios["heldout"],
+        judge(),
+        settings,
+        inputs,
+        seed=seed,
+        agent_gym=scenarios.get("gym"),
+        arena_scenarios=scenarios["arena"],
+        log=log,
+    )
+    return CycleRun(state, metrics, resumed=False, phases=cycle_phases(metrics))

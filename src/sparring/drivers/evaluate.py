@@ -1,0 +1,130 @@
+"""The held-out evaluation as one run (../shared/METRICS.md): DA0, DA1, each cycle's agent, the final agent and each
+peer member played on held-out scenarios against the cooperative simulator (`_coop`), the scripted camouflaging
+customer (`_camo`) and the pool of adversary generations (`_advpool`), beside the goal-knowing expert's ceiling,
+with the paired gains DA1 − DA0, final − DA0 and final − DA1, cross-play, pass^k, the adversaries' strategies,
+the cycles, the peer cohort and both simulators' fidelity: metrics.json's document."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sparring.agents.scripted import ExpertAgent
+from sparring.catalog import (
+    AGENT_RL,
+    AGENT_SFT,
+    PEER_COHORT,
+    PEER_RL,
+    SIMULATOR_RL_FIDELITY,
+    SIMULATOR_SFT_FIDELITY,
+    Catalog,
+    cycle_dir,
+)
+from sparring.evaluate.episodes import compact_episodes, gains
+from sparring.evaluate.parallel import evaluate_heldout_parallel
+from sparring.evaluate.strategies import discover_strategies, strategy_records
+from sparring.judge import Scorer
+from sparring.params import Evaluate
+from sparring.settings import CoevolutionSettings
+from sparring.train.cycle_state import CycleState
+from sparring.train.cycles import load_metrics
+
+
+@dataclass
+class HeldoutRun:
+    document: dict[str, Any]  # metrics.json's (with the cycles' times, which the pipeline files apart)
+    episodes: list[dict[str, Any]]  # per-episode outcomes (ids and figures, no texts), for paired comparisons
+    phases: dict[str, Any]  # where the play's time went, and each worker's
+    worker_phases: list[dict[str, Any]]
+
+
+def run(
+    data: Catalog,
+    e: Evaluate,
+    co: CoevolutionSettings,
+    judge: Callable[[], Scorer],
+    expert: ExpertAgent,
+    n_cycles: int,
+    *,
+    profile: str,
+    seed: int,
+    torch_threads: int = 1,
+) -> HeldoutRun:
+    """Every agent of the project at ``data`` played on ``e.eval_scenarios`` held-out scenarios (``judge``: builds
+    the judge in each worker; ``expert``: the goal-knowing ceiling); ``n_cycles``: the cycle folders the graph made
+    (those that recorded a stop are skipped); ``profile``: the one whose results are read and recorded."""
+    peer = data.results(PEER_COHORT, profile)
+    agents, cycles, final = _agents(data, peer, n_cycles)
+    heldout = data.scenarios("heldout", e.eval_scenarios)
+    played = evaluate_heldout_parallel(
+        agents,
+        data.path(final.simulator_dir),
+        [data.path(d) for d in final.adversary_dirs],
+        heldout,
+        judge,
+        co,
+        workers=e.workers,
+        torch_threads=torch_threads,
+        seed=seed,
+        expert=expert,
+        cross_play_scenarios=e.cross_play_scenarios,
+        pass_k=e.pass_k,
+        pass_k_scenarios=e.pass_k_scenarios,
+        main_only=[name for name in agents if name.startswith("peer_")],  # routers: peer_rl measures them
+    )
+    episodes = compact_episodes(played.episodes)
+    records = [r for g, eps in sorted(played.adversary_episodes.items()) for r in strategy_records(eps, g - 1)]
+    strategies = discover_strategies(
+        records, n_generations=len(played.adversary_episodes), seed=seed, max_clusters=e.strategy_clusters
+    )
+    document = {
+        "profile": profile,
+        "seed": seed,
+        "n_heldout": len(heldout),
+        "agents": played.agents,
+        "ceiling": played.ceiling,
+        "gains": gains(episodes, seed=seed),  # {"da1-da0": {"advpool": [mean, low, high], ...}, ...}
+        "cross_play": played.cross_play,
+        "strategies": strategies,
+        "cycles": cycles,
+        "stop_reason": final.stopped,
+        "w_da_trajectory": final.w_da_history,
+        "adv_success_trajectory": final.adv_success_history,  # the arenas' adversary win rates, beside W_DA
+        "trained_history": final.trained_history,
+        "adversary_generations": len(final.adversary_dirs),
+        "peer": {k: v for k, v in (peer or {}).items() if k != "profile"},  # per-step logs stay in peer_rl's report
+        "simulator": simulator_summary(
+            data.results(SIMULATOR_SFT_FIDELITY, profile), data.results(SIMULATOR_RL_FIDELITY, profile)
+        ),
+    }
+    return HeldoutRun(document, episodes, played.phases, played.worker_phases)
+
+
+def simulator_summary(sft: dict[str, Any] | None, rl: dict[str, Any] | None) -> dict[str, Any]:
+    """metrics.json's `simulator`: both TRACER stages' fidelity on the same held-out sessions (simulator_rl measures
+    both, with the ending ceiling on them), or stage 1's own figures when stage 2 has not run."""
+    if rl is not None:
+        return {"sft": rl["sft"], "rl": rl["rl"], "ceiling": rl.get("ceiling", {})}
+    return {"sft": (sft or {}).get("sft", {})}
+
+
+def _agents(
+    data: Catalog, peer: dict[str, Any] | None, n_cycles: int
+) -> tuple[dict[str, Path], list[dict[str, Any]], CycleState]:
+    """The agents to play (DA0, DA1, each cycle's that ran, the final one, each peer member), the cycles' metrics,
+    and the state the last cycle left (the simulator and the adversary pool)."""
+    cycles = []  # the cycles that ran (the rest recorded that co-evolution had stopped)
+    agents: dict[str, Path] = {"da0": data.path(AGENT_SFT), "da1": data.path(AGENT_RL)}
+    for k in range(1, n_cycles + 1):
+        metrics = load_metrics(data.path(cycle_dir(k)))
+        if metrics.get("stopped"):
+            continue
+        cycles.append(metrics)
+        agents[f"cycle_{k}"] = data.path(CycleState.load(data.path(cycle_dir(k))).agent_dir)
+    final = CycleState.load(data.path(cycle_dir(n_cycles)))
+    agents["final"] = data.path(final.agent_dir)
+    for member in (peer or {}).get("members", {}):
+        agents[f"peer_{member}"] = data.path(PEER_RL) / member
+    return agents, cycles, final
