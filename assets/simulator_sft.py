@@ -1,19 +1,14 @@
-"""Asset `simulator_sft`: the customer simulator, stage 1 of TRACER (SFT on dialogues), with its fidelity."""
+"""Asset `simulator_sft`: the customer simulator, stage 1 of TRACER (SFT on dialogues), with its fidelity
+(sparring.drivers.simulator_sft)."""
 
 from __future__ import annotations
-
-from typing import Any
 
 from pipelines.checks import report_check
 from pipelines.stages import Plot, Stage, StageContext, StageOutput, stage_asset
 from sparring.catalog import FIDELITY, SIMULATOR_SFT
+from sparring.drivers.simulator_sft import run as run_simulator_sft
 from sparring.evaluate import checks
-from sparring.evaluate.fidelity import simulator_fidelity
 from sparring.lm.checkpoints import save_checkpoint
-from sparring.lm.models import build_model, count_parameters
-from sparring.lm.policies import LMPolicy
-from sparring.timing import Phases, sft_phases
-from sparring.train.tracer import scripted_episodes, simulator_conversations, train_simulator
 
 STAGE = Stage(
     name="simulator_sft",
@@ -35,52 +30,18 @@ STAGE = Stage(
 
 @stage_asset(STAGE)
 def simulator_sft(ctx: StageContext) -> StageOutput:
-    p, data, cfg, phases = ctx.params, ctx.catalog, ctx.params.simulator_sft, Phases()
-    tokenizer, utterances, dialogues = data.tokenizer(), data.utterances("train"), data.dialogues("train")
-    with phases.time("scripted_episodes") as counts:
-        # Ending as the persona's dialogues do, not all resolved: the simulator learns every ending (#58).
-        endings_from = dialogues if cfg.scripted_endings == "persona" else None
-        episodes = scripted_episodes(data.scenarios("train", cfg.scripted_episodes), p.seed, dialogues=endings_from)
-        counts["episodes"] = len(episodes)
-    conversations = simulator_conversations(dialogues, utterances, episodes, seed=p.seed, max_utterances=cfg.openings)
-    with phases.time("build_model"):
-        model = build_model(p.model, tokenizer, seed=p.seed)
-    # The drills are for a model from config: a pretrained one reads its goal already.
-    result = train_simulator(
-        model, tokenizer, conversations, utterances, cfg, data.scratch(STAGE.name), seed=p.seed,
-        drills=p.model.name_or_path is None,
+    p, data = ctx.params, ctx.catalog
+    tokenizer, scenarios = data.tokenizer(), {name: data.scenarios(name) for name in ("train", "heldout")}
+    done = run_simulator_sft(
+        p.model, tokenizer, data.utterances("train"), (data.dialogues("train"), data.dialogues("test")), scenarios,
+        data.judge_models(), p.simulator_sft, data.scratch(STAGE.name), p.seed,
     )  # fmt: skip
-    sft_phases(phases, result)
-    ctx.log.curves(result.curves)
-    policy = LMPolicy(result.model, tokenizer, role="customer", max_new_tokens=cfg.max_new_tokens, greedy=True)
-    sessions: list[dict[str, Any]] = []  # per replayed session, no texts (docs/runs/)
-    with phases.time("fidelity") as counts:  # held-out episodes, replays, perplexity, judge models
-        fidelity = simulator_fidelity(
-            policy, data.scenarios("heldout", cfg.eval_scenarios), data.dialogues("test"), *data.judge_models(),
-            seed=p.seed, max_dialogues=cfg.eval_scenarios, sessions=sessions,
-        )  # fmt: skip
-        counts["episodes"] = int(fidelity.get("n_sim_episodes", 0) + fidelity.get("n_replayed", 0))
-    with phases.time("save_checkpoint"):  # the fidelity beside the weights: evaluate reads it (catalog.FIDELITY)
-        results = {FIDELITY: {"profile": p.profile, "sft": fidelity}}
-        save_checkpoint(result.model, tokenizer, data.path(SIMULATOR_SFT), results)
+    ctx.log.curves(done.curves)
+    with done.phases.time("save_checkpoint"):  # the fidelity beside the weights: evaluate reads it (catalog.FIDELITY)
+        results = {FIDELITY: {"profile": p.profile, "sft": done.fidelity}}
+        save_checkpoint(done.model, tokenizer, data.path(SIMULATOR_SFT), results)
         ctx.log.checkpoint(data.path(SIMULATOR_SFT), "")
-    metrics = {**fidelity, "parameters": count_parameters(result.model), "train_conversations": len(conversations)}
-    report = {"phases": phases.as_dict(), "sessions": sessions}
-    return StageOutput(metrics={**metrics, **_training_metrics(result)}, report=report)
-
-
-def _training_metrics(result: Any) -> dict[str, float]:
-    """The SFT phase's figures, and each drill's beside them."""
-    sft = result.phases["sft"]
-    metrics = {
-        "train_seconds": round(sft.seconds, 2),
-        "train_tokens_per_s": round(sft.tokens_per_s, 1),
-        "final_loss": sft.final_loss,
-    }
-    for name, phase in result.phases.items():
-        if name != "sft":
-            metrics.update({f"{name}_seconds": round(phase.seconds, 2), f"{name}_final_loss": phase.final_loss})
-    return metrics
+    return StageOutput(metrics=done.metrics, report={"phases": done.phases.as_dict(), "sessions": done.sessions})
 
 
 simulator_is_faithful = report_check(
