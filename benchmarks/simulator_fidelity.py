@@ -27,10 +27,12 @@ each ``--workdir/rl_seed_<n>`` gets DIR's data, judge, simulator_sft and DA0 and
 n, so the seeds differ in the RL's sampling and in the fidelity rollouts' sampling, not in the warm start.
 ``--set simulator_rl.grpo.learning_rate=1e-3`` (repeatable) sets a params.yaml value in each new copy (an arm: give
 it its own ``--workdir``).
-Prints a table per seed, the means and, last, one JSON
-object ``{"sft": {metric: mean}, "rl": {...}, "seeds": {label: {"sft": {...}, "rl": {...}, "rl_better_on": n,
-"ceiling": {...}}}, "rl_better_on": n, "faithfulness_kept": bool}``. Exit 2, naming the path, when a run or
-report is missing.
+Prints a table per seed, the means and, last, one JSON object ``{"sft": {metric: mean}, "rl": {...}, "seeds":
+{label: {"sft": {...}, "rl": {...}, "rl_better_on": n, "ceiling": {...}}}, "rl_better_on": n, "faithfulness_kept":
+bool}``; ``--redraws K`` adds ``redrawn``: both simulators measured again under K more sampling seeds on the
+same sessions (means, spreads, each draw); ``--out FILE`` also writes it to FILE with each run's per-session
+records (session id, persona, real and simulated ending, trajectory distance, faithful; no texts) under
+``sessions``. Exit 2, naming the path, when a run or report is missing.
 """
 
 from __future__ import annotations
@@ -220,6 +222,40 @@ def ceilings_of(runs: dict[str, Path], n: dict[str, int], seeds: dict[str, int],
     return out
 
 
+REDRAWN = ("outcome_f1", "group_outcome_rate_error", "trajectory_distance", "sim_faithfulness", "discriminator_auc")
+
+
+def redraw(root: Path, profile: str, draws: int) -> dict[str, Any]:
+    """Both simulators of a finished run measured again on the same held-out sessions and scenarios under ``draws``
+    further sampling seeds (derived from the run's seed and the draw's number, none an RL seed): the mean and
+    spread of each ending figure per simulator and how many of the three compared figures RL wins on the means. One
+    draw of 120 sessions moves the group error by ~0.05 between seeds (docs/results.md), the size of the
+    differences being judged."""
+    from sparring.catalog import SIMULATOR_RL, SIMULATOR_SFT, Catalog
+    from sparring.evaluate.fidelity import simulator_fidelity
+    from sparring.lm.policies import LMPolicy
+    from sparring.params import load_params
+    from sparring.seeds import derive_seed
+
+    cfg, report = load_params(root / "params.yaml", profile).simulator_rl, read_report(root, profile)
+    data, seed = Catalog(root), int(report.get("seed", 0))
+    heldout, test = data.scenarios("heldout", cfg.eval_dialogues), data.dialogues("test")
+    judge = data.judge_models()
+    out: dict[str, Any] = {}
+    for side, folder in (("sft", SIMULATOR_SFT), ("rl", SIMULATOR_RL)):
+        model, tokenizer = data.checkpoint(folder)
+        policy = LMPolicy(model, tokenizer, role="customer", max_new_tokens=cfg.max_new_tokens,
+                          temperature=cfg.eval_temperature or 1.0, greedy=cfg.eval_temperature == 0)  # fmt: skip
+        kw = {"max_dialogues": cfg.eval_dialogues, "perplexity": False}
+        seeds = [derive_seed(seed, f"redraw_{i}") for i in range(1, draws + 1)]
+        rows = [simulator_fidelity(policy, heldout, test, *judge, seed=s, **kw) for s in seeds]
+        out[side] = {m: float(np.mean([r[m] for r in rows])) for m in REDRAWN}
+        out[side + "_sd"] = {m: float(np.std([r[m] for r in rows], ddof=1)) if draws > 1 else 0.0 for m in REDRAWN}
+        out[side + "_draws"] = [{m: r[m] for m in REDRAWN} for r in rows]
+    out["rl_better_on"] = better_count(out["sft"], out["rl"])
+    return out
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--run", action="append", default=[], help="LABEL=DIR: a project folder that ran simulator_rl")
@@ -236,6 +272,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--played-draws", type=int, default=20, help="draws of the played ceiling (0: skip it)")
     parser.add_argument(
         "--ceiling-only", type=int, metavar="N", help="only the ceiling of each --run's first N held-out sessions"
+    )
+    parser.add_argument(
+        "--redraws", type=int, default=0, help="measure both simulators again under this many sampling seeds"
+    )
+    parser.add_argument(
+        "--out", type=Path, help="write the summary and each run's per-session records (no texts) to this JSON file"
     )
     args = parser.parse_args(argv)
     if not args.run and not args.seeds:
@@ -264,6 +306,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     summary = summarize(reports, ceilings)
     print_tables(summary)
+    if args.redraws:
+        summary["redrawn"] = {label: redraw(root, args.profile, args.redraws) for label, root in runs.items()}
+        for label, r in summary["redrawn"].items():
+            print(f"\n{label}, {args.redraws} more draws: RL better on {r['rl_better_on']} of 3 (means)")
+            for m in REDRAWN:
+                sft, rl = f"{r['sft'][m]:.3f} ± {r['sft_sd'][m]:.3f}", f"{r['rl'][m]:.3f} ± {r['rl_sd'][m]:.3f}"
+                print(f"{m:28s} sft {sft}   rl {rl}")
+    if args.out:  # docs/runs/: every session's ending and distance per simulator, so the figures can be recomputed
+        sessions = {label: r.get("sessions", {}) for label, r in reports.items()}
+        args.out.write_text(json.dumps({**summary, "sessions": sessions}, indent=1) + "\n", encoding="utf-8")
     print(json.dumps(summary))
     return 0
 

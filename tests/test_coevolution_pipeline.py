@@ -435,6 +435,9 @@ def test_quick_run_trains_the_simulator_with_tracer_rewards_and_measures_both(un
     for side in ("sft", "rl"):
         assert report[side]["n_replayed"] == report["sft"]["n_replayed"] > 0
         assert 0.0 <= report[side]["agent_strict_pass"] <= 1.0
+        sessions = report["sessions"][side]  # per replayed session, the same ones for both simulators
+        assert len(sessions) == report[side]["n_replayed"] and not any("text" in k for k in sessions[0])
+        assert [r["session_id"] for r in sessions] == [r["session_id"] for r in report["sessions"]["sft"]]
     sft, rl = (load_file(root / "models" / name / "model.safetensors") for name in ("simulator_sft", "simulator_rl"))
     assert sft.keys() == rl.keys() and any(not sft[k].equal(rl[k]) for k in sft)
     script = ROOT / "benchmarks" / "simulator_fidelity.py"

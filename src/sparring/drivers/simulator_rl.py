@@ -11,7 +11,7 @@ from typing import Any
 import polars as pl
 
 from sparring.evaluate.ending_ceiling import simulator_ceiling
-from sparring.evaluate.fidelity import simulator_fidelity
+from sparring.evaluate.fidelity import better_count, simulator_fidelity
 from sparring.judge.rewards import TrainedBackend
 from sparring.lm.policies import LMPolicy
 from sparring.settings import SimulatorRLSettings
@@ -27,11 +27,31 @@ class SimulatorRun:
     sft: dict[str, float]  # the SFT simulator's fidelity
     rl: dict[str, float]  # the RL simulator's, on the same sessions and scenarios
     ceiling: dict[str, float]  # the persona-rate sampler's ending fidelity (empty without ceiling draws)
+    sessions: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # per simulator, per replayed session
     phases: Phases = field(default_factory=Phases)
 
     def fidelity(self) -> dict[str, dict[str, float]]:
         """metrics.json's `simulator`: both stages' fidelity and the ceiling."""
         return {"sft": self.sft, "rl": self.rl, "ceiling": self.ceiling}
+
+    def metrics(self) -> dict[str, float]:
+        """Both simulators' fidelity side by side, how many figures RL wins, the training's first and last step."""
+        result, history = self.result, self.history
+        metrics = {
+            **{f"sft.{k}": v for k, v in self.sft.items()},
+            **{f"rl.{k}": v for k, v in self.rl.items()},
+            **{f"ceiling.{k}": v for k, v in self.ceiling.items()},
+            "rl_better_on": better_count(self.sft, self.rl),  # of outcome F1, group error, trajectory distance
+            "train_seconds": round(result.seconds, 2),
+            "train_episodes": result.rollout_episodes,
+            # the rewards TRL saw are group-normalized (mean 0 by construction): the raw parts per step say more
+            "train_frac_zero_std_groups": result.reward_stats().get("frac_zero_std_groups", 0.0),
+        }
+        if history:
+            first, last = history[0], history[-1]
+            metrics.update({f"train_first_{k}": v for k, v in first.items() if k != "step"})
+            metrics.update({f"train_last_{k}": v for k, v in last.items() if k != "step"})
+        return metrics
 
 
 def run(
@@ -51,8 +71,9 @@ def run(
     ``judge``: the oracle and discriminator. ``phases``: where the timed phases are added."""
     phases = Phases() if phases is None else phases
     measure = _measure(tokenizer, da0, judge, dialogues[1], heldout, settings, agent_max_new_tokens, seed)
+    sessions: dict[str, list[dict[str, Any]]] = {"sft": [], "rl": []}  # per replayed session, no texts
     with phases.time("fidelity_sft") as counts:  # before training: GRPO trains these weights in place
-        sft = measure(model)
+        sft = measure(model, sessions["sft"])
         counts["episodes"] = int(sft.get("n_sim_episodes", 0) + sft.get("n_replayed", 0))
     from sparring.judge.oracle import embed  # deferred: loads the MiniLM encoder
 
@@ -62,7 +83,7 @@ def run(
         )
         counts["episodes"] = result.rollout_episodes
     with phases.time("fidelity_rl") as counts:
-        rl = measure(result.model)
+        rl = measure(result.model, sessions["rl"])
         counts["episodes"] = int(rl.get("n_sim_episodes", 0) + rl.get("n_replayed", 0))
     ceiling: dict[str, float] = {}
     if settings.ceiling_draws:
@@ -70,7 +91,7 @@ def run(
             test = dialogues[1].head(settings.eval_dialogues)
             counts["episodes"] = settings.ceiling_draws * len(test)
             ceiling = simulator_ceiling(dialogues[0], test, settings.ceiling_draws, seed)
-    return SimulatorRun(result, history, sft, rl, ceiling, phases)
+    return SimulatorRun(result, history, sft, rl, ceiling, sessions, phases)
 
 
 def _measure(
@@ -82,13 +103,13 @@ def _measure(
     settings: SimulatorRLSettings,
     agent_max_new_tokens: int,
     seed: int,
-) -> Callable[[Any], dict[str, float]]:
+) -> Callable[[Any, list[dict[str, Any]]], dict[str, float]]:
     """A simulator's fidelity, every simulator measured alike. Sampled, not greedy: a simulator stands for a
     population of customers, and greedy decoding would give every context one ending, so no persona's ending rates
     could match the real ones."""
     t = settings.eval_temperature
 
-    def measure(model: Any) -> dict[str, float]:
+    def measure(model: Any, sessions: list[dict[str, Any]]) -> dict[str, float]:
         agent = LMPolicy(da0, tokenizer, role="agent", max_new_tokens=agent_max_new_tokens, greedy=True)
         policy = LMPolicy(
             model,
@@ -99,7 +120,14 @@ def _measure(
             greedy=t == 0,
         )
         return simulator_fidelity(
-            policy, heldout, test, *judge, seed=seed, max_dialogues=settings.eval_dialogues, agent_under_test=agent
+            policy,
+            heldout,
+            test,
+            *judge,
+            seed=seed,
+            max_dialogues=settings.eval_dialogues,
+            agent_under_test=agent,
+            sessions=sessions,
         )
 
     return measure
