@@ -420,9 +420,10 @@ def test_agent_rl_chooses_da1_on_validation_scenarios_and_plays_no_held_out_one(
     assert not (root / "scratch" / "agent_rl").exists()  # the trainer's checkpoints go once DA1 is in place
 
 
-def test_quick_run_trains_the_simulator_with_tracer_rewards_and_measures_both(uninterrupted):
+def test_quick_run_trains_the_simulator_with_tracer_rewards_and_measures_both(uninterrupted, tmp_path):
     """TRACER stage 2 end to end on quick: GRPO moved the simulator's weights, each step's reward parts are logged,
-    both simulators were measured on the same held-out sessions, and the fidelity benchmark reads the run."""
+    both simulators were measured on the same held-out sessions (each session recorded), and the fidelity
+    benchmark reads the run, redraws both simulators and writes the per-session file."""
     from safetensors.torch import load_file
 
     root, _ = uninterrupted
@@ -441,14 +442,21 @@ def test_quick_run_trains_the_simulator_with_tracer_rewards_and_measures_both(un
     sft, rl = (load_file(root / "models" / name / "model.safetensors") for name in ("simulator_sft", "simulator_rl"))
     assert sft.keys() == rl.keys() and any(not sft[k].equal(rl[k]) for k in sft)
     script = ROOT / "benchmarks" / "simulator_fidelity.py"
+    out = tmp_path / "fidelity.json"
     done = subprocess.run(
-        [sys.executable, str(script), "--run", f"seed0={root}", "--profile", "quick"], capture_output=True, text=True
+        [sys.executable, str(script), "--run", f"seed0={root}", "--profile", "quick", "--redraws", "2", "--out", out],
+        capture_output=True,
+        text=True,
     )
     assert done.returncode == 0, done.stderr
     doc = json.loads(done.stdout.strip().splitlines()[-1])
     for side in ("sft", "rl"):
         assert doc[side]["outcome_f1"] == report[side]["outcome_f1"]
+        redrawn = doc["redrawn"]["seed0"]  # two more sampling seeds per simulator, their mean the figure
+        draws = [d["outcome_f1"] for d in redrawn[f"{side}_draws"]]
+        assert len(draws) == 2 and redrawn[side]["outcome_f1"] == pytest.approx(sum(draws) / 2)
     assert doc["seeds"]["seed0"]["rl_better_on"] in (0, 1, 2, 3)
+    assert json.loads(out.read_text())["sessions"]["seed0"] == report["sessions"]  # what docs/runs/ commits
 
 
 def _summary_table(markdown: str) -> dict[str, dict[str, str]]:
