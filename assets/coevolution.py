@@ -15,7 +15,6 @@ contents, the cycle code): after a crash in cycle k, a rerun reuses cycles 1..k-
 from __future__ import annotations
 
 import time
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +22,7 @@ from dagster import MetadataValue
 
 from pipelines.graph_shape import PARAMS_FILE, cycle_name, n_cycles
 from pipelines.stages import Plot, Stage, StageContext, StageOutput, stage_asset, stage_deps
-from sparring.catalog import AGENT_RL, JUDGE, SCENARIOS, SIMULATORS, cycle_dir, load_judge
+from sparring.catalog import AGENT_RL, JUDGE, SCENARIOS, SIMULATORS, cycle_dir
 from sparring.drivers.coevolution import run as run_cycle
 from sparring.params import some_profile_plays_rl_simulator
 from sparring.train.cycle_state import CycleState
@@ -125,17 +124,7 @@ def make_cycle_asset(stage: Stage, k: int) -> Any:
         began = time.perf_counter()
         print_ = cycle_fingerprint(ctx, k)
         phases = {"fingerprint": {"seconds": time.perf_counter() - began}}
-        names = ("train", "heldout", "arena", *(("gym",) * (cfg.agent_gym == "unplayed")))
-        done = run_cycle(
-            k,
-            ctx.root,
-            {name: data.scenarios(name) for name in names},
-            partial(load_judge, data.path(JUDGE), p.judge, cfg.agent_grpo.max_turns),
-            cfg,
-            print_,
-            seed=p.seed,
-            log=ctx.dagster.log.info,
-        )
+        done = run_cycle(k, data, p.judge, cfg, print_, seed=p.seed, log=ctx.dagster.log.info)
         state, metrics = done.state, done.metrics
         phases.update(done.phases)  # a reused cycle's figures are its first run's: not this one's
         if not done.resumed and metrics.get("trained") in ("agent", "adversary"):

@@ -51,6 +51,7 @@ from typing import Any
 import numpy as np
 
 from benchmarks.run_folders import BadRun, copy_command, parse_runs, prepare_copy
+from sparring.atomic import write_json
 from sparring.evaluate.fidelity import better_count
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -225,27 +226,25 @@ def ceilings_of(runs: dict[str, Path], n: dict[str, int], seeds: dict[str, int],
 REDRAWN = ("outcome_f1", "group_outcome_rate_error", "trajectory_distance", "sim_faithfulness", "discriminator_auc")
 
 
-def redraw(root: Path, profile: str, draws: int) -> dict[str, Any]:
-    """Both simulators of a finished run measured again on the same held-out sessions and scenarios under ``draws``
-    further sampling seeds (derived from the run's seed and the draw's number, none an RL seed): the mean and
-    spread of each ending figure per simulator and how many of the three compared figures RL wins on the means. One
-    draw of 120 sessions moves the group error by ~0.05 between seeds (docs/results.md), the size of the
-    differences being judged."""
+def redraw(root: Path, report: dict[str, Any], profile: str, draws: int) -> dict[str, Any]:
+    """Both simulators of a finished run (``report``: its simulator_rl report) measured again on the same held-out
+    sessions and scenarios under ``draws`` further sampling seeds (derived from the run's seed and the draw's
+    number, none an RL seed): the mean and spread of each ending figure per simulator and how many of the three
+    compared figures RL wins on the means. One draw of 120 sessions moves the group error by ~0.05 between seeds
+    (docs/results.md), the size of the differences being judged."""
     from sparring.catalog import SIMULATOR_RL, SIMULATOR_SFT, Catalog
+    from sparring.drivers.simulator_rl import measured_policy
     from sparring.evaluate.fidelity import simulator_fidelity
-    from sparring.lm.policies import LMPolicy
     from sparring.params import load_params
     from sparring.seeds import derive_seed
 
-    cfg, report = load_params(root / "params.yaml", profile).simulator_rl, read_report(root, profile)
+    cfg = load_params(root / "params.yaml", profile).simulator_rl
     data, seed = Catalog(root), int(report.get("seed", 0))
     heldout, test = data.scenarios("heldout", cfg.eval_dialogues), data.dialogues("test")
     judge = data.judge_models()
     out: dict[str, Any] = {}
     for side, folder in (("sft", SIMULATOR_SFT), ("rl", SIMULATOR_RL)):
-        model, tokenizer = data.checkpoint(folder)
-        policy = LMPolicy(model, tokenizer, role="customer", max_new_tokens=cfg.max_new_tokens,
-                          temperature=cfg.eval_temperature or 1.0, greedy=cfg.eval_temperature == 0)  # fmt: skip
+        policy = measured_policy(*data.checkpoint(folder), cfg)
         kw = {"max_dialogues": cfg.eval_dialogues, "perplexity": False}
         seeds = [derive_seed(seed, f"redraw_{i}") for i in range(1, draws + 1)]
         rows = [simulator_fidelity(policy, heldout, test, *judge, seed=s, **kw) for s in seeds]
@@ -307,7 +306,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     summary = summarize(reports, ceilings)
     print_tables(summary)
     if args.redraws:
-        summary["redrawn"] = {label: redraw(root, args.profile, args.redraws) for label, root in runs.items()}
+        summary["redrawn"] = {
+            label: redraw(root, reports[label], args.profile, args.redraws) for label, root in runs.items()
+        }
         for label, r in summary["redrawn"].items():
             print(f"\n{label}, {args.redraws} more draws: RL better on {r['rl_better_on']} of 3 (means)")
             for m in REDRAWN:
@@ -315,7 +316,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(f"{m:28s} sft {sft}   rl {rl}")
     if args.out:  # docs/runs/: every session's ending and distance per simulator, so the figures can be recomputed
         sessions = {label: r.get("sessions", {}) for label, r in reports.items()}
-        args.out.write_text(json.dumps({**summary, "sessions": sessions}, indent=1) + "\n", encoding="utf-8")
+        write_json({**summary, "sessions": sessions}, args.out)  # atomic: no half-written file where one stood
     print(json.dumps(summary))
     return 0
 

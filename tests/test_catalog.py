@@ -107,9 +107,9 @@ def test_catalog_loads_what_the_stages_write(tmp_path):
 
 
 def test_saved_results_round_away_float_noise():
+    """Two runs whose fidelity differs by MiniLM's ~1e-8 noise save the same bytes (the cycles digest the folder)."""
     from sparring.atomic import stable_results
 
-    """Two runs whose fidelity differs by MiniLM's ~1e-8 noise save the same bytes (the cycles digest the folder)."""
     a = {"profile": "quick", "sft": {"trajectory_distance": 0.8965719618161364, "n": 3, "ok": True}, "ci": [0.1, 0.2]}
     b = {"profile": "quick", "sft": {"trajectory_distance": 0.8965719646010155, "n": 3, "ok": True}, "ci": (0.1, 0.2)}
     assert stable_results(a) == stable_results(b)

@@ -170,4 +170,4 @@ def test_no_asset_imports_another_and_only_the_definitions_module_imports_assets
         for name, line in imported_names(path, module_name(path)):
             if name.split(".")[0] in ("assets", "pipelines"):
                 bad.append(f"{path.relative_to(root)}:{line} imports {name}")
-    assert not bad, "imports of the assets outside pipelines/definitions.py:\n" + "\n".join(bad)
+    assert not bad, "assets imported outside pipelines/definitions.py, or pipelines by the library:\n" + "\n".join(bad)

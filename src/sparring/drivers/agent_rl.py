@@ -4,7 +4,7 @@ the validation figures of DA0 and DA1 side by side and where the GRPO time went.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,12 +33,10 @@ def run(
     out_dir: Path,
     scratch: Path,
     seed: int,
-    log: Callable[[str], None] | None = None,
 ) -> AgentRLRun:
-    """DA0 (``da0_dir``) -> DA1 in ``out_dir``, training in ``scratch`` (a killed run resumes there; removed once
-    DA1 is in place). ``reward``: params' ``judge.reward`` weights; ``log``: a line per validation."""
-    kw = {"log": log} if log is not None else {}
-    result = train_agent_rl(da0_dir, simulator_dir, gym, validation, co, rl, reward, out_dir, scratch, seed=seed, **kw)
+    """:func:`~sparring.train.agent_rl.train_agent_rl` (DA0 -> DA1 in ``out_dir``, training in ``scratch``, where a
+    killed run resumes), then ``scratch`` removed once DA1 is in place, and the figures measured around it."""
+    result = train_agent_rl(da0_dir, simulator_dir, gym, validation, co, rl, reward, out_dir, scratch, seed=seed)
     clear_scratch(scratch)
     return AgentRLRun(result, _metrics(result), _phases(result))
 

@@ -4,17 +4,16 @@ figures after it. A cycle folder made from the same inputs (its fingerprint) is 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sparring.catalog import AGENT_RL, SIMULATORS, cycle_dir
-from sparring.judge import Scorer
+from sparring.catalog import AGENT_RL, JUDGE, SIMULATORS, Catalog, cycle_dir, load_judge
+from sparring.params import Judge as JudgeParams
 from sparring.settings import CoevolutionSettings
 from sparring.train.cycle_state import CycleState
 from sparring.train.cycles import cycle_phases, is_finished, load_metrics, run_cycle_folder
-from sparring.world.scenarios import Scenario
 
 
 @dataclass
@@ -40,35 +39,33 @@ def previous_state(root: Path, k: int, max_cycles: int, simulator: str = "sft") 
 
 def run(
     k: int,
-    root: Path,
-    scenarios: Mapping[str, Sequence[Scenario]],
-    judge: Callable[[], Scorer],
+    data: Catalog,
+    judge: JudgeParams,
     settings: CoevolutionSettings,
     inputs: Mapping[str, Any],
     seed: int,
     log: Callable[[str], None] = lambda _: None,
 ) -> CycleRun:
-    """Cycle ``k`` of the project at ``root`` into its folder (models/cycles/cycle_k). ``scenarios``: "train",
-    "heldout", "arena" and, for the unplayed agent gym, "gym"; ``judge`` builds the judge (not loaded for a
-    reused folder); ``inputs``: the cycle's fingerprint (:func:`~sparring.train.cycles.fingerprint`), which
-    decides whether a finished folder is reused."""
-    out = root / cycle_dir(k)
+    """Cycle ``k`` of the project ``data`` into its folder (models/cycles/cycle_k), with the judge params'
+    ``judge``; ``inputs``: the cycle's fingerprint (:func:`~sparring.train.cycles.fingerprint`), which decides
+    whether a finished folder is reused (then neither its scenarios nor the judge are loaded)."""
+    out = data.path(cycle_dir(k))
     if is_finished(out, inputs):
         log(f"cycle {k}: {out} was made from these inputs already: reusing it")
         return CycleRun(CycleState.load(out), load_metrics(out), resumed=True)
     state, metrics = run_cycle_folder(
-        previous_state(root, k, settings.max_cycles, settings.simulator),
+        previous_state(data.root, k, settings.max_cycles, settings.simulator),
         k,
-        root,
+        data.root,
         out,
-        scenarios["train"],
-        scenarios["heldout"],
-        judge(),
+        data.scenarios("train"),
+        data.scenarios("heldout"),
+        load_judge(data.path(JUDGE), judge, settings.agent_grpo.max_turns),
         settings,
         inputs,
         seed=seed,
-        agent_gym=scenarios.get("gym"),
-        arena_scenarios=scenarios["arena"],
+        agent_gym=data.scenarios("gym") if settings.agent_gym == "unplayed" else None,
+        arena_scenarios=data.scenarios("arena"),
         log=log,
     )
     return CycleRun(state, metrics, resumed=False, phases=cycle_phases(metrics))

@@ -104,23 +104,12 @@ def _measure(
     agent_max_new_tokens: int,
     seed: int,
 ) -> Callable[[Any, list[dict[str, Any]]], dict[str, float]]:
-    """A simulator's fidelity, every simulator measured alike. Sampled, not greedy: a simulator stands for a
-    population of customers, and greedy decoding would give every context one ending, so no persona's ending rates
-    could match the real ones."""
-    t = settings.eval_temperature
+    """A simulator's fidelity, every simulator measured alike (:func:`measured_policy`)."""
 
     def measure(model: Any, sessions: list[dict[str, Any]]) -> dict[str, float]:
         agent = LMPolicy(da0, tokenizer, role="agent", max_new_tokens=agent_max_new_tokens, greedy=True)
-        policy = LMPolicy(
-            model,
-            tokenizer,
-            role="customer",
-            max_new_tokens=settings.max_new_tokens,
-            temperature=t or 1.0,
-            greedy=t == 0,
-        )
         return simulator_fidelity(
-            policy,
+            measured_policy(model, tokenizer, settings),
             heldout,
             test,
             *judge,
@@ -131,3 +120,13 @@ def _measure(
         )
 
     return measure
+
+
+def measured_policy(model: Any, tokenizer: Any, settings: SimulatorRLSettings) -> LMPolicy:
+    """A simulator as its fidelity is measured: sampled at ``eval_temperature``, not greedy, since a simulator stands
+    for a population of customers and greedy decoding would give every context one ending, so no persona's ending
+    rates could match the real ones."""
+    t = settings.eval_temperature
+    return LMPolicy(
+        model, tokenizer, role="customer", max_new_tokens=settings.max_new_tokens, temperature=t or 1.0, greedy=t == 0
+    )
