@@ -55,6 +55,7 @@ from transformers import TrainerCallback
 
 from benchmarks.agent_gym import overrides
 from sparring.agents.leaving import gives_up
+from sparring.atomic import write_json
 from sparring.catalog import load_judge
 from sparring.evaluate.crossplay import failure_kind, failure_rates
 from sparring.evaluate.episodes import paired_bootstrap
@@ -71,6 +72,7 @@ from sparring.train.cycle_state import CycleState
 from sparring.train.cycles import absolute
 from sparring.train.distributed_check import ConstantStyle
 from sparring.train.grpo import train_side
+from sparring.train.iapo import credit_summary, failure_weights
 from sparring.train.opponents import PerEpisodeOpponent
 from sparring.train.play import GameModels, against_pool, cooperative_customer
 from sparring.train.sft import train_sft
@@ -82,6 +84,7 @@ DEFAULT_ARMS = ("lr1e-4:learning_rate=1e-4", "lr3e-4:learning_rate=3e-4", "lr1e-
 SHOWN = ("strict_pass_advpool", "routing_acc_advpool", "strict_pass_coop", "routing_acc_coop")
 RFT_SFT = "epochs=1,warmup_steps=0,learning_rate=3e-4"  # one pass over a round's passes; a round is ~25 steps
 AFTER_NO = ("heard_no", "recovered_after_no", "left_after_")
+GRAPH_KEYS = ("graph_advpool", "graph_coop", "graph_refused_misroute_advpool", "graph_refused_misroute_coop")
 TRL_SIGNALS = ("kl", "entropy", "clip_ratio/region_mean", "loss", "grad_norm")  # TRL 1.16's log keys
 
 
@@ -127,7 +130,10 @@ class HeldoutCurve:
         self.turns = {"max_turns": a.max_turns, "max_calls_per_turn": a.max_calls_per_turn, "seed": heldout_seed(seed)}
         simulator = self.models.customer(state.simulator_dir, co.coop_temperature)
         self.coop = cooperative_customer(simulator, co.coop_opening)
-        self.pool = [self.models.adversary(d) for d in state.adversary_dirs or [state.simulator_dir]]
+        dirs = state.adversary_dirs or [state.simulator_dir]
+        self.pool = [self.models.adversary(d) for d in dirs]
+        self.opponents = {"_coop": ["_coop"], "_advpool": [Path(d).name for d in dirs]}  # who played scenario i
+        self.credit = (a.iapo_beta_plus, a.iapo_clip)
 
     def point(self, folder: Path | str) -> dict[str, Any]:
         agent = self.models.agent_policy_of(folder, greedy=True)
@@ -141,9 +147,37 @@ class HeldoutCurve:
             row.update({k: v for k, v in failure_rates(episodes, suffix).items() if v})
             row.update(after_a_no(episodes, suffix))
             row.update(left_after(episodes, suffix))
-            by_id = {ep.scenario.scenario_id: int(bool(ep.outcome.strict_pass)) for ep in episodes}
-            row[f"passes{suffix}"] = [by_id[s.scenario_id] for s in self.held]
+            by_id = {ep.scenario.scenario_id: ep for ep in episodes}
+            row[f"passes{suffix}"] = [int(bool(by_id[s.scenario_id].outcome.strict_pass)) for s in self.held]
+            names = self.opponents[suffix]
+            row[f"outcomes{suffix}"] = [  # (scenario id, opponent, strict pass, failure kind) for --arms-json
+                [s.scenario_id, names[i % len(names)], int(bool(by_id[s.scenario_id].outcome.strict_pass)),
+                 failure_kind(by_id[s.scenario_id]) or ""]
+                for i, s in enumerate(self.held)
+            ]  # fmt: skip
+            row[f"act_reached{suffix}"] = sum(acted(ep) for ep in episodes) / max(1, len(episodes))
+            row[f"graph{suffix}"] = credit_summary(episodes, [ep.agent_mask for ep in episodes], *self.credit)
+            lost = [ep for ep in episodes if failure_kind(ep) in ("refused", "misroute")]
+            row[f"graph_refused_misroute{suffix}"] = failure_weights(lost, [ep.agent_mask for ep in lost], *self.credit)
         return row
+
+
+def acted(episode: Any) -> bool:
+    """Whether the agent called any tool that acts (not a read, a question or the end)."""
+    return any(c.name not in NOT_ACTS for c in episode.log.tool_calls())
+
+
+def collapse(point: dict[str, Any], start: dict[str, Any]) -> str:
+    """Why a checkpoint counts as collapsed ("" when it does not), so it is reported, not averaged in: its agent
+    stopped reaching the act (under half the start's share of pool episodes), or one action carries nearly all
+    of its episodes' routed mass (≥ 0.9 on average, where the start's does not)."""
+    reached, before = point["act_reached_advpool"], start["act_reached_advpool"]
+    if reached < 0.5 * before:
+        return f"no act: {reached:.2f} of pool episodes reach an act (start {before:.2f})"
+    top, top_before = point["graph_advpool"]["top_action_mass_mean"], start["graph_advpool"]["top_action_mass_mean"]
+    if top >= 0.9 > top_before:
+        return f"one action dominates: it carries {top:.2f} of an episode's routed mass (start {top_before:.2f})"
+    return ""
 
 
 def after_a_no(episodes: list[Any], suffix: str) -> dict[str, float]:
@@ -220,7 +254,7 @@ def beside_start(curve: HeldoutCurve, start: dict[str, Any], folder: Path, name:
     pool and ``_coop`` strict PASS: a change to the warm start measured without a second simulator or judge."""
     row = curve.point(folder)
     print(f"{name}: " + ", ".join(f"{k} {row[k]:.3f}" for k in SHOWN), flush=True)
-    figures = {k: v for k, v in row.items() if not k.startswith("passes_")}
+    figures = {k: v for k, v in row.items() if not k.startswith(("passes_", "outcomes_"))}
     figures["passes"] = {suffix: row[f"passes_{suffix}"] for suffix in ("advpool", "coop")}  # for --runs-json
     for suffix in ("advpool", "coop"):
         low, high = paired_bootstrap(start[f"passes_{suffix}"], row[f"passes_{suffix}"], seed=seed)
@@ -345,6 +379,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--runs-json", type=Path, default=None, help="write the starts' per-scenario strict PASS (ids, 0/1) here"
     )
+    parser.add_argument(
+        "--arms-json",
+        type=Path,
+        default=None,
+        help="write every checkpoint's per-scenario outcomes (id, opponent, strict pass, failure kind) here",
+    )
     args = parser.parse_args(argv)
     if args.every < 1 or (args.steps and args.steps < args.every):
         raise SystemExit("error: --every must be >= 1 and --steps 0 or >= --every")
@@ -405,6 +445,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.runs_json:  # per-scenario strict PASS of the start and every --also-start (ids and 0/1, no texts)
         flags = {name: {k: "".join(str(int(v)) for v in p) for k, p in row.items()} for name, row in played.items()}
         args.runs_json.write_text(json.dumps({"scenario_ids": [s.scenario_id for s in held], "strict_pass": flags}))
+    outcomes: dict[str, Any] = {"start": {k: start[f"outcomes_{k}"] for k in ("advpool", "coop")}, "arms": {}}
     out: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="sparring-curve-") as scratch:
         runs = {name: ("grpo", s) for name, s in arms.items()}
@@ -421,25 +462,34 @@ def main(argv: list[str] | None = None) -> int:
             played = {0: start}
             # the last first: a run cut short still reports where its arm ended
             for step in [steps[-1], *steps[1:-1]] if len(steps) > 1 else []:
-                played[step] = curve.point(arm["kept"][step])
-                row = played[step]
+                played[step] = row = curve.point(arm["kept"][step])
                 print(f"  {name} step {step:3d}: " + ", ".join(f"{k} {row[k]:.3f}" for k in SHOWN), flush=True)
+                if args.arms_json:  # after every checkpoint: a run cut short keeps what it measured
+                    kept = outcomes["arms"].setdefault(name, {"seed": args.seed, "checkpoints": {}})["checkpoints"]
+                    kept[str(step)] = {k: row[f"outcomes_{k}"] for k in ("advpool", "coop")}
+                    write_json({"scenario_ids": [sc.scenario_id for sc in held], **outcomes}, args.arms_json)
             points = [played[step] for step in steps]
             low, high = paired_bootstrap(start["passes_advpool"], points[-1]["passes_advpool"], seed=args.seed)
+            collapsed = {step: why for step, row in zip(steps, points, strict=True) if (why := collapse(row, start))}
             out[name] = {
                 "steps": steps,
                 **{k: [row[k] for row in points] for k in SHOWN},
                 "failures": [{k: v for k, v in row.items() if k.startswith("failure_")} for row in points],
                 "after_no": [{k: v for k, v in row.items() if k.startswith(AFTER_NO)} for row in points],
+                "act_reached_advpool": [row["act_reached_advpool"] for row in points],
+                "graph": [{k: row[k] for k in GRAPH_KEYS} for row in points],
+                "collapsed": collapsed,
                 "gain_ci": [low, high],
                 "seed": args.seed,
                 **{k: v for k, v in arm.items() if k != "kept"},
             }
             gain = points[-1]["strict_pass_advpool"] - start["strict_pass_advpool"]
             print(f"  {name}: pool strict PASS gain {gain:+.3f} [{low:+.3f}, {high:+.3f}]", flush=True)
+            for step, why in collapsed.items():
+                print(f"  {name} step {step}: COLLAPSED ({why}): report it, do not average it in", flush=True)
     if args.plot:
         plot(out, start, args.plot)
-    head = {k: v for k, v in start.items() if not k.startswith("passes_")}
+    head = {k: v for k, v in start.items() if not k.startswith(("passes_", "outcomes_"))}
     gym_note = {"scenarios": len(gym), "fresh": bool(args.fresh_gym), "file": str(args.gym_file or "")}
     print(
         json.dumps(

@@ -36,3 +36,23 @@ def customer(text: str) -> dict:
 def test_the_agents_last_message_before_the_customer_left_is_named(last, called, kind):
     messages = [customer("I need help"), said("Hello", "lookup_account"), last, customer("Thanks, bye!")]
     assert curve.left_kind(messages, called, "fees_and_rates") == kind
+
+
+def checkpoint(acted: float, top: float) -> dict:
+    return {"act_reached_advpool": acted, "graph_advpool": {"top_action_mass_mean": top}}
+
+
+@pytest.mark.parametrize(
+    "point, why",
+    [
+        (checkpoint(0.80, 0.30), ""),
+        (checkpoint(0.45, 0.30), ""),  # fewer acts than the start, not half as many
+        (checkpoint(0.30, 0.30), "no act: 0.30 of pool episodes reach an act (start 0.90)"),
+        (checkpoint(0.0, 0.30), "no act: 0.00 of pool episodes reach an act (start 0.90)"),
+        (checkpoint(0.80, 0.95), "one action dominates: it carries 0.95 of an episode's routed mass (start 0.30)"),
+    ],
+)
+def test_a_collapsed_checkpoint_is_named_so_it_is_not_averaged_in(point, why):
+    """An arm whose agent stopped reaching the act, or whose episodes became one action carrying the whole routed
+    mass, is reported as collapsed with the figure that says so."""
+    assert curve.collapse(point, checkpoint(0.90, 0.30)) == why

@@ -275,3 +275,58 @@ def make_credit_trainer(base: type) -> type:
     the rollout returns, per completion, its :func:`credit_batch` row as the ``token_credit`` field, and
     :func:`token_advantages` turns TRL's Â into the (B, T) advantages TRL's loss reads unchanged."""
     return token_advantage_trainer(base, token_advantages)
+
+
+# What the graph held: the figures a reader needs to see whether IAPO had anything to route ---------------------
+
+
+def credit_summary(
+    episodes: Sequence[Any], own_masks: Sequence[Sequence[int]], beta_plus: float, clip: float, reweighted: float = 0.1
+) -> dict[str, float]:
+    """Over the agent's ``episodes``: E⁺ and E⁻ edges and erring actions per episode, the share of actions (and of
+    tokens) whose w⁺ or w⁻ differs from 1 by more than ``reweighted``, and the largest share of an episode's
+    routed mass one action carries (mean and max; 1 action dominating is IAPO's collapse)."""
+    n = actions = moved_pos = moved_neg = tokens = moved_tokens = 0
+    support = failed = errors = top_mean = top_max = 0.0
+    for ep, own in zip(episodes, own_masks, strict=True):
+        graph = influence_graph(ep, "agent", own)
+        if not graph.lengths:
+            continue
+        w_pos, w_neg = routing_weights(graph, beta_plus, clip)
+        n, actions, tokens = n + 1, actions + len(graph.lengths), tokens + sum(graph.lengths)
+        support, failed, errors = support + len(graph.support), failed + len(graph.failed), errors + sum(graph.errors)
+        moved_pos += sum(abs(w - 1) > reweighted for w in w_pos)
+        moved_neg += sum(abs(w - 1) > reweighted for w in w_neg)
+        moved_tokens += sum(ln for ln, w in zip(graph.lengths, w_pos, strict=True) if abs(w - 1) > reweighted)
+        top = max(ln * w for ln, w in zip(graph.lengths, w_pos, strict=True)) / sum(graph.lengths)
+        top_mean, top_max = top_mean + top, max(top_max, top)
+    return {
+        "episodes": n,
+        "support_edges_per_episode": support / max(1, n),
+        "failed_edges_per_episode": failed / max(1, n),
+        "erring_actions_per_episode": errors / max(1, n),
+        "actions_per_episode": actions / max(1, n),
+        "share_actions_reweighted_pos": moved_pos / max(1, actions),
+        "share_actions_reweighted_neg": moved_neg / max(1, actions),
+        "share_tokens_reweighted_pos": moved_tokens / max(1, tokens),
+        "top_action_mass_mean": top_mean / max(1, n),
+        "top_action_mass_max": top_max,
+    }
+
+
+def failure_weights(episodes: Sequence[Any], own_masks: Sequence[Sequence[int]], beta_plus: float, clip: float) -> dict:
+    """In failed episodes (a negative Â, so w⁻): the mean weight of the erring actions and of the others, and the
+    share of such episodes with any erring action (no error, w⁻ = 1 everywhere: the blame stays uniform)."""
+    on_error, on_other, with_error = [], [], 0
+    for ep, own in zip(episodes, own_masks, strict=True):
+        graph = influence_graph(ep, "agent", own)
+        _, w_neg = routing_weights(graph, beta_plus, clip)
+        with_error += any(graph.errors)
+        for e, w in zip(graph.errors, w_neg, strict=True):
+            (on_error if e else on_other).append(w)
+    return {
+        "episodes": len(episodes),
+        "share_with_error": with_error / max(1, len(episodes)),
+        "w_neg_erring": sum(on_error) / len(on_error) if on_error else None,
+        "w_neg_other": sum(on_other) / len(on_other) if on_other else None,
+    }
