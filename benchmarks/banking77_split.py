@@ -43,6 +43,16 @@ def split_banking77(
     return {k: ([t for t, _ in v], [i for _, i in v]) for k, v in parts.items()}
 
 
+def split_row_ids(seed: int, intents: Sequence[str]) -> list[int]:
+    """The Banking77 train.csv row index (0-based, header excluded) of every row :func:`split_banking77` keeps, in
+    its split order (measure, probe, pool): ``random.shuffle``'s permutation depends on the length alone."""
+    frame = read_text_csv(BANKING77)
+    keep = set(intents)
+    ids = [i for i, intent in enumerate(frame["category"].to_list()) if intent in keep]
+    random.Random(seed).shuffle(ids)
+    return ids
+
+
 def quiet() -> contextlib.AbstractContextManager:
     """TRL's log dictionaries and warnings off the terminal."""
     sink = io.StringIO()

@@ -56,7 +56,9 @@ from benchmarks.banking77_split import (
     mean_gain,
     quiet,
     split_banking77,
+    split_row_ids,
 )
+from sparring.atomic import write_json
 from sparring.data.synthetic import generate_utterances
 from sparring.drivers.peer_rl import run as run_peer_rl
 from sparring.lm.chat import known_intents
@@ -339,7 +341,7 @@ def train_and_measure(
             teacher_votes=teacher_votes,
         )
     m_gold = data["measure"][1]
-    before_ok, after_ok = [], []
+    before_ok, after_ok, predictions = [], [], {}
     teacher = settings.teacher if reward == "teacher" else None  # untrained: its weights, and votes, never changed
     for k in names:
         member, (before_votes, after_votes) = done.members[k], done.votes[k]
@@ -353,6 +355,7 @@ def train_and_measure(
             entropy=member["entropy"],
             gain_ci=member["gain_ci"],
         )
+        predictions[k] = {"before": before_votes, "after": after_votes}  # for --runs-json
         before_ok.append(correct(before_votes, m_gold))
         after_ok.append(correct(after_votes, m_gold))
         if teacher is not None and k != teacher:  # did it learn the teacher's function, or the pool's labels?
@@ -383,7 +386,23 @@ def train_and_measure(
         "learners_gain_ci": learner_ci,
         "train_seconds": round(done.seconds, 1),
         "routings_per_s": done.phases.as_dict()[f"cohort_{settings.estimate}"]["episodes"] / done.seconds,
+        "predictions": predictions,
     }
+
+
+def write_runs(args: argparse.Namespace, seeds: list[int], predictions: dict[str, Any]) -> None:
+    """``--runs-json``: per seed, the measured rows' Banking77 ids (train.csv rows, 0-based) with their gold intents,
+    and each cohort's members' predicted intents before and after, in that order; the texts stay in the data."""
+    keep = intent_slice(args.intents)
+    out = {"n_measure": args.measure, "seeds": {}}
+    for seed in seeds:
+        gold = split_banking77(seed, args.measure, args.probe, keep)["measure"][1]
+        out["seeds"][str(seed)] = {
+            "measure_ids": split_row_ids(seed, keep)[: args.measure],
+            "gold": gold,
+            "cohorts": predictions[str(seed)],
+        }
+    write_json(out, args.runs_json)
 
 
 def main() -> None:
@@ -408,6 +427,7 @@ def main() -> None:
     ap.add_argument("--bound-only", action="store_true", help="stop after the bound table (no RL)")
     ap.add_argument("--pool", type=pool_size, help="unique pool utterances trained on, or all (default: steps x batch)")
     ap.add_argument("--warm-cache", help="a folder keeping each seed's warm starts for the next run")
+    ap.add_argument("--runs-json", type=Path, help="every member's predictions before / after (row ids, no texts)")
     if "--profile" in sys.argv[1:]:  # a profile's values become the defaults; flags on the command line still win
         known, _ = ap.parse_known_args()
         if known.profile:
@@ -422,6 +442,12 @@ def main() -> None:
             run, cost = run_seed(seed, args, Path(tmp) / f"seed{seed}")
             runs.append(run)
             costs.append(cost)
+    predictions = {
+        str(seed): {c: run[c].pop("predictions", None) for c in args.cohorts}
+        for seed, run in zip(seeds, runs, strict=True)
+    }
+    if args.runs_json and not args.bound_only:
+        write_runs(args, seeds, predictions)
     cohorts = {
         c: {"reward": COHORTS[c][1], "seeds": {str(seed): run[c] for seed, run in zip(seeds, runs, strict=True)}}
         for c in args.cohorts

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
 from collections import Counter
 from pathlib import Path
 
 import pytest
 import torch
 
+from benchmarks.banking77_split import BANKING77
 from sparring.data.synthetic import generate_utterances
 from sparring.lm.chat import known_intents
 from sparring.lm.models import is_peft
@@ -117,3 +119,21 @@ def test_name_rows_start_at_their_words_mean(smollm2_dir):
     assert torch.allclose(weight[row], weight[words].mean(dim=0))
     marker = tokenizer.convert_tokens_to_ids("<intent>")  # a marker keeps the resize's init
     assert marker >= len(base) and not torch.allclose(weight[marker], weight[row])
+
+
+def test_the_runs_json_names_each_measured_row_by_its_csv_row_and_holds_no_text(tmp_path):
+    """``--runs-json``: the measured rows' ids are train.csv rows whose category is the gold the interval was
+    computed on, in the split's order, beside each member's predictions; no utterance text is written."""
+    import polars as pl
+
+    bench = load_benchmark()
+    args = argparse.Namespace(intents=10, measure=6, probe=3, runs_json=tmp_path / "runs.json")
+    votes = {"before": ["card_arrival", None] * 3, "after": ["card_arrival"] * 6}
+    bench.write_runs(args, [3], {"3": {"heterogeneous_majority": {"llama": votes}}})
+    saved = json.loads(args.runs_json.read_text())["seeds"]["3"]
+    frame = pl.read_csv(BANKING77)
+    measured = bench.split_banking77(3, 6, 3, bench.intent_slice(10))["measure"]
+    assert [frame["text"][i] for i in saved["measure_ids"]] == measured[0]
+    assert [frame["category"][i] for i in saved["measure_ids"]] == saved["gold"] == measured[1]
+    assert saved["cohorts"]["heterogeneous_majority"]["llama"] == votes
+    assert not any(text in args.runs_json.read_text() for text in measured[0])
