@@ -7,6 +7,7 @@ import random
 
 import pytest
 
+from sparring.agents.clarify import confirm_question
 from sparring.agents.scripted import CooperativeCustomer, ExpertAgent
 from sparring.data.synthetic import generate_utterances, utterance_frame
 from sparring.lm.chat import ParsedCall, known_intents, render_agent_message
@@ -16,6 +17,8 @@ from sparring.rollout import run_episodes
 from sparring.train.iapo import (
     InfluenceGraph,
     action_runs,
+    credit_summary,
+    failure_weights,
     first_action_mask,
     group_normalized,
     iapo_token_weights,
@@ -25,7 +28,7 @@ from sparring.train.iapo import (
     token_weights,
 )
 from sparring.world.scenarios import sample_scenarios
-from sparring.world.vocab import INTENT_SPECS
+from sparring.world.vocab import INTENT_SPECS, TOOLS
 
 
 @pytest.fixture(scope="module")
@@ -209,3 +212,119 @@ def test_every_credit_choice_trains_through_trls_loss(tok, scenarios, credit, mo
     result = grpo.train_side(model, tok, "agent", CooperativeCustomer(), scenarios[:4], EvenTokens(), settings)
     assert len(built) == 2 and all(len(batch) == 4 and batch[0][0] == credit for batch in built)
     assert any(not torch.equal(a, b) for a, b in zip(before, result.model.parameters(), strict=True))
+
+
+def _actions(ep) -> list[str]:
+    return [e.text for e in ep.log.events if getattr(e, "role", None) == "agent"]
+
+
+def test_a_lookup_supports_every_account_level_call_made_on_its_identity(tok, scenarios):
+    """The world refuses account-level tools before ``lookup_account``: the action whose lookup identified the
+    customer supplied what every later one used, the id-free acts (card_acceptance's) included."""
+    episodes = run_episodes(scenarios, ExpertAgent(), CooperativeCustomer(), seed=0, tokenizer=tok)
+    checked = 0
+    for ep in episodes:
+        graph, actions = influence_graph(ep, "agent", ep.agent_mask), _actions(ep)
+        lookup = next(i for i, text in enumerate(actions) if "lookup_account" in text)
+        for call in ep.log.tool_calls():
+            if call.ok and TOOLS[call.name].needs_identity and call.name != "lookup_account":
+                j = next(i for i, text in enumerate(actions) if f"<call>{call.name}" in text)
+                assert (lookup, j) in graph.support, (call.name, graph.support)
+                checked += 1
+    assert checked >= len(episodes)  # every expert episode acts on the identity at least once
+
+
+def test_a_confirmed_intent_supports_the_act_on_it(tok, scenarios):
+    """The expert confirms before acting; the customer's yes is what the act on that intent used (E⁺)."""
+    episodes = run_episodes(scenarios, ExpertAgent(), CooperativeCustomer(), seed=0, tokenizer=tok)
+    confirmed = 0
+    for ep in episodes:
+        graph, actions = influence_graph(ep, "agent", ep.agent_mask), _actions(ep)
+        asks = [i for i, text in enumerate(actions) if "confirm_request" in text]
+        if not asks:
+            continue
+        act = next(i for i, text in enumerate(actions) if f"<call>{ep.scenario.tool}" in text)
+        assert (asks[0], act) in graph.support and not graph.failed and not any(graph.errors)
+        confirmed += 1
+    assert confirmed  # the fixture's scenarios hold confirmations
+
+
+class ActsOnARefusedIntent:
+    """An agent that looks up, confirms another intent than the customer's, hears a no, acts on it anyway, ends."""
+
+    tokenizer = None
+
+    def act(self, requests: list[TurnRequest]) -> list[TurnOutput]:
+        out = []
+        for r in requests:
+            spec = INTENT_SPECS[WRONG[r.scenario.intent]]
+            act = ParsedCall(spec.tool, {TOOLS[spec.tool].selector: spec.action} if spec.action else {})
+            plan = [ParsedCall("lookup_account", {}), ParsedCall("confirm_request", {"intent": spec.intent}), act]
+            done = sum(m["role"] == "assistant" for m in r.messages)
+            call = plan[done] if done < len(plan) else ParsedCall("end_conversation", {"resolution": "done"})
+            words = confirm_question(spec.intent) if done == 1 else "One moment."  # the words a customer answers
+            out.append(TurnOutput(render_agent_message(words, call)))
+        return out
+
+
+WRONG: dict[str, str] = {}  # intent -> an id-free intent of another tool (filled by the test)
+
+
+def test_a_refused_confirmation_is_an_error_and_acting_on_it_repeats_it(tok, scenarios):
+    """The customer's no to a confirmation is the paper's explicit rejection (e_i = 1), and the act on the refused
+    intent that follows is a failed use of it (E⁻): on a failure IAPO blames the confirmation above the lookup."""
+    id_free = [s for s in INTENT_SPECS.values() if s.target is None and not s.slot_args and s.tool != "lookup_account"]
+    for s in scenarios:
+        WRONG[s.intent] = next(o.intent for o in id_free if o.tool != INTENT_SPECS[s.intent].tool)
+    episodes = run_episodes(scenarios[:6], ActsOnARefusedIntent(), CooperativeCustomer(), seed=0, tokenizer=tok)
+    for ep in episodes:
+        graph = influence_graph(ep, "agent", ep.agent_mask)
+        assert ep.log.tool_calls()[2].ok  # the act itself ran: only the customer's no marks it wrong
+        assert graph.errors[:3] == [0, 1, 0] and (1, 2) in graph.failed and (0, 2) in graph.support
+        _, w_neg = routing_weights(graph, 0.05, 0.25)
+        assert w_neg[1] > w_neg[0]
+    blamed = failure_weights(episodes, [ep.agent_mask for ep in episodes], 0.05, 0.25)
+    assert blamed["share_with_error"] == 1 and blamed["w_neg_erring"] > 1 > blamed["w_neg_other"]
+
+
+def test_what_the_graph_held_is_summed_over_episodes(tok, scenarios):
+    """credit_summary over the expert's episodes: the identity and confirmation edges (≥ 1 E⁺ per episode), no
+    error, so a failure's blame would stay uniform (w⁻ = 1) while a success is routed (w⁺ moves some actions)."""
+    episodes = run_episodes(scenarios, ExpertAgent(), CooperativeCustomer(), seed=0, tokenizer=tok)
+    held = credit_summary(episodes, [ep.agent_mask for ep in episodes], 0.05, 0.25)
+    assert held["episodes"] == len(episodes) and held["support_edges_per_episode"] >= 1
+    assert held["failed_edges_per_episode"] == held["erring_actions_per_episode"] == 0
+    assert held["share_actions_reweighted_neg"] == 0 < held["share_actions_reweighted_pos"] <= 1
+    assert 0 < held["top_action_mass_mean"] <= held["top_action_mass_max"] < 1
+
+
+class ReportsDoneWithoutActing:
+    """An agent that looks up, reports the request done without acting (DA0's largest failure), and ends."""
+
+    tokenizer = None
+
+    def act(self, requests: list[TurnRequest]) -> list[TurnOutput]:
+        out = []
+        for r in requests:
+            done = sum(m["role"] == "assistant" for m in r.messages)
+            if done == 0:
+                out.append(TurnOutput(render_agent_message("One moment.", ParsedCall("lookup_account", {}))))
+            elif done == 1:
+                out.append(TurnOutput(render_agent_message("All done, I've taken care of that for you.", None)))
+            else:
+                end = ParsedCall("end_conversation", {"resolution": "done"})
+                out.append(TurnOutput(render_agent_message("Goodbye!", end)))
+        return out
+
+
+def test_a_done_report_the_world_contradicts_is_an_error(tok, scenarios):
+    """ "All done" with no act, in an episode whose world state never matched the goal, is a rule failure the
+    world can check (the judge's false_report): e_i = 1 there, so a failure's blame goes to the false report; the
+    expert's true report is no error (test_a_confirmed_intent_supports_the_act_on_it)."""
+    episodes = run_episodes(scenarios[:6], ReportsDoneWithoutActing(), CooperativeCustomer(), seed=0, tokenizer=tok)
+    for ep in episodes:
+        assert not ep.outcome.state_match
+        graph = influence_graph(ep, "agent", ep.agent_mask)
+        assert graph.errors[:2] == [0, 1]
+        _, w_neg = routing_weights(graph, 0.05, 0.25)
+        assert w_neg[1] == max(w_neg) > w_neg[0]

@@ -8,9 +8,14 @@ L = Σ L_i):
 1. The graph (:func:`influence_graph`), read exactly from the world's event log (``world/events.py``: every tool
    argument's ``ArgProvenance``) instead of the paper's LLM annotator:
    E⁺ (support use)  a_i -> a_j when a_j's argument came from a_i's tool result, or from a customer message that
-                     a_i elicited (the message right after a_i);
-   E⁻ (failed use)   a_i -> a_j when a_i erred and a_j retried its tool or used its (invalid) result;
-   e_i               1 when a_i's message was malformed, its call failed or was refused;
+                     a_i elicited (the message right after a_i); when a_i's lookup identified the customer an
+                     account-level a_j needs (refused without it); when a_j acts on the intent a_i's
+                     ``confirm_request`` had the customer confirm;
+   E⁻ (failed use)   a_i -> a_j when a_i erred and a_j retried its tool or used its (invalid) result, or acted on
+                     the intent the customer refused at a_i;
+   e_i               1 when a_i's message was malformed, its call failed or was refused, the customer answered
+                     its confirmation with a no (the paper's explicit rejection), or it reported the request done
+                     ("All done") in an episode whose world state never matched the goal (a rule failure);
    direct inputs     arguments a_j took from a customer message no action elicited (the opening).
 2. Features: φ⁺_i = log(1 + d⁺_i + d^in_i), φ⁻_i = log(1 + e_i (1 + d⁻_i + d^in_i)), d⁺/d⁻ out-degrees on
    E⁺/E⁻, d^in_i = direct inputs + in-degree on E⁺.
@@ -39,7 +44,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sparring.hf_door import token_advantage_trainer
+from sparring.judge.rewards import DONE_REPORT
+from sparring.world.answers import answer_kind
 from sparring.world.events import ATTEMPT_TYPES, ToolCallEvent, TurnEvent
+from sparring.world.vocab import INTENT_SPECS, TOOLS
 
 EPS = 1e-8
 ELICITED_KINDS = ("utterance", "described")  # provenance kinds that point at a customer message
@@ -87,6 +95,9 @@ def influence_graph(episode: Any, role: str, own: Sequence[int]) -> InfluenceGra
     graph = InfluenceGraph(lengths)
     if role == "agent":
         _agent_edges(graph, events, episode.agent_turns)
+        if not episode.outcome.state_match:  # a "done" report the world's state contradicts: a rule failure
+            for i, turn in enumerate(turns):
+                graph.errors[i] |= bool(DONE_REPORT.search(turn.text))
     else:
         _customer_inputs(graph, events)
     return graph
@@ -115,6 +126,8 @@ def _agent_edges(graph: InfluenceGraph, events: Sequence[Any], parses: Sequence[
         call = calls.get(i)
         bad_call = call is not None and (not call.ok or call.index in refused)
         graph.errors[i] = int(not parsed.format_ok or bad_call)
+    _identity_edges(graph, events, made)
+    _confirmation_edges(graph, events, made)
     for j, call in calls.items():
         for provenance in call.provenance.values():
             source = provenance.source
@@ -135,6 +148,49 @@ def _agent_edges(graph: InfluenceGraph, events: Sequence[Any], parses: Sequence[
             retry = next((j for j in sorted(calls) if j > i and calls[j].name == call.name), None)
             if retry is not None:
                 graph.failed.add((i, retry))
+
+
+def _identity_edges(graph: InfluenceGraph, events: Sequence[Any], made: dict[int, int]) -> None:
+    """E⁺ from the action whose ``lookup_account`` identified the customer to each later account-level call that
+    succeeded on that identity: the world refuses those calls before a lookup, so they would be unsupported."""
+    source = None
+    for e in events:
+        if not isinstance(e, ToolCallEvent) or not e.ok:
+            continue
+        j = made.get(e.index)
+        if e.name == "lookup_account":
+            source = j
+        elif source is not None and j is not None and j != source and TOOLS[e.name].needs_identity:
+            graph.support.add((source, j))
+
+
+def _acts_on(call: ToolCallEvent, intent: str) -> bool:
+    """Whether ``call`` is ``intent``'s resolving call (its tool, and its action where the tool has several)."""
+    spec = INTENT_SPECS[intent]
+    selector = TOOLS[spec.tool].selector
+    return call.name == spec.tool and (spec.action is None or call.arguments.get(selector) == spec.action)
+
+
+def _confirmation_edges(graph: InfluenceGraph, events: Sequence[Any], made: dict[int, int]) -> None:
+    """What a customer's answer to ``confirm_request`` says of the action that asked: a no is an explicit
+    rejection (e_i = 1) and a later call acting on the refused intent repeats that error (E⁻); a yes is
+    information the act on the confirmed intent then used (E⁺)."""
+    calls = [e for e in events if isinstance(e, ToolCallEvent)]
+    for ask in calls:
+        intent, i = ask.arguments.get("intent"), made.get(ask.index)
+        if ask.name != "confirm_request" or not ask.ok or intent not in INTENT_SPECS or i is None:
+            continue
+        replies = (e for e in events if isinstance(e, TurnEvent) and e.role == "customer" and e.index > ask.index)
+        reply = next(replies, None)
+        said = answer_kind(reply.text) if reply is not None else None
+        if said is None:
+            continue
+        if said == "no":
+            graph.errors[i] = 1
+        for act in calls:
+            j = made.get(act.index)
+            if act.index > ask.index and j is not None and j != i and _acts_on(act, intent):
+                (graph.support if said == "yes" else graph.failed).add((i, j))
 
 
 def _customer_inputs(graph: InfluenceGraph, events: Sequence[Any]) -> None:
