@@ -29,12 +29,20 @@ Prints a row per checkpoint, writes ``--plot`` (a PNG of the curves), and a JSON
 Usage: ``python benchmarks/agent_learning_curve.py ROOT [--cycle 0] [--steps 40] [--every 10]
 [--eval-scenarios 240] [--arm NAME:k=v,...] [--rft] [--fresh-gym N] [--seed 0] [--also-start NAME=DIR]
 [--gym-file FILE] [--agent-reward-only] [--reward k=v,...] [--train-seconds S] [--device cpu|cuda]
-[--plot curves.png] [--runs-json starts.json]``. ``--runs-json`` writes the start's and every ``--also-start``'s
-per-scenario strict PASS vs the pool and ``_coop`` (scenario ids in play order, a 0/1 string per agent and opponent).
+[--plot curves.png] [--runs-json starts.json] [--arms-json arms.json]``. ``--runs-json`` writes the start's and every
+``--also-start``'s per-scenario strict PASS vs the pool and ``_coop`` (scenario ids in play order, a 0/1 string per
+agent and opponent).
 ``--gym-file`` draws the gym from a scenarios JSONL (``data/scenarios/gym.jsonl``: the cycles' unplayed gym).
 ``--agent-reward-only`` holds the judge's learned parts constant (``ConstantStyle``, unloaded): the agent's reward
 reads the world alone.
 ``--reward`` changes the gym's reward weights (``judge.reward``), e.g. ``false_report=1.0``.
+``--arms-json`` writes, after every checkpoint it plays, each arm's per-scenario outcomes (scenario id, opponent,
+strict pass, failure kind) against the pool and ``_coop``, with the start's: ``benchmarks/credit_arms.py`` recomputes
+the intervals from them. Every checkpoint also reports what the agent's influence graph held on its held-out episodes
+(``graph``: E⁺ / E⁻ edges and erring actions per episode, the share of actions IAPO would reweight by more than 10%,
+and w⁻ on the erring actions of refused and misrouted episodes: :func:`~sparring.train.iapo.credit_summary`), and a
+collapsed checkpoint (its agent stopped reaching the act, or one action carries the routed mass) is named under
+``collapsed`` and printed, not averaged in.
 ``--train-seconds`` stops each GRPO arm at a wall-clock budget and keeps the step it reached; the last kept agent
 is played first, so a run cut short still reports where its arm ended. ``--device cuda`` puts every model
 (and TRL's training) on a lent GPU.
