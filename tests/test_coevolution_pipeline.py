@@ -304,7 +304,7 @@ def test_the_learning_curve_benchmark_runs_its_arms_on_a_quick_run(uninterrupted
     shape is under test)."""
     root, _ = uninterrupted
     script = ROOT / "benchmarks" / "agent_learning_curve.py"
-    png = tmp_path / "curves.png"
+    png, outcomes = tmp_path / "curves.png", tmp_path / "arms.json"
     args = ["--profile", "quick", "--steps", "2", "--every", "1", "--eval-scenarios", "3", "--plot", str(png)]
     done = subprocess.run(
         [
@@ -319,6 +319,8 @@ def test_the_learning_curve_benchmark_runs_its_arms_on_a_quick_run(uninterrupted
             "5",
             "--reward",
             "false_report=1.0",
+            "--arms-json",
+            str(outcomes),
         ],  # fmt: skip
         capture_output=True,
         text=True,
@@ -337,6 +339,19 @@ def test_the_learning_curve_benchmark_runs_its_arms_on_a_quick_run(uninterrupted
     signals = doc["arms"]["mu2"]["train"][0]
     assert {"reward_mean", "reward_std", "frac_zero_std_groups", "adv_abs_mean", "entropy"} <= set(signals)
     assert doc["arms"]["mu2"]["update_tokens_per_s"] > 0 and png.stat().st_size > 0
+    # every checkpoint's per-scenario outcomes, and what the influence graph held on its episodes
+    saved = json.loads(outcomes.read_text())
+    ids = saved["scenario_ids"]
+    assert len(ids) == 3 and set(saved["arms"]) == {"mu2", "rft"}
+    for name, arm in saved["arms"].items():
+        assert set(arm["checkpoints"]) == {"1", "2"}, name
+        for played in [saved["start"], *arm["checkpoints"].values()]:
+            for opponent in ("advpool", "coop"):
+                assert [row[0] for row in played[opponent]] == ids
+                assert all(row[2] in (0, 1) and (row[3] == "") == (row[2] == 1) for row in played[opponent])
+    for arm in doc["arms"].values():
+        assert len(arm["graph"]) == 3 and arm["graph"][0]["graph_advpool"] == doc["start"]["graph_advpool"]
+        assert isinstance(arm["collapsed"], dict)
     empty = tmp_path / "empty"
     empty.mkdir()
     bad = subprocess.run([sys.executable, str(script), str(empty)], capture_output=True, text=True)
