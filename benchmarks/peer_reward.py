@@ -30,8 +30,11 @@ accuracy on the measurement part, with a paired bootstrap 95% interval of the me
 Last line JSON: the first cohort in the issue's shape (``seeds`` -> members' before / after / target_label_acc,
 mean_gain, gain_ci; ``reward``), every cohort under ``cohorts``, the members' warm-start and routing costs.
 
+``--runs-json F`` writes every cohort member's greedy predictions before and after RL on the measured rows, by
+train.csv row id with the gold intents (no texts), so each interval can be recomputed.
+
 Usage: ``python benchmarks/peer_reward.py [--profile banking77] [--seeds 2] [--cohorts pretrained_teacher]
-[--bound-only] [--warm-cache DIR]``
+[--bound-only] [--warm-cache DIR] [--runs-json F]``
 """
 
 from __future__ import annotations
@@ -433,6 +436,8 @@ def main() -> None:
         if known.profile:
             ap.set_defaults(**PROFILES[known.profile])
     args = ap.parse_args()
+    if args.runs_json and args.bound_only:
+        ap.error("--runs-json writes predictions after RL: not with --bound-only")
     apply_torch_threads(1)
     start = time.perf_counter()
     runs, costs = [], []
@@ -446,7 +451,7 @@ def main() -> None:
         str(seed): {c: run[c].pop("predictions", None) for c in args.cohorts}
         for seed, run in zip(seeds, runs, strict=True)
     }
-    if args.runs_json and not args.bound_only:
+    if args.runs_json:
         write_runs(args, seeds, predictions)
     cohorts = {
         c: {"reward": COHORTS[c][1], "seeds": {str(seed): run[c] for seed, run in zip(seeds, runs, strict=True)}}
