@@ -80,7 +80,7 @@ from sparring.train.cycle_state import CycleState
 from sparring.train.cycles import absolute
 from sparring.train.distributed_check import ConstantStyle
 from sparring.train.grpo import train_side
-from sparring.train.iapo import credit_summary, failure_weights
+from sparring.train.iapo import credit_summary, failure_weights, influence_graph
 from sparring.train.opponents import PerEpisodeOpponent
 from sparring.train.play import GameModels, against_pool, cooperative_customer
 from sparring.train.sft import train_sft
@@ -156,17 +156,20 @@ class HeldoutCurve:
             row.update(after_a_no(episodes, suffix))
             row.update(left_after(episodes, suffix))
             by_id = {ep.scenario.scenario_id: ep for ep in episodes}
-            row[f"passes{suffix}"] = [int(bool(by_id[s.scenario_id].outcome.strict_pass)) for s in self.held]
+            passed = [int(bool(by_id[s.scenario_id].outcome.strict_pass)) for s in self.held]
+            kinds = [failure_kind(by_id[s.scenario_id]) or "" for s in self.held]
             names = self.opponents[suffix]
+            row[f"passes{suffix}"] = passed
             row[f"outcomes{suffix}"] = [  # (scenario id, opponent, strict pass, failure kind) for --arms-json
-                [s.scenario_id, names[i % len(names)], int(bool(by_id[s.scenario_id].outcome.strict_pass)),
-                 failure_kind(by_id[s.scenario_id]) or ""]
-                for i, s in enumerate(self.held)
-            ]  # fmt: skip
+                [s.scenario_id, names[i % len(names)], passed[i], kinds[i]] for i, s in enumerate(self.held)
+            ]
             row[f"act_reached{suffix}"] = sum(acted(ep) for ep in episodes) / max(1, len(episodes))
-            row[f"graph{suffix}"] = credit_summary(episodes, [ep.agent_mask for ep in episodes], *self.credit)
-            lost = [ep for ep in episodes if failure_kind(ep) in ("refused", "misroute")]
-            row[f"graph_refused_misroute{suffix}"] = failure_weights(lost, [ep.agent_mask for ep in lost], *self.credit)
+            graphs = [
+                influence_graph(by_id[s.scenario_id], "agent", by_id[s.scenario_id].agent_mask) for s in self.held
+            ]
+            row[f"graph{suffix}"] = credit_summary(graphs, *self.credit)
+            lost = [gr for gr, kind in zip(graphs, kinds, strict=True) if kind in ("refused", "misroute")]
+            row[f"graph_refused_misroute{suffix}"] = failure_weights(lost, *self.credit)
         return row
 
 

@@ -7,9 +7,10 @@ same held-out scenarios with the same seed, so their outcomes pair scenario by s
 strict PASS at every checkpoint, the last checkpoint's gain over the start with its paired bootstrap 95% interval,
 ``_coop``'s change, and the refused-act and misroute shares. Then each arm minus ``--base`` at the last checkpoint,
 over all seeds' pairs pooled (2 seeds x 240 scenarios = 480 pairs), and the ratio of the gains. A checkpoint
-``--collapsed`` names (ARM:SEED:STEP, from the curve's printout) is reported and left out of the pooled figures.
+``--collapsed`` names (ARM:SEED, from the curve's printout of a collapsed checkpoint) is reported and left out of
+the pooled figures.
 
-Usage: ``python benchmarks/credit_arms.py FILE [FILE ...] [--base grpo] [--collapsed iapo:1:100] [--out F]``.
+Usage: ``python benchmarks/credit_arms.py FILE [FILE ...] [--base grpo] [--collapsed iapo:1] [--out F]``.
 JSON last line: ``{"arms": {"<arm>": {"<seed>": {...}}}, "versus_base": {"<arm>": {...}}}``.
 """
 
@@ -103,13 +104,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("files", type=Path, nargs="+", help="--arms-json files of one warm start")
     parser.add_argument("--base", default="grpo", help="the arm the others are compared with")
-    parser.add_argument("--collapsed", action="append", default=[], help="ARM:SEED:STEP left out of pooled figures")
+    parser.add_argument("--collapsed", action="append", default=[], help="ARM:SEED left out of pooled figures")
     parser.add_argument("--out", type=Path, default=None, help="also write the JSON here")
     args = parser.parse_args(argv)
     starts, arms = load(args.files)
     if args.base not in arms:
         raise SystemExit(f"error: --base {args.base}: no such arm in the files (arms: {', '.join(sorted(arms))})")
-    skip = {":".join(c.split(":")[:2]) for c in args.collapsed}  # a collapsed arm-seed is out of the pooled figures
+    skip = set(args.collapsed)  # a collapsed arm-seed is out of the pooled figures
     table = {
         name: {s: arm_seed(starts[s], steps, int(s)) for s, steps in sorted(by_seed.items())}
         for name, by_seed in arms.items()

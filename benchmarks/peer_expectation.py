@@ -34,7 +34,7 @@ from typing import Any
 
 import torch
 
-from benchmarks.banking77_split import BANKING77, cached_route_parts, intent_slice, mean_gain, quiet
+from benchmarks.banking77_split import BANKING77, cached_route_parts, intent_slice, mean_gain, quiet, split_row_ids
 from benchmarks.banking77_split import split_banking77 as split  # the same split and cache as peer_reward
 from sparring.lm.chat import known_intents
 from sparring.lm.checkpoints import load_checkpoint
@@ -52,14 +52,6 @@ from sparring.train.peer_reward import (
 
 MEMBERS = ("neox", "smollm", "qwen2")  # pretrained_teacher's cohort, in its order
 ARMS = ("sampled", "teacher", "graded", "distill")  # sampled: the teacher reward estimated from G samples (GRPO)
-
-
-def row_ids(seed: int, n_rows: int) -> list[int]:
-    """Banking77 row ids in the order :func:`split` shuffled them (``random.shuffle``'s permutation depends on the
-    length alone)."""
-    ids = list(range(n_rows))
-    random.Random(seed).shuffle(ids)
-    return ids
 
 
 def teacher_scores(folder: Path, model: Any, tokenizer: Any, parts: dict[str, list[str]]) -> dict[str, Any]:
@@ -178,7 +170,7 @@ def main() -> None:
             f"--warm-cache {args.warm_cache} --first-seed {args.seed} --seeds 1 --bound-only first"
         )
     data = split(args.seed, 400, 150, intent_slice(77))
-    ids = row_ids(args.seed, sum(len(v[0]) for v in data.values()))
+    ids = split_row_ids(args.seed, intent_slice(77))
     pool_texts, pool_gold = data["pool"]
     order = list(range(len(pool_texts)))
     random.Random(args.seed + 1).shuffle(order)  # benchmarks/peer_reward.py's pool order

@@ -60,7 +60,7 @@ def test_a_collapsed_arm_is_shown_but_left_out_of_the_pooled_figures(tmp_path, c
         arms_file(tmp_path / "s0.json", 0, "0000011111", {"grpo": {10: "0000011111"}, "iapo": {10: "1111111111"}}),
         arms_file(tmp_path / "s1.json", 1, "0000011111", {"grpo": {10: "0000011111"}, "iapo": {10: "0000000000"}}),
     ]
-    assert credit.main([str(f) for f in files] + ["--collapsed", "iapo:1:10"]) == 0
+    assert credit.main([str(f) for f in files] + ["--collapsed", "iapo:1"]) == 0
     out = capsys.readouterr().out
     assert "COLLAPSED" in out
     assert json.loads(out.strip().splitlines()[-1])["versus_base"]["iapo"]["seeds"] == ["0"]

@@ -283,7 +283,7 @@ def test_a_refused_confirmation_is_an_error_and_acting_on_it_repeats_it(tok, sce
         assert graph.errors[:3] == [0, 1, 0] and (1, 2) in graph.failed and (0, 2) in graph.support
         _, w_neg = routing_weights(graph, 0.05, 0.25)
         assert w_neg[1] > w_neg[0]
-    blamed = failure_weights(episodes, [ep.agent_mask for ep in episodes], 0.05, 0.25)
+    blamed = failure_weights([influence_graph(ep, "agent", ep.agent_mask) for ep in episodes], 0.05, 0.25)
     assert blamed["share_with_error"] == 1 and blamed["w_neg_erring"] > 1 > blamed["w_neg_other"]
 
 
@@ -291,7 +291,7 @@ def test_what_the_graph_held_is_summed_over_episodes(tok, scenarios):
     """credit_summary over the expert's episodes: the identity and confirmation edges (≥ 1 E⁺ per episode), no
     error, so a failure's blame would stay uniform (w⁻ = 1) while a success is routed (w⁺ moves some actions)."""
     episodes = run_episodes(scenarios, ExpertAgent(), CooperativeCustomer(), seed=0, tokenizer=tok)
-    held = credit_summary(episodes, [ep.agent_mask for ep in episodes], 0.05, 0.25)
+    held = credit_summary([influence_graph(ep, "agent", ep.agent_mask) for ep in episodes], 0.05, 0.25)
     assert held["episodes"] == len(episodes) and held["support_edges_per_episode"] >= 1
     assert held["failed_edges_per_episode"] == held["erring_actions_per_episode"] == 0
     assert held["share_actions_reweighted_neg"] == 0 < held["share_actions_reweighted_pos"] <= 1

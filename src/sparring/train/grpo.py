@@ -60,7 +60,7 @@ from sparring.lm.policies import LMPolicy, Policy
 from sparring.rollout import Episode, run_episodes
 from sparring.seeds import derive_seed
 from sparring.settings import GRPOSettings
-from sparring.train.iapo import credit_batch, credit_summary, make_credit_trainer
+from sparring.train.iapo import credit_batch, credit_summary, influence_graph, make_credit_trainer
 from sparring.train.lm_head import LossTokensHead, plain_head
 from sparring.train.opponents import PerEpisodeOpponent, SharedReplies
 from sparring.train.trl import prompt_indices, rollout_output, tile_to_step, trained_model, unwrapped
@@ -223,16 +223,18 @@ def make_rollout_func(
                 episodes[at], scores[at] = more[new], more_scores[new]
         samples = [side_sample(ep, side) for ep in episodes]
         rewards = [float(s[key]) for s in scores]
-        credit = None
+        credit = graphs = None
         if settings.credit != "grpo":  # per-token weights, returned as token_credit (iapo.make_credit_trainer)
             turn = [float(s.get(FIRST_TURN_REWARD, 0.0)) for s in scores] if settings.credit == "mt_grpo" else []
             own = [s["env_mask"] for s in samples]
-            credit = credit_batch(episodes, own, side, settings, turn, g)
+            if settings.credit == "iapo":  # built once: the credit and the step's record read the same graphs
+                graphs = [influence_graph(ep, side, o) for ep, o in zip(episodes, own, strict=True)]
+            credit = credit_batch(episodes, own, side, settings, turn, g, graphs=graphs)
         if record is not None:
             stats = _stats(episodes, scores, rewards, samples, g, time.perf_counter() - t0)
             extra = {"episodes_played": played, "frac_zero_std_groups_sampled": sampled_zero / (len(episodes) // g)}
-            if settings.credit == "iapo" and side == "agent":  # what the graph held: is there anything to route?
-                held = credit_summary(episodes, own, settings.iapo_beta_plus, settings.iapo_clip)
+            if graphs and side == "agent":  # what the graph held: is there anything to route?
+                held = credit_summary(graphs, settings.iapo_beta_plus, settings.iapo_clip)
                 extra.update({f"iapo_{k}": v for k, v in held.items() if k != "episodes"})
             record.append({**stats, **extra, "adv_abs_mean": mean_abs_advantage(rewards, g, settings.scale_rewards)})
         return rollout_output(

@@ -305,14 +305,18 @@ def credit_batch(
     settings: Any,
     turn_rewards: Sequence[float],
     group: int,
+    graphs: Sequence[InfluenceGraph] | None = None,
 ) -> list[tuple[str, Any, Any]]:
-    """What :func:`token_advantages` needs per completion for ``settings.credit`` (iapo or mt_grpo)."""
+    """What :func:`token_advantages` needs per completion for ``settings.credit`` (iapo or mt_grpo); ``graphs``:
+    the episodes' influence graphs where the caller built them already (built here otherwise)."""
     if settings.credit == "iapo":
         beta, clip = settings.iapo_beta_plus, settings.iapo_clip
-        return [
-            ("iapo", *iapo_token_weights(ep, role, own, beta, clip))
-            for ep, own in zip(episodes, own_masks, strict=True)
-        ]
+        graphs = graphs or [influence_graph(ep, role, own) for ep, own in zip(episodes, own_masks, strict=True)]
+        rows = []
+        for graph, own in zip(graphs, own_masks, strict=True):
+            w_pos, w_neg = routing_weights(graph, beta, clip)
+            rows.append(("iapo", token_weights(own, w_pos), token_weights(own, w_neg)))
+        return rows
     turn = group_normalized(turn_rewards, group)
     return [("mt_grpo", first_action_mask(own), t) for own, t in zip(own_masks, turn, strict=True)]
 
@@ -337,15 +341,14 @@ def make_credit_trainer(base: type) -> type:
 
 
 def credit_summary(
-    episodes: Sequence[Any], own_masks: Sequence[Sequence[int]], beta_plus: float, clip: float, reweighted: float = 0.1
+    graphs: Sequence[InfluenceGraph], beta_plus: float, clip: float, reweighted: float = 0.1
 ) -> dict[str, float]:
-    """Over the agent's ``episodes``: E⁺ and E⁻ edges and erring actions per episode, the share of actions (and of
-    tokens) whose w⁺ or w⁻ differs from 1 by more than ``reweighted``, and the largest share of an episode's
+    """Over the agent's episodes' ``graphs``: E⁺ and E⁻ edges and erring actions per episode, the share of actions
+    (and of tokens) whose w⁺ or w⁻ differs from 1 by more than ``reweighted``, and the largest share of an episode's
     routed mass one action carries (mean and max; 1 action dominating is IAPO's collapse)."""
     n = actions = moved_pos = moved_neg = tokens = moved_tokens = 0
     support = failed = errors = top_mean = top_max = 0.0
-    for ep, own in zip(episodes, own_masks, strict=True):
-        graph = influence_graph(ep, "agent", own)
+    for graph in graphs:
         if not graph.lengths:
             continue
         w_pos, w_neg = routing_weights(graph, beta_plus, clip)
@@ -370,19 +373,18 @@ def credit_summary(
     }
 
 
-def failure_weights(episodes: Sequence[Any], own_masks: Sequence[Sequence[int]], beta_plus: float, clip: float) -> dict:
-    """In failed episodes (a negative Â, so w⁻): the mean weight of the erring actions and of the others, and the
-    share of such episodes with any erring action (no error, w⁻ = 1 everywhere: the blame stays uniform)."""
+def failure_weights(graphs: Sequence[InfluenceGraph], beta_plus: float, clip: float) -> dict:
+    """In failed episodes' ``graphs`` (a negative Â, so w⁻): the mean weight of the erring actions and of the others,
+    and the share of such episodes with any erring action (no error, w⁻ = 1 everywhere: the blame stays uniform)."""
     on_error, on_other, with_error = [], [], 0
-    for ep, own in zip(episodes, own_masks, strict=True):
-        graph = influence_graph(ep, "agent", own)
+    for graph in graphs:
         _, w_neg = routing_weights(graph, beta_plus, clip)
         with_error += any(graph.errors)
         for e, w in zip(graph.errors, w_neg, strict=True):
             (on_error if e else on_other).append(w)
     return {
-        "episodes": len(episodes),
-        "share_with_error": with_error / max(1, len(episodes)),
+        "episodes": len(graphs),
+        "share_with_error": with_error / max(1, len(graphs)),
         "w_neg_erring": sum(on_error) / len(on_error) if on_error else None,
         "w_neg_other": sum(on_other) / len(on_other) if on_other else None,
     }
