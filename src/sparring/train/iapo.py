@@ -45,7 +45,7 @@ from typing import Any
 
 from sparring.hf_door import token_advantage_trainer
 from sparring.judge.rewards import DONE_REPORT
-from sparring.world.answers import answer_kind
+from sparring.world.answers import answer_kind, reply_after
 from sparring.world.events import ATTEMPT_TYPES, ToolCallEvent, TurnEvent
 from sparring.world.vocab import INTENT_SPECS, TOOLS
 
@@ -180,9 +180,8 @@ def _confirmation_edges(graph: InfluenceGraph, events: Sequence[Any], made: dict
         intent, i = ask.arguments.get("intent"), made.get(ask.index)
         if ask.name != "confirm_request" or not ask.ok or intent not in INTENT_SPECS or i is None:
             continue
-        replies = (e for e in events if isinstance(e, TurnEvent) and e.role == "customer" and e.index > ask.index)
-        reply = next(replies, None)
-        said = answer_kind(reply.text) if reply is not None else None
+        reply = reply_after(events, ask.index)
+        said = answer_kind(reply) if reply is not None else None
         if said is None:
             continue
         if said == "no":

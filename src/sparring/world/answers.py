@@ -11,6 +11,7 @@ given against the hidden goal (:func:`answers_against_goal`): camouflage lives i
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Any
 
 from sparring.world.bank import plain
@@ -43,9 +44,10 @@ def _goal_object(scenario: Any) -> tuple[str, str] | None:
     return (target, object_id) if object_id else None
 
 
-def _answer_after(log: Any, index: int) -> str | None:
-    """The customer's first message after event ``index`` of the log, or None."""
-    return next((e.text for e in log.events if e.kind == "turn" and e.role == "customer" and e.index > index), None)
+def reply_after(events: Sequence[Any], index: int) -> str | None:
+    """The customer's first message after event ``index`` of an episode's log events, or None: their answer to the
+    question the agent asked there."""
+    return next((e.text for e in events if e.kind == "turn" and e.role == "customer" and e.index > index), None)
 
 
 def _named_objects(episode: Any, kind: str, answer: str) -> list[dict[str, Any]]:
@@ -59,7 +61,7 @@ def _asked_about_goal(episode: Any, goal_object: tuple[str, str] | None) -> list
     """The episode's accepted clarifying calls (confirmations, and which-questions about ``goal_object``, the
     scenario's :func:`_goal_object`), each with the customer's answer (None when none came)."""
     return [
-        (call, _answer_after(episode.log, call.index))
+        (call, reply_after(episode.log.events, call.index))
         for call in episode.log.tool_calls()
         if call.ok
         and (
