@@ -114,3 +114,18 @@ def test_episodes_are_the_same_with_either_decoder(tok, scenarios, greedy):
 def test_a_bad_decoder_is_refused(tok):
     with pytest.raises(ValueError, match="decoder"):
         LMPolicy(build_model(SMALL, tok), tok, "agent", decoder="beam")
+
+
+def test_gym_step_times_switch_reaches_every_policy_and_undoes_itself(tok):
+    """benchmarks/gym_step_time.py's "before" path: generate over a bfloat16 cache for policies built inside the
+    switch (the gym builds them deep in the trainer), a caller's own option kept, the defaults back after it."""
+    from benchmarks.gym_step_time import PATHS, rollout_path
+
+    model = build_model(SMALL, tok)
+    with rollout_path(PATHS["before"]):
+        inside = LMPolicy(model, tok, "agent")
+        chosen = LMPolicy(model, tok, "agent", decoder="loop")
+    after = LMPolicy(model, tok, "agent")
+    assert (inside.decoder, inside._narrow_kv) == ("generate", torch.bfloat16)
+    assert chosen.decoder == "loop"
+    assert (after.decoder, after._narrow_kv) == ("loop", None)
