@@ -279,8 +279,8 @@ def test_a_refused_confirmation_is_an_error_and_acting_on_it_repeats_it(tok, sce
     episodes = run_episodes(scenarios[:6], ActsOnARefusedIntent(), CooperativeCustomer(), seed=0, tokenizer=tok)
     for ep in episodes:
         graph = influence_graph(ep, "agent", ep.agent_mask)
-        assert ep.log.tool_calls()[2].ok  # the act itself ran: only the customer's no marks it wrong
-        assert graph.errors[:3] == [0, 1, 0] and (1, 2) in graph.failed and (0, 2) in graph.support
+        assert ep.log.tool_calls()[2].ok and not ep.outcome.state_match  # the world ran the act; not the goal's
+        assert graph.errors[:3] == [0, 1, 1] and (1, 2) in graph.failed and (0, 2) in graph.support
         _, w_neg = routing_weights(graph, 0.05, 0.25)
         assert w_neg[1] > w_neg[0]
     blamed = failure_weights([influence_graph(ep, "agent", ep.agent_mask) for ep in episodes], 0.05, 0.25)
@@ -328,3 +328,38 @@ def test_a_done_report_the_world_contradicts_is_an_error(tok, scenarios):
         assert graph.errors[:2] == [0, 1]
         _, w_neg = routing_weights(graph, 0.05, 0.25)
         assert w_neg[1] == max(w_neg) > w_neg[0]
+
+
+class ActsOnAnotherIntent:
+    """An agent that looks up, acts on another intent than the customer's (a misroute the world accepts), reports
+    it done, and ends."""
+
+    tokenizer = None
+
+    def act(self, requests: list[TurnRequest]) -> list[TurnOutput]:
+        out = []
+        for r in requests:
+            spec = INTENT_SPECS[WRONG[r.scenario.intent]]
+            act = ParsedCall(spec.tool, {TOOLS[spec.tool].selector: spec.action})
+            plan = [("One moment.", ParsedCall("lookup_account", {})), ("One moment.", act)]
+            plan += [("All done, I've taken care of that for you.", None)]
+            done = sum(m["role"] == "assistant" for m in r.messages)
+            words, call = plan[done] if done < len(plan) else ("Goodbye!", ParsedCall("end_conversation", {}))
+            out.append(TurnOutput(render_agent_message(words, call)))
+        return out
+
+
+def test_a_misrouted_act_is_an_error_its_report_repeats(tok, scenarios):
+    """An act the world accepted in an episode whose state never matched the goal changed the wrong thing: e_i = 1
+    at the act, and the "done" report that relied on it is a failed use (E⁻), so a failure's blame falls on the
+    act above the lookup (before, it fell on the report and spared the act)."""
+    id_free = [s for s in INTENT_SPECS.values() if s.target is None and not s.slot_args and s.tool != "lookup_account"]
+    for s in scenarios:
+        WRONG[s.intent] = next(o.intent for o in id_free if o.tool != INTENT_SPECS[s.intent].tool)
+    episodes = run_episodes(scenarios[:6], ActsOnAnotherIntent(), CooperativeCustomer(), seed=0, tokenizer=tok)
+    for ep in episodes:
+        graph = influence_graph(ep, "agent", ep.agent_mask)
+        assert ep.log.tool_calls()[1].ok and not ep.outcome.state_match
+        assert graph.errors[:3] == [0, 1, 1] and (1, 2) in graph.failed and (0, 1) in graph.support
+        _, w_neg = routing_weights(graph, 0.05, 0.25)
+        assert w_neg[1] == max(w_neg) > w_neg[0] and w_neg[2] >= w_neg[0]  # the clip (c) may level the rest

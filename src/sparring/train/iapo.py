@@ -14,8 +14,10 @@ L = Σ L_i):
    E⁻ (failed use)   a_i -> a_j when a_i erred and a_j retried its tool or used its (invalid) result, or acted on
                      the intent the customer refused at a_i;
    e_i               1 when a_i's message was malformed, its call failed or was refused, the customer answered
-                     its confirmation with a no (the paper's explicit rejection), or it reported the request done
-                     ("All done") in an episode whose world state never matched the goal (a rule failure);
+                     its confirmation with a no (the paper's explicit rejection), or, in an episode whose world
+                     state never matched the goal, it acted (an intent's resolving call the world accepted: a
+                     misroute or the wrong object) or reported the request done ("All done": a rule failure);
+                     a report after such an act is a failed use of it (E⁻);
    direct inputs     arguments a_j took from a customer message no action elicited (the opening).
 2. Features: φ⁺_i = log(1 + d⁺_i + d^in_i), φ⁻_i = log(1 + e_i (1 + d⁻_i + d^in_i)), d⁺/d⁻ out-degrees on
    E⁺/E⁻, d^in_i = direct inputs + in-degree on E⁺.
@@ -95,9 +97,8 @@ def influence_graph(episode: Any, role: str, own: Sequence[int]) -> InfluenceGra
     graph = InfluenceGraph(lengths)
     if role == "agent":
         _agent_edges(graph, events, episode.agent_turns)
-        if not episode.outcome.state_match:  # a "done" report the world's state contradicts: a rule failure
-            for i, turn in enumerate(turns):
-                graph.errors[i] |= bool(DONE_REPORT.search(turn.text))
+        if not episode.outcome.state_match:
+            _unresolved_errors(graph, events, turns)
     else:
         _customer_inputs(graph, events)
     return graph
@@ -148,6 +149,26 @@ def _agent_edges(graph: InfluenceGraph, events: Sequence[Any], parses: Sequence[
             retry = next((j for j in sorted(calls) if j > i and calls[j].name == call.name), None)
             if retry is not None:
                 graph.failed.add((i, retry))
+
+
+ACTS = {(spec.tool, spec.action) for spec in INTENT_SPECS.values() if spec.action is not None}  # state-changing calls
+
+
+def _unresolved_errors(graph: InfluenceGraph, events: Sequence[Any], turns: Sequence[Any]) -> None:
+    """An episode whose world state never matched the goal: each accepted act (an intent's resolving call) changed
+    the wrong thing and each "done" report is a rule failure (e_i = 1), and a report after an act relied on it (E⁻).
+    Without the act's error a misroute's blame went to the report and spared the act that caused it."""
+    made, _ = _owners(events)
+    acts = [
+        made[e.index]
+        for e in events
+        if isinstance(e, ToolCallEvent) and e.ok and e.index in made
+        and (e.name, e.arguments.get(TOOLS[e.name].selector or "")) in ACTS
+    ]  # fmt: skip
+    reports = [i for i, turn in enumerate(turns) if DONE_REPORT.search(turn.text)]
+    for i in acts + reports:
+        graph.errors[i] = 1
+    graph.failed.update((i, j) for i in acts for j in reports if j > i)
 
 
 def _identity_edges(graph: InfluenceGraph, events: Sequence[Any], made: dict[int, int]) -> None:
