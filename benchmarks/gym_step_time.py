@@ -56,7 +56,8 @@ PATHS = {"before": {"decoder": "generate", "kv_cache_dtype": "bfloat16"}, "after
 @contextmanager
 def rollout_path(options: dict[str, str]) -> Iterator[None]:
     """Every LMPolicy built inside gets ``options`` unless its caller set them: the gym's policies are built deep
-    in the trainer and the game's models, which take no decoder option of their own."""
+    in the trainer and the game's models, which take no decoder option of their own (build the customers inside
+    too: policies built before keep the defaults)."""
     init = LMPolicy.__init__
 
     def with_options(self: Any, *args: Any, **kwargs: Any) -> None:
@@ -75,10 +76,10 @@ def child(root: Path, profile: str, path: str, steps: int, seed: int, out: Path,
     apply_torch_threads(p.runtime.torch_threads)
     co, state = p.coevolution, start_state(root, 0)
     settings = agent_rl_grpo(co, p.agent_rl).replace(max_steps=steps)
-    models = CycleModels(state, co)
-    opponent = agent_opponents(state, dict(co.agent_mix), models.customer, co.coop_opening, co.adversary_opening)
     gym = load_scenarios(root / "data" / "scenarios" / "gym.jsonl")
-    with rollout_path(PATHS[path]):
+    with rollout_path(PATHS[path]):  # the customers are built here too: a rollout decodes both sides
+        models = CycleModels(state, co)
+        opponent = agent_opponents(state, dict(co.agent_mix), models.customer, co.coop_opening, co.adversary_opening)
         model, _ = load_checkpoint(Path(state.agent_dir))
         result = train_side(
             model, models.tokenizer, "agent", opponent, gym, world_judge(co, p.judge.reward), settings,
