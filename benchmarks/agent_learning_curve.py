@@ -128,6 +128,14 @@ def start_state(root: Path, cycle: int) -> CycleState:
     return absolute(CycleState.load(folder), root)
 
 
+def run_params(root: Path, profile: str) -> Any:
+    """A finished run's params (its params.yaml under ``profile``), or a clear exit naming what is wrong."""
+    try:
+        return load_params(root / "params.yaml", profile)
+    except (ParamsError, FileNotFoundError) as exc:
+        raise SystemExit(f"error: {exc}") from None
+
+
 class HeldoutCurve:
     """Held-out play of checkpoints against ``_advpool`` and ``_coop``, as ``evaluate`` plays them: the same
     scenarios and seed for every checkpoint, customers loaded once."""
@@ -143,12 +151,21 @@ class HeldoutCurve:
         self.opponents = {"_coop": ["_coop"], "_advpool": [Path(d).name for d in dirs]}  # who played scenario i
         self.credit = (a.iapo_beta_plus, a.iapo_clip)
 
-    def point(self, folder: Path | str) -> dict[str, Any]:
-        agent = self.models.agent_policy_of(folder, greedy=True)
-        played = {
+    @classmethod
+    def of_run(cls, root: Path, p: Any, n: int, device: str = "cpu") -> HeldoutCurve:
+        """A finished run's warm start (DA0's simulator and pool) on the run's first ``n`` held-out scenarios."""
+        held = load_scenarios(root / "data" / "scenarios" / "heldout.jsonl")[:n]
+        return cls(start_state(root, 0), p.coevolution, held, p.seed, device)
+
+    def play(self, agent: Any) -> dict[str, list[Any]]:
+        """``agent``'s episodes on the held-out scenarios against ``_coop`` and ``_advpool``."""
+        return {
             "_coop": run_episodes(as_cooperative(self.held), agent, self.coop, **self.turns),
             "_advpool": against_pool(self.held, agent, self.pool, **self.turns),
         }
+
+    def point(self, folder: Path | str) -> dict[str, Any]:
+        played = self.play(self.models.agent_policy_of(folder, greedy=True))
         row: dict[str, Any] = {}
         for suffix, episodes in played.items():
             row.update(episode_metrics(episodes, suffix))
@@ -406,10 +423,7 @@ def main(argv: list[str] | None = None) -> int:
         if not name or not any(Path(folder).glob("*.safetensors")):
             raise SystemExit(f"error: --also-start {name}={folder}: expected NAME=DIR with a checkpoint in DIR")
     root = args.root.resolve()
-    try:
-        p = load_params(root / "params.yaml", args.profile)
-    except ParamsError as exc:
-        raise SystemExit(f"error: {exc}") from None
+    p = run_params(root, args.profile)
     judge_params = p.judge.model_copy(update={"reward": overrides(args.reward, p.judge.reward)})
     apply_torch_threads(p.runtime.torch_threads)
     co = p.coevolution

@@ -23,27 +23,19 @@ from typing import Any
 
 import torch
 
-from benchmarks.agent_learning_curve import HeldoutCurve, start_state
+from benchmarks.agent_learning_curve import HeldoutCurve, run_params, start_state
 from benchmarks.gym_step_time import rollout_path
-from sparring.params import ParamsError, load_params
-from sparring.rollout import run_episodes
+from sparring.lm.checkpoints import load_checkpoint
 from sparring.runtime import apply_torch_threads
-from sparring.train.play import against_pool
-from sparring.world.scenarios import as_cooperative, load_scenarios
 
 
-def play(root: Path, p: Any, held: list[Any], decoder: str) -> tuple[dict[tuple[str, str], Any], HeldoutCurve]:
+def play(root: Path, p: Any, n: int, agent_dir: str, decoder: str) -> dict[tuple[str, str], Any]:
     """Every held-out episode against the pool and ``_coop``, keyed by (opponent, scenario id); every policy (the
     customers' too) built under ``decoder``."""
     with rollout_path({"decoder": decoder}):
-        state = start_state(root, 0)
-        curve = HeldoutCurve(state, p.coevolution, held, p.seed)
-        agent = curve.models.agent_policy_of(state.agent_dir, greedy=True)
-        played = {
-            "_coop": run_episodes(as_cooperative(curve.held), agent, curve.coop, **curve.turns),
-            "_advpool": against_pool(curve.held, agent, curve.pool, **curve.turns),
-        }
-    return {(opp, ep.scenario.scenario_id): ep for opp, eps in played.items() for ep in eps}, curve
+        curve = HeldoutCurve.of_run(root, p, n)
+        played = curve.play(curve.models.agent_policy_of(agent_dir, greedy=True))
+    return {(opp, ep.scenario.scenario_id): ep for opp, eps in played.items() for ep in eps}
 
 
 def first_difference(a: list[int], b: list[int]) -> int:
@@ -64,14 +56,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", default="default", help="the params profile the run was made with")
     args = parser.parse_args(argv)
     root = args.root.resolve()
-    try:
-        p = load_params(root / "params.yaml", args.profile)
-    except (ParamsError, FileNotFoundError) as exc:
-        raise SystemExit(f"error: {exc}") from None
+    p = run_params(root, args.profile)
     apply_torch_threads(p.runtime.torch_threads)
-    held = load_scenarios(root / "data" / "scenarios" / "heldout.jsonl")[: args.eval_scenarios]
-    (loop, curve), (generate, _) = play(root, p, held, "loop"), play(root, p, held, "generate")
-    model = curve.models.model(start_state(root, 0).agent_dir)
+    agent_dir = start_state(root, 0).agent_dir
+    loop = play(root, p, args.eval_scenarios, agent_dir, "loop")
+    generate = play(root, p, args.eval_scenarios, agent_dir, "generate")
+    model = load_checkpoint(Path(agent_dir))[0].eval()
     differences = []
     for key, ep in loop.items():
         other = generate[key]

@@ -38,11 +38,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from benchmarks.agent_learning_curve import HeldoutCurve, start_state
+from benchmarks.agent_learning_curve import HeldoutCurve, run_params, start_state
 from sparring.evaluate.episodes import paired_bootstrap
 from sparring.lm.checkpoints import load_checkpoint, save_checkpoint
 from sparring.lm.policies import LMPolicy
-from sparring.params import ParamsError, load_params
+from sparring.params import load_params
 from sparring.runtime import apply_torch_threads
 from sparring.seeds import derive_seed
 from sparring.train.agent_rl import agent_rl_grpo, world_judge
@@ -121,9 +121,7 @@ def wait(procs: list[subprocess.Popen]) -> None:
 
 def heldout(root: Path, profile: str, folders: dict[str, Path], n: int) -> dict[str, Any]:
     """Both arms' last weights, greedy on the same held-out scenarios: strict PASS and the paired difference."""
-    p = load_params(root / "params.yaml", profile)
-    held = load_scenarios(root / "data" / "scenarios" / "heldout.jsonl")[:n]
-    curve = HeldoutCurve(start_state(root, 0), p.coevolution, held, p.seed)
+    curve = HeldoutCurve.of_run(root, load_params(root / "params.yaml", profile), n)
     points = {arm: curve.point(folder) for arm, folder in folders.items()}
     row: dict[str, Any] = {}
     for opp in ("advpool", "coop"):
@@ -156,10 +154,7 @@ def main(argv: list[str] | None = None) -> int:
     missing = [f for f in ("params.yaml", "data/scenarios/gym.jsonl", "models/agent_sft") if not (root / f).exists()]
     if missing:
         raise SystemExit(f"error: {root}: no {', '.join(missing)} (a finished default run's folder)")
-    try:
-        load_params(root / "params.yaml", args.profile)
-    except (ParamsError, FileNotFoundError) as exc:
-        raise SystemExit(f"error: {exc}") from None
+    run_params(root, args.profile)
     with tempfile.TemporaryDirectory(prefix="sparring-steptime-") as scratch:
         tmp = Path(scratch)
         one: dict[str, Any] = {}

@@ -21,14 +21,10 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-from benchmarks.agent_learning_curve import HeldoutCurve, start_state
+from benchmarks.agent_learning_curve import HeldoutCurve, run_params, start_state
 from sparring.evaluate.crossplay import failure_kind
-from sparring.params import ParamsError, load_params
-from sparring.rollout import run_episodes
 from sparring.runtime import apply_torch_threads
 from sparring.train.agent_rl import world_judge
-from sparring.train.play import against_pool
-from sparring.world.scenarios import as_cooperative, load_scenarios
 
 PARTS = ("resolution", "correct_tool", "lookup_first", "clean_end", "format", "strict_pass", "turns", "false_report")
 
@@ -42,18 +38,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", default="default", help="the params profile the run was made with")
     args = parser.parse_args(argv)
     root = args.root.resolve()
-    try:
-        p = load_params(root / "params.yaml", args.profile)
-    except (ParamsError, FileNotFoundError) as exc:
-        raise SystemExit(f"error: {exc}") from None
+    p = run_params(root, args.profile)
     apply_torch_threads(p.runtime.torch_threads)
-    state = start_state(root, 0)
-    agent_dir = str(args.agent.resolve()) if args.agent else state.agent_dir
-    held = load_scenarios(root / "data" / "scenarios" / "heldout.jsonl")[: args.eval_scenarios]
-    curve = HeldoutCurve(state, p.coevolution, held, p.seed)
-    agent = curve.models.agent_policy_of(agent_dir, greedy=args.greedy)
-    episodes = run_episodes(as_cooperative(held), agent, curve.coop, **curve.turns)
-    episodes += against_pool(held, agent, curve.pool, **curve.turns)
+    agent_dir = str(args.agent.resolve()) if args.agent else start_state(root, 0).agent_dir
+    curve = HeldoutCurve.of_run(root, p, args.eval_scenarios)
+    played = curve.play(curve.models.agent_policy_of(agent_dir, greedy=args.greedy))
+    episodes = played["_coop"] + played["_advpool"]
     scores = world_judge(p.coevolution, p.judge.reward).score(episodes)
     groups: dict[str, list[dict[str, float]]] = defaultdict(list)
     for episode, score in zip(episodes, scores, strict=True):

@@ -154,7 +154,7 @@ def test_a_refused_call_is_an_error_whose_retry_is_a_failed_use(tok, scenarios):
     for ep in episodes:
         graph = influence_graph(ep, "agent", ep.agent_mask)
         assert graph.errors[0] == 1 and (0, 2) in graph.failed
-        w_pos, w_neg = iapo_token_weights(ep, "agent", ep.agent_mask, 0.05, 0.25)
+        w_pos, w_neg = iapo_token_weights(graph, ep.agent_mask, 0.05, 0.25)
         (refused, _), (lookup, _), *_ = action_runs(ep.agent_mask)
         assert w_neg[refused] > w_neg[lookup]  # a failure's blame goes to the error that was repeated
         assert w_pos[refused] < w_pos[lookup]  # a success spares it (β₊)
@@ -267,15 +267,21 @@ class ActsOnARefusedIntent:
         return out
 
 
-WRONG: dict[str, str] = {}  # intent -> an id-free intent of another tool (filled by the test)
+WRONG: dict[str, str] = {}  # intent -> an id-free intent of another tool (filled by the `wrong` fixture)
 
 
-def test_a_refused_confirmation_is_an_error_and_acting_on_it_repeats_it(tok, scenarios):
-    """The customer's no to a confirmation is the paper's explicit rejection (e_i = 1), and the act on the refused
-    intent that follows is a failed use of it (E⁻): on a failure IAPO blames the confirmation above the lookup."""
+@pytest.fixture
+def wrong(scenarios) -> dict[str, str]:
+    """For each scenario's intent, an intent of another tool whose act needs no object id or slot."""
     id_free = [s for s in INTENT_SPECS.values() if s.target is None and not s.slot_args and s.tool != "lookup_account"]
     for s in scenarios:
         WRONG[s.intent] = next(o.intent for o in id_free if o.tool != INTENT_SPECS[s.intent].tool)
+    return WRONG
+
+
+def test_a_refused_confirmation_is_an_error_and_acting_on_it_repeats_it(tok, scenarios, wrong):
+    """The customer's no to a confirmation is the paper's explicit rejection (e_i = 1), and the act on the refused
+    intent that follows is a failed use of it (E⁻): on a failure IAPO blames the confirmation above the lookup."""
     episodes = run_episodes(scenarios[:6], ActsOnARefusedIntent(), CooperativeCustomer(), seed=0, tokenizer=tok)
     for ep in episodes:
         graph = influence_graph(ep, "agent", ep.agent_mask)
@@ -349,13 +355,10 @@ class ActsOnAnotherIntent:
         return out
 
 
-def test_a_misrouted_act_is_an_error_its_report_repeats(tok, scenarios):
+def test_a_misrouted_act_is_an_error_its_report_repeats(tok, scenarios, wrong):
     """An act the world accepted in an episode whose state never matched the goal changed the wrong thing: e_i = 1
     at the act, and the "done" report that relied on it is a failed use (E⁻), so a failure's blame falls on the
     act above the lookup (before, it fell on the report and spared the act)."""
-    id_free = [s for s in INTENT_SPECS.values() if s.target is None and not s.slot_args and s.tool != "lookup_account"]
-    for s in scenarios:
-        WRONG[s.intent] = next(o.intent for o in id_free if o.tool != INTENT_SPECS[s.intent].tool)
     episodes = run_episodes(scenarios[:6], ActsOnAnotherIntent(), CooperativeCustomer(), seed=0, tokenizer=tok)
     for ep in episodes:
         graph = influence_graph(ep, "agent", ep.agent_mask)

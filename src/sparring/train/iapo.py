@@ -96,9 +96,10 @@ def influence_graph(episode: Any, role: str, own: Sequence[int]) -> InfluenceGra
         raise ValueError(f"{len(lengths)} generated runs but {len(turns)} {role} messages in the event log")
     graph = InfluenceGraph(lengths)
     if role == "agent":
-        _agent_edges(graph, events, episode.agent_turns)
+        made, elicited = _owners(events)
+        _agent_edges(graph, events, episode.agent_turns, made, elicited)
         if not episode.outcome.state_match:
-            _unresolved_errors(graph, events, turns)
+            _unresolved_errors(graph, events, turns, made)
     else:
         _customer_inputs(graph, events)
     return graph
@@ -119,8 +120,13 @@ def _owners(events: Sequence[Any]) -> tuple[dict[int, int], dict[int, int | None
     return made, elicited
 
 
-def _agent_edges(graph: InfluenceGraph, events: Sequence[Any], parses: Sequence[Any]) -> None:
-    made, elicited = _owners(events)
+def _agent_edges(
+    graph: InfluenceGraph,
+    events: Sequence[Any],
+    parses: Sequence[Any],
+    made: dict[int, int],
+    elicited: dict[int, int | None],
+) -> None:
     calls = {made[e.index]: e for e in events if isinstance(e, ToolCallEvent)}
     refused = {e.call_index for e in events if getattr(e, "type", None) in ATTEMPT_TYPES}
     for i, parsed in enumerate(parses[: len(graph.lengths)]):
@@ -154,11 +160,12 @@ def _agent_edges(graph: InfluenceGraph, events: Sequence[Any], parses: Sequence[
 ACTS = {(spec.tool, spec.action) for spec in INTENT_SPECS.values() if spec.action is not None}  # state-changing calls
 
 
-def _unresolved_errors(graph: InfluenceGraph, events: Sequence[Any], turns: Sequence[Any]) -> None:
+def _unresolved_errors(
+    graph: InfluenceGraph, events: Sequence[Any], turns: Sequence[Any], made: dict[int, int]
+) -> None:
     """An episode whose world state never matched the goal: each accepted act (an intent's resolving call) changed
     the wrong thing and each "done" report is a rule failure (e_i = 1), and a report after an act relied on it (E⁻).
     Without the act's error a misroute's blame went to the report and spared the act that caused it."""
-    made, _ = _owners(events)
     acts = [
         made[e.index]
         for e in events
@@ -288,10 +295,10 @@ def token_weights(own: Sequence[int], per_action: Sequence[float]) -> list[float
 
 
 def iapo_token_weights(
-    episode: Any, role: str, own: Sequence[int], beta_plus: float, clip: float
+    graph: InfluenceGraph, own: Sequence[int], beta_plus: float, clip: float
 ) -> tuple[list[float], list[float]]:
-    """Per-token IAPO weights of one completion: (for Â > 0, for Â < 0)."""
-    w_pos, w_neg = routing_weights(influence_graph(episode, role, own), beta_plus, clip)
+    """Per-token IAPO weights of one completion (its ``graph``, its side's own-token mask): (for Â > 0, Â < 0)."""
+    w_pos, w_neg = routing_weights(graph, beta_plus, clip)
     return token_weights(own, w_pos), token_weights(own, w_neg)
 
 
@@ -332,11 +339,7 @@ def credit_batch(
     if settings.credit == "iapo":
         beta, clip = settings.iapo_beta_plus, settings.iapo_clip
         graphs = graphs or [influence_graph(ep, role, own) for ep, own in zip(episodes, own_masks, strict=True)]
-        rows = []
-        for graph, own in zip(graphs, own_masks, strict=True):
-            w_pos, w_neg = routing_weights(graph, beta, clip)
-            rows.append(("iapo", token_weights(own, w_pos), token_weights(own, w_neg)))
-        return rows
+        return [("iapo", *iapo_token_weights(gr, own, beta, clip)) for gr, own in zip(graphs, own_masks, strict=True)]
     turn = group_normalized(turn_rewards, group)
     return [("mt_grpo", first_action_mask(own), t) for own, t in zip(own_masks, turn, strict=True)]
 
