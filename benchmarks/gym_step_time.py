@@ -1,28 +1,33 @@
 """The agent gym's seconds per step before and after #60's rollout path, on the same scenarios and seed (issue #60).
 
 "before" is the rollout path the gym had until 2026-12-05: ``model.generate`` (``LMPolicy(decoder="generate")``)
-over a bfloat16 KV cache (the old default on a CPU with bfloat16 arithmetic, this VM's). "after" is today's default:
-sparring's decode loop over a cache in the model's own dtype. Everything else is the product's agent_rl stage: from
+over a bfloat16 KV cache (the old default on a CPU with bfloat16 arithmetic, this VM's). "after" is sparring's
+decode loop over a cache in the model's own dtype. "ahead" is "after" with ``rollout_ahead`` (#60 item 2): the next
+step's episodes played in a forked worker while this step updates, one update off-policy, so one gym keeps both
+cores busy. Everything else is the product's agent_rl stage: from
 a finished run's DA0 and simulator, the agent_rl recipe (``coevolution.agent_grpo`` with dynamic sampling, lr 3e-4,
 the agent's reward from the world alone) on the run's gym (``data/scenarios/gym.jsonl``), ``--steps`` optimizer steps,
 one RL seed for both paths.
 
-Measured twice: one process (each path's gym alone on the machine, one after the other), then two (two gyms of the
-same path at once, RL seeds ``--seed`` and ``--seed + 1``, as when two stages or seeds share the 2 cores). A step's
+Measured twice: one process (each arm's gym alone on the machine, one after the other; "ahead" forks its worker),
+then two (two gyms of the same arm at once, RL seeds ``--seed`` and ``--seed + 1``, as when two stages or seeds share
+the 2 cores; ``--two`` picks the arms). A step's
 time is TRL's ``step_time`` (rollouts, scoring and the update; the first step is a warm-up and not counted); the
 rollout's share and the episodes played per step are shown beside it, because dynamic sampling plays 32-64
-episodes a step and the two paths' samples differ where bfloat16 rounding changes a draw. Then the one-process
-arms' last weights play the same ``--eval-scenarios`` held-out scenarios greedy against the pool and ``_coop``
-(today's path for both), with the paired difference after - before and its bootstrap 95% interval: what the gym
-learnt must not depend on the path.
+episodes a step and the arms' samples differ where bfloat16 rounding changes a draw (and "ahead" plays the pool
+in its own order, an update behind). Then the one-process arms' last weights play the same ``--eval-scenarios``
+held-out scenarios greedy against the pool and ``_coop`` (today's path for all), with each arm's paired difference
+from "before" (and "ahead" - "after") and its bootstrap 95% interval: what the gym learnt must not depend on the
+path. ``--runs-json F`` writes every arm's per-scenario outcomes there (scenario ids and 0/1, no texts).
 
 Each gym runs in its own process (``--child``), so a path's setting never leaks into the other's. The switch is
 this file's :func:`rollout_path`: it sets LMPolicy's two options for every policy the gym builds (the trained
 agent's and the simulator's), in the child only.
 
-Prints readable lines, then one JSON object as the last line: ``{"step_seconds": {"before": ..., "after": ...},
-"ratio": ..., "two_processes": {...}, "heldout": {...}}`` (goal: ratio <= 0.6, one process and two).
-Usage: ``python benchmarks/gym_step_time.py ROOT [--steps 12] [--seed 0] [--eval-scenarios 240]``.
+Prints readable lines, then one JSON object as the last line: ``{"step_seconds": {"before": ..., "after": ...,
+"ahead": ...}, "ratio": {...}, "two_processes": {...}, "heldout": {...}}`` (goal: a ratio to "before" <= 0.6).
+Usage: ``python benchmarks/gym_step_time.py ROOT [--steps 12] [--seed 0] [--eval-scenarios 240]
+[--arms before,after,ahead] [--two before,after] [--runs-json F]``.
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.agent_learning_curve import HeldoutCurve, run_params, start_state
+from sparring.atomic import write_json
 from sparring.evaluate.episodes import paired_bootstrap
 from sparring.lm.checkpoints import load_checkpoint, save_checkpoint
 from sparring.lm.policies import LMPolicy
@@ -50,7 +56,8 @@ from sparring.train.coevolution import CycleModels, agent_opponents
 from sparring.train.grpo import train_side
 from sparring.world.scenarios import load_scenarios
 
-PATHS = {"before": {"decoder": "generate", "kv_cache_dtype": "bfloat16"}, "after": {}}  # after: LMPolicy's defaults
+GENERATE_BF16 = {"decoder": "generate", "kv_cache_dtype": "bfloat16"}
+ARMS = {"before": (GENERATE_BF16, False), "after": ({}, False), "ahead": ({}, True)}  # (LMPolicy options, ahead)
 
 
 @contextmanager
@@ -70,14 +77,15 @@ def rollout_path(options: dict[str, str]) -> Iterator[None]:
         LMPolicy.__init__ = init  # type: ignore[method-assign]
 
 
-def child(root: Path, profile: str, path: str, steps: int, seed: int, out: Path, save: Path | None) -> None:
-    """One gym of ``steps`` steps on ``path``'s rollouts; its step times (and, with ``save``, its weights)."""
+def child(root: Path, profile: str, arm: str, steps: int, seed: int, out: Path, save: Path | None) -> None:
+    """One gym of ``steps`` steps as ``arm`` plays it; its step times (and, with ``save``, its weights)."""
     p = load_params(root / "params.yaml", profile)
     apply_torch_threads(p.runtime.torch_threads)
     co, state = p.coevolution, start_state(root, 0)
-    settings = agent_rl_grpo(co, p.agent_rl).replace(max_steps=steps)
+    options, ahead = ARMS[arm]
+    settings = agent_rl_grpo(co, p.agent_rl).replace(max_steps=steps, rollout_ahead=ahead)
     gym = load_scenarios(root / "data" / "scenarios" / "gym.jsonl")
-    with rollout_path(PATHS[path]):  # the customers are built here too: a rollout decodes both sides
+    with rollout_path(options):  # the customers are built here too: a rollout decodes both sides
         models = CycleModels(state, co)
         opponent = agent_opponents(state, dict(co.agent_mix), models.customer, co.coop_opening, co.adversary_opening)
         model, _ = load_checkpoint(Path(state.agent_dir))
@@ -86,11 +94,12 @@ def child(root: Path, profile: str, path: str, steps: int, seed: int, out: Path,
             seed=derive_seed(p.seed, "agent_rl", seed),
         )  # fmt: skip
     times = [float(row["step_time"]) for row in result.curves if "step_time" in row]
-    rollouts = [s["rollout_s"] for s in result.steps]
+    rollouts = [s["rollout_s"] for s in result.steps]  # what the step waited for ("ahead": the worker's rest)
+    plays = [s["play_s"] for s in result.steps]  # the batch's own play
     played = [s.get("episodes_played", s["episodes"]) for s in result.steps]
     if save is not None:
         save_checkpoint(result.model, models.tokenizer, save)
-    out.write_text(json.dumps({"step_time": times, "rollout_s": rollouts, "episodes_played": played}))
+    out.write_text(json.dumps({"step_time": times, "rollout_s": rollouts, "play_s": plays, "episodes_played": played}))
 
 
 def summary(run: dict[str, list[float]]) -> dict[str, float]:
@@ -100,14 +109,15 @@ def summary(run: dict[str, list[float]]) -> dict[str, float]:
         "step_seconds": round(statistics.mean(times), 3),
         "step_seconds_median": round(statistics.median(times), 3),
         "rollout_seconds": round(statistics.mean(rollouts), 3),
+        "play_seconds": round(statistics.mean(run["play_s"][1:]), 3),
         "episodes_per_step": round(statistics.mean(run["episodes_played"][1:]), 1),
     }
 
 
 def launch(
-    root: Path, profile: str, path: str, steps: int, seed: int, out: Path, save: Path | None = None
+    root: Path, profile: str, arm: str, steps: int, seed: int, out: Path, save: Path | None = None
 ) -> subprocess.Popen:
-    cmd = [sys.executable, __file__, str(root), "--profile", profile, "--child", path, "--steps", str(steps)]
+    cmd = [sys.executable, __file__, str(root), "--profile", profile, "--child", arm, "--steps", str(steps)]
     cmd += ["--seed", str(seed)]
     cmd += ["--out", str(out)] + (["--save", str(save)] if save else [])
     return subprocess.Popen(cmd, stdout=subprocess.DEVNULL)
@@ -119,19 +129,35 @@ def wait(procs: list[subprocess.Popen]) -> None:
             raise SystemExit(f"error: a gym process exited with {proc.returncode}: {' '.join(proc.args)}")
 
 
-def heldout(root: Path, profile: str, folders: dict[str, Path], n: int) -> dict[str, Any]:
-    """Both arms' last weights, greedy on the same held-out scenarios: strict PASS and the paired difference."""
+def heldout(root: Path, profile: str, folders: dict[str, Path], n: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The arms' last weights, greedy on the same held-out scenarios: strict PASS, each arm's paired difference
+    from "before" (and "ahead" from "after"), and the per-scenario outcomes (ids and 0/1)."""
     curve = HeldoutCurve.of_run(root, load_params(root / "params.yaml", profile), n)
     points = {arm: curve.point(folder) for arm, folder in folders.items()}
+    pairs = [(a, "before") for a in points if a != "before" and "before" in points]
+    pairs += [("ahead", "after")] if {"ahead", "after"} <= set(points) else []
     row: dict[str, Any] = {}
     for opp in ("advpool", "coop"):
-        before, after = points["before"][f"passes_{opp}"], points["after"][f"passes_{opp}"]
-        low, high = paired_bootstrap(before, after)
-        row[opp] = {
-            "before": sum(before) / n, "after": sum(after) / n,
-            "after_minus_before": [(sum(after) - sum(before)) / n, low, high],
-        }  # fmt: skip
-    return row
+        row[opp] = {arm: sum(point[f"passes_{opp}"]) / n for arm, point in points.items()}
+        for arm, base in pairs:
+            low, high = paired_bootstrap(points[base][f"passes_{opp}"], points[arm][f"passes_{opp}"])
+            diff = (sum(points[arm][f"passes_{opp}"]) - sum(points[base][f"passes_{opp}"])) / n
+            row[opp][f"{arm}_minus_{base}"] = [diff, low, high]
+    runs = {
+        "scenario_ids": [sc.scenario_id for sc in curve.held],
+        "strict_pass": {arm: {opp: "".join(str(int(v)) for v in point[f"passes_{opp}"]) for opp in ("advpool", "coop")}
+                        for arm, point in points.items()},
+    }  # fmt: skip
+    return row, runs
+
+
+def gyms(root: Path, profile: str, arm: str, steps: int, seeds: list[int], tmp: Path, save: bool) -> dict[str, Any]:
+    """``arm``'s gyms, one per seed, at once; the mean of their summaries."""
+    outs = [tmp / f"{arm}_{len(seeds)}_{s}.json" for s in seeds]
+    saves = [tmp / f"{arm}_model" if save else None for _ in seeds]
+    wait([launch(root, profile, arm, steps, s, o, m) for s, o, m in zip(seeds, outs, saves, strict=True)])
+    runs = [summary(json.loads(out.read_text())) for out in outs]
+    return {k: round(statistics.mean(r[k] for r in runs), 3) for k in runs[0]}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -140,8 +166,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=12, help="optimizer steps per gym (the first is a warm-up)")
     parser.add_argument("--seed", type=int, default=0, help="the RL seed (two processes: this and the next)")
     parser.add_argument("--eval-scenarios", type=int, default=240, help="held-out scenarios (0: no held-out play)")
+    parser.add_argument("--arms", default="before,after,ahead", help="the arms timed alone, in this order")
+    parser.add_argument("--two", default="before,after", help="the arms timed two gyms at once ('': none)")
+    parser.add_argument("--runs-json", type=Path, help="every arm's per-scenario held-out outcomes (ids, 0/1)")
     parser.add_argument("--profile", default="default", help="the params profile the run was made with")
-    parser.add_argument("--child", choices=sorted(PATHS), help=argparse.SUPPRESS)
+    parser.add_argument("--child", choices=sorted(ARMS), help=argparse.SUPPRESS)
     parser.add_argument("--out", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--save", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -149,6 +178,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.child:
         child(root, args.profile, args.child, args.steps, args.seed, args.out, args.save)
         return 0
+    arms, two_arms = [a for a in args.arms.split(",") if a], [a for a in args.two.split(",") if a]
+    unknown = sorted(set(arms + two_arms) - set(ARMS))
+    if unknown or not arms:
+        raise SystemExit(f"error: unknown arms {unknown or arms}; choose from {', '.join(ARMS)}")
     if args.steps < 2:
         raise SystemExit("error: --steps must be >= 2 (the first step is a warm-up)")
     missing = [f for f in ("params.yaml", "data/scenarios/gym.jsonl", "models/agent_sft") if not (root / f).exists()]
@@ -158,36 +191,36 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="sparring-steptime-") as scratch:
         tmp = Path(scratch)
         one: dict[str, Any] = {}
-        for path in PATHS:  # one process: each path's gym alone
-            print(f"{path}: one gym of {args.steps} steps alone", flush=True)
-            wait([launch(root, args.profile, path, args.steps, args.seed, tmp / f"{path}.json", tmp / f"{path}_model")])
-            one[path] = summary(json.loads((tmp / f"{path}.json").read_text()))
-            print(f"  {one[path]}", flush=True)
+        for arm in arms:  # one process: each arm's gym alone
+            print(f"{arm}: one gym of {args.steps} steps alone", flush=True)
+            one[arm] = gyms(root, args.profile, arm, args.steps, [args.seed], tmp, save=True)
+            print(f"  {one[arm]}", flush=True)
         two: dict[str, Any] = {}
-        for path in PATHS:  # two processes: two gyms of the same path at once
-            print(f"{path}: two gyms of {args.steps} steps at once (seeds {args.seed}, {args.seed + 1})", flush=True)
-            seeds = (args.seed, args.seed + 1)
-            outs = [tmp / f"{path}_two_{s}.json" for s in seeds]
-            wait([launch(root, args.profile, path, args.steps, s, out) for s, out in zip(seeds, outs, strict=True)])
-            runs = [summary(json.loads(out.read_text())) for out in outs]
-            two[path] = {k: round(statistics.mean(r[k] for r in runs), 3) for k in runs[0]}
-            print(f"  {two[path]}", flush=True)
-        folders = {path: tmp / f"{path}_model" for path in PATHS}
-        held = heldout(root, args.profile, folders, args.eval_scenarios) if args.eval_scenarios else {}
-    ratio = one["after"]["step_seconds"] / one["before"]["step_seconds"]
-    ratio_two = two["after"]["step_seconds"] / two["before"]["step_seconds"]
-    print(f"seconds per step, one process: before {one['before']['step_seconds']:.2f}, after "
-          f"{one['after']['step_seconds']:.2f} ({ratio:.2f}x); two: before {two['before']['step_seconds']:.2f}, "
-          f"after {two['after']['step_seconds']:.2f} ({ratio_two:.2f}x); goal <= 0.6x")  # fmt: skip
+        for arm in two_arms:  # two processes: two gyms of the same arm at once
+            print(f"{arm}: two gyms of {args.steps} steps at once (seeds {args.seed}, {args.seed + 1})", flush=True)
+            two[arm] = gyms(root, args.profile, arm, args.steps, [args.seed, args.seed + 1], tmp, save=False)
+            print(f"  {two[arm]}", flush=True)
+        folders = {arm: tmp / f"{arm}_model" for arm in arms}
+        held, runs = heldout(root, args.profile, folders, args.eval_scenarios) if args.eval_scenarios else ({}, {})
+    base = one.get("before", {}).get("step_seconds")
+    ratio = {arm: round(one[arm]["step_seconds"] / base, 3) for arm in arms if base and arm != "before"}
+    base_two = two.get("before", {}).get("step_seconds")
+    ratio_two = {arm: round(two[arm]["step_seconds"] / base_two, 3) for arm in two if base_two and arm != "before"}
+    print("seconds per step, one gym: " + ", ".join(f"{a} {one[a]['step_seconds']:.2f}" for a in arms)
+          + f"; ratio to before {ratio} (goal <= 0.6)")  # fmt: skip
+    if two:
+        print("two gyms at once: " + ", ".join(f"{a} {two[a]['step_seconds']:.2f}" for a in two) + f"; {ratio_two}")
     for opp, row in held.items():
-        d = row["after_minus_before"]
-        print(f"held-out {opp} strict PASS at step {args.steps}: before {row['before']:.3f}, after "
-              f"{row['after']:.3f}, after - before {d[0]:+.3f} [{d[1]:+.3f}, {d[2]:+.3f}]")  # fmt: skip
+        diffs = "; ".join(f"{k} {v[0]:+.3f} [{v[1]:+.3f}, {v[2]:+.3f}]" for k, v in row.items() if "_minus_" in k)
+        values = ", ".join(f"{k} {v:.3f}" for k, v in row.items() if "_minus_" not in k)
+        print(f"held-out {opp} strict PASS at step {args.steps}: {values}; {diffs}")
+    if args.runs_json and runs:
+        write_json({"steps": args.steps, "seed": args.seed, "root": str(root), **runs}, args.runs_json)
     print(json.dumps({
         "steps": args.steps, "seed": args.seed,
-        "step_seconds": {"before": one["before"]["step_seconds"], "after": one["after"]["step_seconds"]},
-        "ratio": round(ratio, 3), "one_process": one,
-        "two_processes": {**two, "ratio": round(ratio_two, 3)}, "heldout": held,
+        "step_seconds": {arm: one[arm]["step_seconds"] for arm in arms},
+        "ratio": ratio, "one_process": one,
+        "two_processes": {**two, "ratio": ratio_two}, "heldout": held,
     }))  # fmt: skip
     return 0
 

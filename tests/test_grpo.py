@@ -8,6 +8,7 @@ import numpy as np
 import polars as pl
 import pytest
 import torch
+from transformers import TrainerCallback
 
 from sparring.agents.scripted import CamouflagingCustomer, CooperativeCustomer, ExpertAgent
 from sparring.data.synthetic import generate_utterances
@@ -28,7 +29,15 @@ from sparring.lm.tokenizer import train_tokenizer
 from sparring.seeds import derive_seed
 from sparring.settings import GRPOSettings
 from sparring.train.distributed_check import ConstantStyle  # fixed faithfulness/realism: the plumbing is under test
-from sparring.train.grpo import make_rollout_func, mean_abs_advantage, side_sample, train_side, zero_spread_groups
+from sparring.train.grpo import (
+    make_batch_func,
+    make_rollout_func,
+    mean_abs_advantage,
+    side_sample,
+    train_side,
+    zero_spread_groups,
+)
+from sparring.train.rollout_ahead import AHEAD_FILE, RolloutAhead
 from sparring.world.scenarios import sample_scenarios
 from sparring.world.taxonomy import load_taxonomy
 
@@ -199,14 +208,17 @@ def even_mass(model, prompts: list[list[int]]) -> float:
     return float(torch.stack([x[0::2].sum() for x in p]).mean())
 
 
-def test_grpo_steps_change_weights_and_raise_a_learnable_reward(tok, scenarios):
+# A batch played a step ahead is an update stale: at this toy's lr 3e-2 the clip holds it back, 24 steps reach what
+# 16 on-policy do (0.50 -> 0.68, against 0.57 at 16).
+@pytest.mark.parametrize(("ahead", "steps"), [(False, 16), (True, 24)], ids=["on_policy", "rollout_ahead"])
+def test_grpo_steps_change_weights_and_raise_a_learnable_reward(tok, scenarios, ahead, steps):
     model = build_model(SPEC, tok)
     start = {k: v.clone() for k, v in model.state_dict().items()}
     probe = [side_sample(ep, "agent")["prompt_ids"] for ep in _episodes(model, tok, scenarios)]
     before = even_mass(model, probe)
-    s = settings(max_steps=16, learning_rate=3e-2, loss_type="grpo")
+    s = settings(max_steps=steps, learning_rate=3e-2, loss_type="grpo", rollout_ahead=ahead)
     result = train_side(model, tok, "agent", CooperativeCustomer(), scenarios, EvenTokens(), s, seed=3)
-    assert len(result.steps) == 16 and result.update_tokens > 0 and result.trained_tokens > 0
+    assert len(result.steps) == steps and result.update_tokens > 0 and result.trained_tokens > 0
     losses = [c["loss"] for c in result.curves if "loss" in c]
     assert losses and all(np.isfinite(losses))
     grads = [c["grad_norm"] for c in result.curves if "grad_norm" in c]
@@ -214,7 +226,7 @@ def test_grpo_steps_change_weights_and_raise_a_learnable_reward(tok, scenarios):
     changed = [k for k, v in result.model.state_dict().items() if not torch.equal(v, start[k])]
     assert "lm_head.weight" in changed
     after = even_mass(result.model, probe)
-    assert after > before + 0.1, (before, after)  # 0.50 -> 0.89 when written
+    assert after > before + 0.1, (before, after)  # 0.50 -> 0.87 when written (rollout_ahead: 0.68)
     assert result.update_tokens_per_s > 0 and result.reward_stats()["reward_last"] >= 0
 
 
@@ -338,3 +350,52 @@ def test_a_group_whose_customer_leaves_before_the_agent_speaks_is_played_again(t
     alone = first([f"{i}|" for i in (0, 1) for _ in range(G)], SimpleNamespace(model=model))
     assert out["prompt_ids"][G:] == alone["prompt_ids"][G:]  # the same scenario, opened the same way
     assert out["prompt_ids"][0] != alone["prompt_ids"][0]  # another scenario in the leaver's place
+
+
+def test_a_batch_played_ahead_is_the_weights_of_the_step_before(tok, scenarios):
+    """The worker plays call 1 with the weights call 0 returned under; the update between does not reach it."""
+    model = build_model(SPEC, tok)
+    s = settings(rollout_ahead=True)
+    batch = make_batch_func("agent", tok, CooperativeCustomer(), scenarios, Judge(ConstantStyle()), s, seed=5)
+    trainer = SimpleNamespace(model=model, state=SimpleNamespace(global_step=0, max_steps=4))
+    prompts = ["0|"] * (s.scenarios_per_step * G)
+    with RolloutAhead(batch, model, scenarios, s.scenarios_per_step, G, 1, seed=5) as ahead:
+        first = ahead(prompts, trainer)
+        assert first == batch(ahead.picked(0), 0, model)[0]
+        old = {k: v.clone() for k, v in model.state_dict().items()}
+        with torch.no_grad():  # "the update": the live weights move while the worker plays
+            model.lm_head.weight.mul_(3.0)
+        second = ahead(prompts, trainer)
+    stale, live = build_model(SPEC, tok), model
+    stale.load_state_dict(old)
+    assert second == batch(ahead.picked(1), 1, stale)[0]
+    assert second["completion_ids"] != batch(ahead.picked(1), 1, live)[0]["completion_ids"]
+    assert ahead.picked(0) != ahead.picked(1)  # each call its own step of the pool
+
+
+class KillAt(TrainerCallback):
+    def __init__(self, step: int) -> None:
+        self.step = step
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        if state.global_step == self.step:
+            raise RuntimeError(f"killed before step {self.step + 1}")
+
+
+def test_a_run_with_rollouts_ahead_resumes_to_the_weights_of_an_uninterrupted_one(tok, scenarios, tmp_path):
+    s = settings(max_steps=4, learning_rate=3e-2, rollout_ahead=True)
+
+    def run(folder, callbacks=(), resume=None):
+        model = build_model(SPEC, tok)
+        return train_side(model, tok, "agent", CooperativeCustomer(), scenarios, EvenTokens(), s, folder, seed=3,
+                          save_every=2, callbacks=callbacks, resume_from=resume).model  # fmt: skip
+
+    whole = run(tmp_path / "a")
+    with pytest.raises(RuntimeError, match="killed"):
+        run(tmp_path / "b", [KillAt(3)])
+    assert (tmp_path / "b" / "checkpoint-2" / AHEAD_FILE).is_file()  # the batch step 3 plays, played with w_1
+    again = run(tmp_path / "b", resume=tmp_path / "b" / "checkpoint-2")
+    a, b = whole.state_dict(), again.state_dict()
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    start = build_model(SPEC, tok).state_dict()
+    assert any(not torch.equal(a[k], start[k]) for k in a)

@@ -22,7 +22,8 @@ What is touched, and why:
   sets (:func:`config_keys_set_by_loading`);
 - the schedulers' ``base_lrs``, zeroed to freeze a trainer (:func:`zero_learning_rates`);
 - TRL's ``_generate_and_score_completions``, whose (B,) advantages :func:`token_advantage_trainer` replaces by
-  per-token ones built from what the rollout returned (TRL's loss reads a (B, T) tensor as it is).
+  per-token ones built from what the rollout returned (TRL's loss reads a (B, T) tensor as it is), and whose
+  ``old_per_token_logps`` :func:`behaviour_logprobs_trainer` sets to the sampler's log-probabilities.
 
 Imports no sparring code, so that ``agents`` and ``train`` can both use it.
 """
@@ -222,3 +223,21 @@ def token_advantage_trainer(base: type, per_token: Callable[[float, Any], list[f
             return output
 
     return TokenAdvantageTrainer
+
+
+def behaviour_logprobs_trainer(base: type) -> type:
+    """``base`` (TRL's ``GRPOTrainer``) whose ratio's π_old is the policy that sampled the batch: the rollout's
+    ``logprobs`` (TRL's ``sampling_per_token_logps``) become ``old_per_token_logps``. Without vLLM, TRL computes
+    π_old only for several updates per batch and otherwise takes it to be π_θ (ρ = 1), right only when the batch
+    was played by the weights being updated; a batch played a step earlier (``GRPOSettings.rollout_ahead``) needs
+    ρ = π_θ / π_sampler, clipped at 1 ± ε as PPO clips it."""
+    _trl("old_per_token_logps and sampling_per_token_logps of _generate_and_score_completions")
+
+    class BehaviourLogprobsTrainer(base):  # type: ignore[misc, valid-type]
+        def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
+            output = super()._generate_and_score_completions(inputs)
+            if output.get("sampling_per_token_logps") is not None:
+                output["old_per_token_logps"] = output["sampling_per_token_logps"]
+            return output
+
+    return BehaviourLogprobsTrainer

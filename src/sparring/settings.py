@@ -165,6 +165,10 @@ class GRPOSettings(Settings):
     )
     iapo_beta_plus: float = Field(0.05, ge=0, description="IAPO's β₊: how much a success spares error-bearing actions")
     iapo_clip: float = Field(0.25, gt=0, description="IAPO's c: the clip of the standardized influence features")
+    rollout_ahead: bool = Field(
+        False,
+        description="play the next step's episodes in a forked process while this step updates (one step off-policy)",
+    )
 
     @model_validator(mode="after")
     def _check(self) -> GRPOSettings:

@@ -43,6 +43,7 @@ docs/results.md, "GRPO updates at SFT's throughput").
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import tempfile
@@ -52,17 +53,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sparring.hf_door import model_folder, point_reference_at
+from sparring.hf_door import behaviour_logprobs_trainer, model_folder, point_reference_at
 from sparring.judge import Scorer
 from sparring.lm.chat import agent_system_prompt
 from sparring.lm.models import is_peft
 from sparring.lm.policies import LMPolicy, Policy
+from sparring.progress import LOGGER
 from sparring.rollout import Episode, run_episodes
 from sparring.seeds import derive_seed
 from sparring.settings import GRPOSettings
 from sparring.train.iapo import credit_batch, credit_summary, influence_graph, make_credit_trainer
 from sparring.train.lm_head import LossTokensHead, plain_head
 from sparring.train.opponents import PerEpisodeOpponent, SharedReplies
+from sparring.train.rollout_ahead import BatchFunc, KeepAhead, RolloutAhead
 from sparring.train.trl import prompt_indices, rollout_output, tile_to_step, trained_model, unwrapped
 from sparring.world.scenarios import Scenario
 
@@ -134,7 +137,6 @@ def side_sample(episode: Episode, side: str) -> dict[str, list]:
     }
 
 
-# Over 60 lines: TRL's rollout_func is one closure over the episode settings; its body reads as one step.
 def make_rollout_func(
     side: str,
     tokenizer: Any,
@@ -151,6 +153,40 @@ def make_rollout_func(
     """TRL's ``rollout_func(prompts, trainer)`` for ``side``. Prompts are ``"<index>|<scenario_id>"`` keys into
     ``scenarios``, in groups of ``num_generations`` equal keys. ``record`` collects one stats row per call;
     ``wrap`` wraps the trained policy (tests script some of its turns)."""
+    batch = make_batch_func(side, tokenizer, opponent, scenarios, judge, settings, reward_key=reward_key, wrap=wrap,
+                            seed=seed)  # fmt: skip
+    calls = [0]
+
+    def rollout(prompts: list[Any], trainer: Any) -> dict[str, list]:
+        t0 = time.perf_counter()
+        picked = [scenarios[i] for i in prompt_indices(prompts, settings.num_generations)]
+        if calls[0] == 0:  # a resumed trainer: its rollouts' draws go on from the step it resumed at
+            calls[0] = getattr(getattr(trainer, "state", None), "global_step", 0) // settings.num_iterations
+        output, row = batch(picked, calls[0], unwrapped(trainer))
+        calls[0] += 1
+        if record is not None:
+            record.append({**row, "rollout_s": time.perf_counter() - t0})
+        return output
+
+    return rollout
+
+
+# Over 60 lines: one closure over the episode settings; its body reads as one step's batch.
+def make_batch_func(
+    side: str,
+    tokenizer: Any,
+    opponent: Policy | OpponentChooser,
+    scenarios: Sequence[Scenario],
+    judge: Scorer,
+    settings: GRPOSettings,
+    *,
+    reward_key: str | None = None,
+    wrap: Callable[[LMPolicy], Policy] | None = None,
+    seed: int = 0,
+) -> BatchFunc:
+    """``batch(picked, call, model)``: rollout number ``call`` of ``side``'s gym (its draws derive from ``seed``
+    and ``call``), ``picked``'s groups of ``num_generations`` played by ``model``'s sampling policy and scored,
+    in TRL's ``rollout_func`` answer, with its stats row. ``scenarios`` are the pool DAPO's refills draw from."""
     if side not in SIDES:
         raise ValueError(f"side must be one of {SIDES}, got {side!r}")
     first_turn = settings.completion == "first_turn"
@@ -159,7 +195,6 @@ def make_rollout_func(
     key = reward_key or side_reward_key(side, settings)
     turns = (1, 1) if first_turn else (settings.max_turns, settings.max_calls_per_turn)
     g = settings.num_generations
-    calls = [0]
 
     def play(picked: list[Scenario], draw: int, trained: LMPolicy, model: Any) -> tuple[list[Episode], list[dict]]:
         """``picked``'s groups played and scored, each group against one opponent drawn from ``draw``."""
@@ -192,14 +227,9 @@ def make_rollout_func(
             ep.rewards = s
         return episodes, scores
 
-    def rollout(prompts: list[Any], trainer: Any) -> dict[str, list]:
+    def batch(picked: list[Scenario], call: int, model: Any) -> tuple[dict[str, list], dict[str, float]]:
         t0 = time.perf_counter()
-        picked = [scenarios[i] for i in prompt_indices(prompts, g)]
-        if calls[0] == 0:  # a resumed trainer: its rollouts' draws go on from the step it resumed at
-            calls[0] = getattr(getattr(trainer, "state", None), "global_step", 0) // settings.num_iterations
-        draw = derive_seed(seed, side, calls[0])
-        calls[0] += 1
-        model = unwrapped(trainer)
+        draw = derive_seed(seed, side, call)
         trained = LMPolicy(
             model, tokenizer, side, max_new_tokens=settings.max_new_tokens, temperature=settings.temperature
         )
@@ -230,13 +260,12 @@ def make_rollout_func(
             if settings.credit == "iapo":  # built once: the credit and the step's record read the same graphs
                 graphs = [influence_graph(ep, side, o) for ep, o in zip(episodes, own, strict=True)]
             credit = credit_batch(episodes, own, side, settings, turn, g, graphs=graphs)
-        if record is not None:
-            stats = _stats(episodes, scores, rewards, samples, g, time.perf_counter() - t0)
-            extra = {"episodes_played": played, "frac_zero_std_groups_sampled": sampled_zero / (len(episodes) // g)}
-            if graphs and side == "agent":  # what the graph held: is there anything to route?
-                held = credit_summary(graphs, settings.iapo_beta_plus, settings.iapo_clip)
-                extra.update({f"iapo_{k}": v for k, v in held.items() if k != "episodes"})
-            record.append({**stats, **extra, "adv_abs_mean": mean_abs_advantage(rewards, g, settings.scale_rewards)})
+        stats = _stats(episodes, scores, rewards, samples, g, time.perf_counter() - t0)
+        extra = {"episodes_played": played, "frac_zero_std_groups_sampled": sampled_zero / (len(episodes) // g)}
+        if graphs and side == "agent":  # what the graph held: is there anything to route?
+            held = credit_summary(graphs, settings.iapo_beta_plus, settings.iapo_clip)
+            extra.update({f"iapo_{k}": v for k, v in held.items() if k != "episodes"})
+        row = {**stats, **extra, "adv_abs_mean": mean_abs_advantage(rewards, g, settings.scale_rewards)}
         return rollout_output(
             [s["prompt_ids"] for s in samples],
             [s["completion_ids"] for s in samples],
@@ -244,9 +273,9 @@ def make_rollout_func(
             [s["env_mask"] for s in samples],
             rewards,
             credit,
-        )
+        ), row
 
-    return rollout
+    return batch
 
 
 def unusable_groups(
@@ -297,7 +326,7 @@ def _stats(
         "adv_misroute": sum(s.get("adv_misroute", 0.0) for s in scores) / n,
         "update_tokens": sum(len(s["prompt_ids"]) + len(s["completion_ids"]) for s in samples),
         "trained_tokens": sum(sum(s["env_mask"]) for s in samples),
-        "rollout_s": seconds,
+        "play_s": seconds,  # the batch's own play; rollout_s: what the step waited for it
     }
 
 
@@ -511,7 +540,8 @@ def build_trainer(
         point_reference_at(model, str(ref))
     dataset = Dataset.from_list([{"prompt": f"{i}|"} for i in range(n_prompts)])
     # One trainer class: per-token advantages when the rollout returns token_credit, TRL's Â otherwise.
-    trainer_class = make_update_trainer(make_credit_trainer(GRPOTrainer))
+    base = behaviour_logprobs_trainer(GRPOTrainer) if settings.rollout_ahead else GRPOTrainer
+    trainer_class = make_update_trainer(make_credit_trainer(base))
     args = grpo_config(settings, output_dir, report_to, seed, save_every)
     return trainer_class(
         model=model,
@@ -570,10 +600,19 @@ def train_side(
     pool = tile_to_step(scenarios, settings.scenarios_per_step)
     random.Random(seed).shuffle(pool)
     record: list[dict[str, float]] = []
-    rollout = make_rollout_func(
-        side, tokenizer, opponent, pool, judge, settings, reward_key=reward_key, record=record, wrap=wrap, seed=seed
-    )
-    with tempfile.TemporaryDirectory(prefix=SCRATCH_PREFIX) as scratch:
+    ahead = None
+    if settings.rollout_ahead:  # the next step's batch played in a forked worker while this one updates
+        batch = make_batch_func(side, tokenizer, opponent, pool, judge, settings, reward_key=reward_key, wrap=wrap,
+                                seed=seed)  # fmt: skip
+        ahead = RolloutAhead(batch, model, pool, settings.scenarios_per_step, settings.num_generations,
+                             settings.num_iterations, seed, record)  # fmt: skip
+        rollout: Callable[[list[Any], Any], dict[str, list]] = ahead
+        callbacks = [*callbacks, KeepAhead(ahead)]
+    else:
+        rollout = make_rollout_func(
+            side, tokenizer, opponent, pool, judge, settings, reward_key=reward_key, record=record, wrap=wrap, seed=seed
+        )
+    with tempfile.TemporaryDirectory(prefix=SCRATCH_PREFIX) as scratch, ahead or contextlib.nullcontext():
         out = Path(output_dir) if output_dir is not None else Path(scratch)
         setup = time.perf_counter()
         trainer = build_trainer(
@@ -589,6 +628,8 @@ def train_side(
             seed=seed,
             save_every=save_every,
         )
+        if ahead is not None and resume_from and not ahead.resume_from(resume_from):
+            LOGGER.warning(f"{resume_from} kept no batch played ahead: its first step plays one on-policy")
         start = time.perf_counter()
         trainer.train(resume_from_checkpoint=str(resume_from) if resume_from else None)
         seconds = time.perf_counter() - start
