@@ -2,9 +2,10 @@
 
 "before" is the rollout path the gym had until 2026-12-05: ``model.generate`` (``LMPolicy(decoder="generate")``)
 over a bfloat16 KV cache (the old default on a CPU with bfloat16 arithmetic, this VM's). "after" is sparring's
-decode loop over a cache in the model's own dtype. "ahead" is "after" with ``rollout_ahead`` (#60 item 2): the next
-step's episodes played in a forked worker while this step updates, one update off-policy, so one gym keeps both
-cores busy. Everything else is the product's agent_rl stage: from
+decode loop over a cache in the model's own dtype. "ahead" is "after" with ``rollout_ahead`` (#60 item 2) at all but
+one of a step's groups: a forked worker plays them, an update behind, while this process plays the last group and
+updates, so one gym keeps both cores busy; "ahead_all" has the worker play every group (this process only updates).
+Everything else is the product's agent_rl stage: from
 a finished run's DA0 and simulator, the agent_rl recipe (``coevolution.agent_grpo`` with dynamic sampling, lr 3e-4,
 the agent's reward from the world alone) on the run's gym (``data/scenarios/gym.jsonl``), ``--steps`` optimizer steps,
 one RL seed for both paths.
@@ -25,9 +26,10 @@ this file's :func:`rollout_path`: it sets LMPolicy's two options for every polic
 agent's and the simulator's), in the child only.
 
 Prints readable lines, then one JSON object as the last line: ``{"step_seconds": {"before": ..., "after": ...,
-"ahead": ...}, "ratio": {...}, "two_processes": {...}, "heldout": {...}}`` (goal: a ratio to "before" <= 0.6).
+"ahead": ..., "ahead_all": ...}, "ratio": {...}, "two_processes": {...}, "heldout": {...}}`` (goal: a ratio to
+"before" <= 0.6).
 Usage: ``python benchmarks/gym_step_time.py ROOT [--steps 12] [--seed 0] [--eval-scenarios 240]
-[--arms before,after,ahead] [--two before,after] [--runs-json F]``.
+[--arms before,after,ahead,ahead_all] [--two before,after] [--runs-json F]``.
 """
 
 from __future__ import annotations
@@ -57,7 +59,8 @@ from sparring.train.grpo import train_side
 from sparring.world.scenarios import load_scenarios
 
 GENERATE_BF16 = {"decoder": "generate", "kv_cache_dtype": "bfloat16"}
-ARMS = {"before": (GENERATE_BF16, False), "after": ({}, False), "ahead": ({}, True)}  # (LMPolicy options, ahead)
+# (LMPolicy options, groups of a step played here while the worker plays the rest ahead; None: no worker)
+ARMS = {"before": (GENERATE_BF16, None), "after": ({}, None), "ahead": ({}, 1), "ahead_all": ({}, 0)}
 
 
 @contextmanager
@@ -82,8 +85,9 @@ def child(root: Path, profile: str, arm: str, steps: int, seed: int, out: Path, 
     p = load_params(root / "params.yaml", profile)
     apply_torch_threads(p.runtime.torch_threads)
     co, state = p.coevolution, start_state(root, 0)
-    options, ahead = ARMS[arm]
-    settings = agent_rl_grpo(co, p.agent_rl).replace(max_steps=steps, rollout_ahead=ahead)
+    options, here = ARMS[arm]
+    settings = agent_rl_grpo(co, p.agent_rl).replace(max_steps=steps)
+    settings = settings.replace(rollout_ahead=0 if here is None else settings.scenarios_per_step - here)
     gym = load_scenarios(root / "data" / "scenarios" / "gym.jsonl")
     with rollout_path(options):  # the customers are built here too: a rollout decodes both sides
         models = CycleModels(state, co)
@@ -166,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=12, help="optimizer steps per gym (the first is a warm-up)")
     parser.add_argument("--seed", type=int, default=0, help="the RL seed (two processes: this and the next)")
     parser.add_argument("--eval-scenarios", type=int, default=240, help="held-out scenarios (0: no held-out play)")
-    parser.add_argument("--arms", default="before,after,ahead", help="the arms timed alone, in this order")
+    parser.add_argument("--arms", default="before,after,ahead,ahead_all", help="the arms timed alone, in this order")
     parser.add_argument("--two", default="before,after", help="the arms timed two gyms at once ('': none)")
     parser.add_argument("--runs-json", type=Path, help="every arm's per-scenario held-out outcomes (ids, 0/1)")
     parser.add_argument("--profile", default="default", help="the params profile the run was made with")

@@ -37,7 +37,7 @@ from sparring.train.grpo import (
     train_side,
     zero_spread_groups,
 )
-from sparring.train.rollout_ahead import AHEAD_FILE, RolloutAhead
+from sparring.train.rollout_ahead import AHEAD_FILE, RolloutAhead, joined
 from sparring.world.scenarios import sample_scenarios
 from sparring.world.taxonomy import load_taxonomy
 
@@ -210,7 +210,7 @@ def even_mass(model, prompts: list[list[int]]) -> float:
 
 # A batch played a step ahead is an update stale: at this toy's lr 3e-2 the clip holds it back, 24 steps reach what
 # 16 on-policy do (0.50 -> 0.68, against 0.57 at 16).
-@pytest.mark.parametrize(("ahead", "steps"), [(False, 16), (True, 24)], ids=["on_policy", "rollout_ahead"])
+@pytest.mark.parametrize(("ahead", "steps"), [(0, 16), (2, 24)], ids=["on_policy", "rollout_ahead"])
 def test_grpo_steps_change_weights_and_raise_a_learnable_reward(tok, scenarios, ahead, steps):
     model = build_model(SPEC, tok)
     start = {k: v.clone() for k, v in model.state_dict().items()}
@@ -352,25 +352,27 @@ def test_a_group_whose_customer_leaves_before_the_agent_speaks_is_played_again(t
     assert out["prompt_ids"][0] != alone["prompt_ids"][0]  # another scenario in the leaver's place
 
 
-def test_a_batch_played_ahead_is_the_weights_of_the_step_before(tok, scenarios):
-    """The worker plays call 1 with the weights call 0 returned under; the update between does not reach it."""
+def test_groups_played_ahead_are_the_weights_of_the_step_before(tok, scenarios):
+    """The worker plays call 1's ahead groups with the weights call 0 ran under; the update between reaches only
+    the groups played here, and the two parts join as one batch of whole groups."""
     model = build_model(SPEC, tok)
-    s = settings(rollout_ahead=True)
+    s = settings(rollout_ahead=1)
     batch = make_batch_func("agent", tok, CooperativeCustomer(), scenarios, Judge(ConstantStyle()), s, seed=5)
     trainer = SimpleNamespace(model=model, state=SimpleNamespace(global_step=0, max_steps=4))
     prompts = ["0|"] * (s.scenarios_per_step * G)
-    with RolloutAhead(batch, model, scenarios, s.scenarios_per_step, G, 1, seed=5) as ahead:
+    with RolloutAhead(batch, model, scenarios, s.scenarios_per_step, G, 1, 1, seed=5) as ahead:
         first = ahead(prompts, trainer)
-        assert first == batch(ahead.picked(0), 0, model)[0]
+        (ahead0, here0), (ahead1, here1) = ahead.picked(0), ahead.picked(1)
+        assert len(ahead0) == len(here0) == G and ahead0 + here0 != ahead1 + here1
+        assert first == joined(batch(ahead0, 0, model, "ahead"), batch(here0, 0, model, "here"))[0]
         old = {k: v.clone() for k, v in model.state_dict().items()}
         with torch.no_grad():  # "the update": the live weights move while the worker plays
             model.lm_head.weight.mul_(3.0)
         second = ahead(prompts, trainer)
-    stale, live = build_model(SPEC, tok), model
+    stale = build_model(SPEC, tok)
     stale.load_state_dict(old)
-    assert second == batch(ahead.picked(1), 1, stale)[0]
-    assert second["completion_ids"] != batch(ahead.picked(1), 1, live)[0]["completion_ids"]
-    assert ahead.picked(0) != ahead.picked(1)  # each call its own step of the pool
+    assert second == joined(batch(ahead1, 1, stale, "ahead"), batch(here1, 1, model, "here"))[0]
+    assert second["completion_ids"][:G] != batch(ahead1, 1, model, "ahead")[0]["completion_ids"]
 
 
 class KillAt(TrainerCallback):
@@ -383,7 +385,7 @@ class KillAt(TrainerCallback):
 
 
 def test_a_run_with_rollouts_ahead_resumes_to_the_weights_of_an_uninterrupted_one(tok, scenarios, tmp_path):
-    s = settings(max_steps=4, learning_rate=3e-2, rollout_ahead=True)
+    s = settings(max_steps=4, learning_rate=3e-2, rollout_ahead=1)
 
     def run(folder, callbacks=(), resume=None):
         model = build_model(SPEC, tok)

@@ -165,14 +165,18 @@ class GRPOSettings(Settings):
     )
     iapo_beta_plus: float = Field(0.05, ge=0, description="IAPO's β₊: how much a success spares error-bearing actions")
     iapo_clip: float = Field(0.25, gt=0, description="IAPO's c: the clip of the standardized influence features")
-    rollout_ahead: bool = Field(
-        False,
-        description="play the next step's episodes in a forked process while this step updates (one step off-policy)",
+    rollout_ahead: int = Field(
+        0, ge=0, description="groups of a step a forked worker plays during the update before (0: none; the rest here)"
     )
 
     @model_validator(mode="after")
     def _check(self) -> GRPOSettings:
         batch = self.num_generations * self.scenarios_per_step
+        if self.rollout_ahead > self.scenarios_per_step:
+            raise ValueError(
+                f"rollout_ahead ({self.rollout_ahead}) counts groups of a step: at most scenarios_per_step "
+                f"({self.scenarios_per_step})"
+            )
         if batch % self.gradient_accumulation_steps:
             raise ValueError(
                 f"num_generations x scenarios_per_step ({batch}) must divide by gradient_accumulation_steps"

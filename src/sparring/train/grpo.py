@@ -184,9 +184,10 @@ def make_batch_func(
     wrap: Callable[[LMPolicy], Policy] | None = None,
     seed: int = 0,
 ) -> BatchFunc:
-    """``batch(picked, call, model)``: rollout number ``call`` of ``side``'s gym (its draws derive from ``seed``
-    and ``call``), ``picked``'s groups of ``num_generations`` played by ``model``'s sampling policy and scored,
-    in TRL's ``rollout_func`` answer, with its stats row. ``scenarios`` are the pool DAPO's refills draw from."""
+    """``batch(picked, call, model, part="")``: rollout number ``call`` of ``side``'s gym (its draws derive from
+    ``seed``, ``call`` and a named ``part`` of the call), ``picked``'s groups of ``num_generations`` played by
+    ``model``'s sampling policy and scored, in TRL's ``rollout_func`` answer, with its stats row. ``scenarios``
+    are the pool DAPO's refills draw from."""
     if side not in SIDES:
         raise ValueError(f"side must be one of {SIDES}, got {side!r}")
     first_turn = settings.completion == "first_turn"
@@ -227,9 +228,11 @@ def make_batch_func(
             ep.rewards = s
         return episodes, scores
 
-    def batch(picked: list[Scenario], call: int, model: Any) -> tuple[dict[str, list], dict[str, float]]:
+    def batch(
+        picked: list[Scenario], call: int, model: Any, part: str = ""
+    ) -> tuple[dict[str, list], dict[str, float]]:
         t0 = time.perf_counter()
-        draw = derive_seed(seed, side, call)
+        draw = derive_seed(seed, side, call, part) if part else derive_seed(seed, side, call)  # a part: its own draws
         trained = LMPolicy(
             model, tokenizer, side, max_new_tokens=settings.max_new_tokens, temperature=settings.temperature
         )
@@ -601,11 +604,11 @@ def train_side(
     random.Random(seed).shuffle(pool)
     record: list[dict[str, float]] = []
     ahead = None
-    if settings.rollout_ahead:  # the next step's batch played in a forked worker while this one updates
+    if settings.rollout_ahead:  # part of the next step's groups played by a forked worker while this step runs
         batch = make_batch_func(side, tokenizer, opponent, pool, judge, settings, reward_key=reward_key, wrap=wrap,
                                 seed=seed)  # fmt: skip
         ahead = RolloutAhead(batch, model, pool, settings.scenarios_per_step, settings.num_generations,
-                             settings.num_iterations, seed, record)  # fmt: skip
+                             settings.rollout_ahead, settings.num_iterations, seed, record)  # fmt: skip
         rollout: Callable[[list[Any], Any], dict[str, list]] = ahead
         callbacks = [*callbacks, KeepAhead(ahead)]
     else:

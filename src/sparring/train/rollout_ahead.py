@@ -1,19 +1,23 @@
-"""Rollouts one step ahead (#60 item 2): the next step's episodes play in a forked process, with the weights this
-step started from, while this step's update runs here, so an RL stage alone on the machine keeps two cores busy.
+"""Rollouts ahead (#60 item 2): part of the next step's episodes play in a forked process, with the weights this
+step started from, while this step plays the rest and updates, so an RL stage alone on the machine keeps two cores
+busy. With ``rollout_ahead`` = a of a step's S groups:
 
     call k (the start of rollout k; weights w_k, what k updates have made):
-        batch_k  <- the worker's, played with w_{k-1}     (the first call plays its batch here, beside the worker)
-        worker   <- w_k copied in; it plays batch_{k+1}
-        return batch_k                                     (TRL updates on it while the worker plays)
+        ahead_k  <- the worker's a groups of rollout k, played with w_{k-1}   (first call: played here)
+        worker   <- w_k copied in; it plays rollout k+1's a groups           (through this play and the update)
+        here_k   <- the other S - a groups, played here with w_k (on-policy)
+        return ahead_k + here_k                                              (TRL updates on it)
 
-A batch is one update off-policy. The ratio corrects for it when π_old is the sampler's own log-probabilities
-(PPO's behaviour policy): ρ = π_θ / π_sampler, clipped at 1 ± ε as usual
-(:func:`~sparring.hf_door.behaviour_logprobs_trainer`; without vLLM TRL would take π_old = π_θ, ρ = 1).
+The worker's groups are one update off-policy. The ratio corrects for it when π_old is the sampler's own
+log-probabilities (PPO's behaviour policy): ρ = π_θ / π_sampler, clipped at 1 ± ε as usual
+(:func:`~sparring.hf_door.behaviour_logprobs_trainer`; without vLLM TRL would take π_old = π_θ, ρ = 1). The split
+balances the cores when the worker's a groups take as long as the other S - a groups and the update together
+(the agent gym: play ~5.6 s for 4 groups, update ~2.8 s, so a = 3; docs/results.md).
 
 Which scenarios a rollout plays cannot come from TRL's sampler (the next step's prompts are not known when the
 worker starts): rollout k plays the pool's k-th step's worth, in an order reshuffled each pass
-(:func:`step_scenarios`). A trainer checkpoint keeps the batch played ahead (``rollout_ahead.json`` in it), so a run
-resumed there returns the batch an uninterrupted one would and ends with the same weights.
+(:func:`step_scenarios`). A trainer checkpoint keeps the groups played ahead (``rollout_ahead.json`` in it), so a
+run resumed there returns the batch an uninterrupted one would and ends with the same weights.
 
 The worker is forked (POSIX): it inherits the gym (pool, opponents, judge) as it is and reads the weights from a
 shared-memory copy of the model, which this process writes only while the worker waits for its next call.
@@ -38,9 +42,11 @@ from sparring.seeds import derive_seed
 from sparring.train.trl import unwrapped
 from sparring.world.scenarios import Scenario
 
-AHEAD_FILE = "rollout_ahead.json"  # in a trainer checkpoint: the batch the worker had played for the next step
+AHEAD_FILE = "rollout_ahead.json"  # in a trainer checkpoint: the groups the worker had played for the next call
+PARTS = ("ahead", "here")  # a call's two parts: the worker's groups, then this process's (their draws differ)
+COUNTS = ("episodes", "episodes_played", "update_tokens", "trained_tokens", "play_s")  # a call's stats that add up
 Batch = tuple[dict[str, list], dict[str, float]]  # TRL's rollout answer and its stats row
-BatchFunc = Callable[[list[Scenario], int, Any], Batch]  # (picked, call, model): grpo.make_batch_func's
+BatchFunc = Callable[..., Batch]  # (picked, call, model, part): grpo.make_batch_func's
 
 
 def step_scenarios(pool_size: int, call: int, per_step: int, seed: int) -> list[int]:
@@ -55,35 +61,53 @@ def step_scenarios(pool_size: int, call: int, per_step: int, seed: int) -> list[
     return picked
 
 
-def _serve(conn: Any, batch: BatchFunc, model: Any, pool: Sequence[Scenario], per_step: int, group: int,
-           seed: int) -> None:  # fmt: skip
-    """The worker: for each call number received, that rollout's batch played with the shared weights."""
+def joined(first: Batch, second: Batch | None) -> Batch:
+    """One call's batch from its two parts, each of whole groups: outputs end to end, counts added, the reward's
+    mean and spread over both, the other stats weighted by episodes."""
+    if second is None:
+        return first
+    (out_a, row_a), (out_b, row_b) = first, second
+    out = {k: list(out_a[k]) + list(out_b[k]) for k in out_a}
+    n_a, n_b = row_a["episodes"], row_b["episodes"]
+    row = {k: (v + row_b[k]) if k in COUNTS else (v * n_a + row_b[k] * n_b) / (n_a + n_b) for k, v in row_a.items()
+           if k in row_b}  # fmt: skip
+    rewards = out["side_reward"]
+    mean = sum(rewards) / len(rewards)
+    row.update(reward_mean=mean, reward_std=(sum((r - mean) ** 2 for r in rewards) / len(rewards)) ** 0.5)
+    return out, row
+
+
+def _serve(conn: Any, batch: BatchFunc, model: Any) -> None:
+    """The worker: for each (call, picked) received, that call's ahead part played with the shared weights."""
     while True:
-        call = conn.recv()
-        if call is None:
+        job = conn.recv()
+        if job is None:
             return
         try:
-            picked = [pool[i] for i in step_scenarios(len(pool), call, per_step, seed) for _ in range(group)]
-            conn.send(("ok", batch(picked, call, model)))
+            call, picked = job
+            conn.send(("ok", batch(picked, call, model, PARTS[0])))
         except BaseException:  # the trainer raises it with this traceback
             conn.send(("error", traceback.format_exc()))
 
 
 class RolloutAhead:
-    """TRL's ``rollout_func`` over ``batch`` that plays each rollout's successor in a forked worker while the
-    update runs (module docstring). ``model`` is the model the trainer will train: copy it before the trainer is
-    built (TRL patches its forward). ``record`` gets each rollout's stats row, ``rollout_s`` the time the step
-    waited for its batch and ``play_s`` the batch's own play. Use as a context manager: the worker stops on exit."""
+    """TRL's ``rollout_func`` over ``batch`` (:func:`~sparring.train.grpo.make_batch_func`) whose first ``ahead``
+    groups of each call a forked worker plays during the call before (module docstring). ``model`` is the model the
+    trainer will train: build this before the trainer (TRL patches its forward). ``record`` gets each call's stats
+    row, ``rollout_s`` the time the step spent in it and ``play_s`` both parts' play. A context manager: the worker
+    starts on entry and stops on exit."""
 
     def __init__(
-        self, batch: BatchFunc, model: Any, pool: Sequence[Scenario], per_step: int, group: int, num_iterations: int,
-        seed: int, record: list[dict[str, float]] | None = None,
+        self, batch: BatchFunc, model: Any, pool: Sequence[Scenario], per_step: int, group: int, ahead: int,
+        num_iterations: int, seed: int, record: list[dict[str, float]] | None = None,
     ) -> None:  # fmt: skip
-        self.batch, self.pool, self.per_step, self.group = batch, list(pool), per_step, group
+        if not 0 < ahead <= per_step:
+            raise ValueError(f"rollout_ahead plays 1..{per_step} groups of a step ahead, not {ahead}")
+        self.batch, self.pool, self.per_step, self.group, self.ahead = batch, list(pool), per_step, group, ahead
         self.num_iterations, self.seed, self.record = num_iterations, seed, record
         self.shadow = copy.deepcopy(model).share_memory()  # the worker's weights, written here between its calls
-        self.ready: dict[int, Batch] = {}  # played batches not yet returned, by call
-        self.asked: int | None = None  # the call the worker is playing
+        self.ready: dict[int, Batch] = {}  # ahead parts played and not yet returned, by call
+        self.asked: int | None = None  # the call whose ahead part the worker is playing
         self.calls = -1  # the last call returned (-1: none yet)
         self.worker: Any = None
         self.conn: Any = None
@@ -91,8 +115,9 @@ class RolloutAhead:
     def __enter__(self) -> RolloutAhead:
         context = multiprocessing.get_context("fork")
         self.conn, theirs = context.Pipe()
-        args = (theirs, self.batch, self.shadow, self.pool, self.per_step, self.group, self.seed)
-        self.worker = context.Process(target=_serve, args=args, daemon=True, name="sparring-rollout-ahead")
+        self.worker = context.Process(
+            target=_serve, args=(theirs, self.batch, self.shadow), daemon=True, name="sparring-rollout-ahead"
+        )
         self.worker.start()
         theirs.close()
         return self
@@ -106,15 +131,17 @@ class RolloutAhead:
         except (BrokenPipeError, OSError):
             pass
         self.worker.join(timeout=30 if self.asked is None else 0)
-        if self.worker.is_alive():  # still playing a batch nobody will use
+        if self.worker.is_alive():  # still playing groups nobody will use
             self.worker.terminate()
             self.worker.join()
         self.conn.close()
         self.worker = None
 
-    def picked(self, call: int) -> list[Scenario]:
-        return [self.pool[i] for i in step_scenarios(len(self.pool), call, self.per_step, self.seed)
-                for _ in range(self.group)]  # fmt: skip
+    def picked(self, call: int) -> tuple[list[Scenario], list[Scenario]]:
+        """Rollout ``call``'s ahead groups and the rest, each scenario repeated ``group`` times."""
+        chosen = [self.pool[i] for i in step_scenarios(len(self.pool), call, self.per_step, self.seed)]
+        repeat = [[sc] * self.group for sc in chosen]
+        return sum(repeat[: self.ahead], []), sum(repeat[self.ahead :], [])
 
     def __call__(self, prompts: list[Any], trainer: Any) -> dict[str, list]:
         t0 = time.perf_counter()
@@ -124,31 +151,31 @@ class RolloutAhead:
         state = getattr(trainer, "state", None)
         call = self.calls + 1 if self.calls >= 0 else getattr(state, "global_step", 0) // self.num_iterations
         model = unwrapped(trainer)
-        if self.asked is not None:  # the worker's batch: this call's, or (after a skipped call) one to drop
+        if self.asked is not None:  # the worker's part: this call's, or (after a skipped call) one to drop
             played, got = self.asked, self._receive()
             if played == call:
                 self.ready[call] = got
-        if call in self.ready:
-            found = self.ready.pop(call)
-            self._ask(call + 1, model, state)
-        else:  # the first call (or a resume without the batch played ahead): play it here, beside the worker
-            self._ask(call + 1, model, state)
-            found = self.batch(self.picked(call), call, model)
+        ahead_part = self.ready.pop(call, None)
+        self._ask(call + 1, model, state)  # the worker plays on while this process plays and updates
+        ahead_groups, here_groups = self.picked(call)
+        if ahead_part is None:  # the first call (or a resume without the groups played ahead): played here
+            ahead_part = self.batch(ahead_groups, call, model, PARTS[0])
+        here_part = self.batch(here_groups, call, model, PARTS[1]) if here_groups else None
+        output, row = joined(ahead_part, here_part)
         self.calls = call
-        output, row = found
         if self.record is not None:
             self.record.append({**row, "rollout_s": time.perf_counter() - t0})
         return output
 
     def _ask(self, call: int, model: Any, state: Any) -> None:
-        """The worker plays ``call`` with ``model``'s weights now, unless no step will use it."""
+        """The worker plays ``call``'s ahead part with ``model``'s weights now, unless no step will use it."""
         last = getattr(state, "max_steps", 0)
         if last and call * self.num_iterations >= last:
             return
         missing = self.shadow.load_state_dict(model.state_dict(), strict=False).missing_keys
         if missing:
             raise RuntimeError(f"rollout_ahead: the trained model has no weights for {missing[:3]}")
-        self.conn.send(call)
+        self.conn.send((call, self.picked(call)[0]))
         self.asked = call
 
     def _receive(self) -> Batch:
@@ -162,7 +189,7 @@ class RolloutAhead:
         return payload
 
     def keep_at(self, folder: Path) -> None:
-        """Write the batch played for the next call into the checkpoint ``folder`` (waiting for it if need be)."""
+        """Write the ahead part played for the next call into the checkpoint ``folder`` (waiting for it)."""
         if self.asked is not None:
             played = self.asked  # _receive clears it
             self.ready[played] = self._receive()
@@ -172,7 +199,7 @@ class RolloutAhead:
             write_text(json.dumps({"call": call, "output": output, "row": row}), folder / AHEAD_FILE)
 
     def resume_from(self, checkpoint: Path) -> bool:
-        """Take the batch a checkpoint kept for its next call; False when it has none (that batch plays here)."""
+        """Take the ahead part a checkpoint kept for its next call; False when it has none (then played here)."""
         path = Path(checkpoint) / AHEAD_FILE
         if not path.is_file():
             return False
@@ -182,7 +209,7 @@ class RolloutAhead:
 
 
 class KeepAhead(TrainerCallback):
-    """Writes the batch played ahead into each trainer checkpoint, once the checkpoint's folder is written."""
+    """Writes the groups played ahead into each trainer checkpoint, once the checkpoint's folder is written."""
 
     def __init__(self, ahead: RolloutAhead) -> None:
         self.ahead = ahead
