@@ -428,7 +428,7 @@ def main(argv: list[str] | None = None) -> int:
     apply_torch_threads(p.runtime.torch_threads)
     co = p.coevolution
     state = start_state(root, args.cycle)
-    base = co.agent_grpo.replace(max_steps=max(args.steps, 1))
+    base = co.agent_grpo.replace(max_steps=max(args.steps, 1), rollout_ahead=0)  # arms share the cores: one each
     arms = {}
     for text in (args.arm or DEFAULT_ARMS) if args.steps else ():  # --steps 0: the starts alone
         name, _, changes = text.partition(":")

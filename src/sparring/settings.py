@@ -221,7 +221,10 @@ class SimulatorRLSettings(Settings):
 
 # The agent's GRPO recipe that learnt (docs/results.md, "The first long arm"): dynamic sampling at a learning rate
 # that does not decay inside the budget. agent_rl runs it for its own steps; the cycles' agent gyms for theirs.
-AGENT_GRPO = GRPOSettings(learning_rate=3e-4, dynamic_sampling=2, lr_scheduler="constant", max_steps=20)
+# Three of a step's four groups played ahead balance the cores (docs/results.md, "Rollouts ahead").
+AGENT_GRPO = GRPOSettings(
+    learning_rate=3e-4, dynamic_sampling=2, lr_scheduler="constant", max_steps=20, rollout_ahead=3
+)
 
 
 class AgentRLSettings(Settings):
@@ -249,7 +252,8 @@ class CoevolutionSettings(Settings):
 
     agent_grpo: GRPOSettings = Field(AGENT_GRPO, description="the agent's gym; its turn limits shape every episode")
     adversary_grpo: GRPOSettings = Field(
-        GRPOSettings(max_new_tokens=64), description="the adversary's gym; its tokens and temperature every customer's"
+        GRPOSettings(max_new_tokens=64, rollout_ahead=3),
+        description="the adversary's gym; its tokens and temperature every customer's",
     )
     arena_scenarios: int = Field(24, ge=1, description="arena.jsonl scenarios per arena (neither side trains on them)")
     arena_runs: int = Field(2, ge=1, description="times each arena scenario is played")

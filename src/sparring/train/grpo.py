@@ -39,6 +39,9 @@ The update (:func:`make_update_trainer`) runs TRL's loss on the step's episodes 
 without their all-padding columns, and on CPU the LM head on the loss's tokens only: the same loss and gradients
 (tests/test_grpo_update.py), at more tokens/s than TRL's one padded batch (benchmarks/grpo_throughput.py;
 docs/results.md, "GRPO updates at SFT's throughput").
+``rollout_ahead`` > 0 (:mod:`sparring.train.rollout_ahead`): that many of each step's groups are played by a forked
+worker during the step before, one update behind, and the ratio reads the sampler's log-probabilities as π_old
+(:func:`~sparring.hf_door.behaviour_logprobs_trainer`), so a gym alone on the machine keeps both cores busy.
 """
 
 from __future__ import annotations
@@ -568,6 +571,12 @@ def _label(reward_name: str, output_dir: Path) -> str:
     return f"GRPO {reward_name}" if folder.startswith(SCRATCH_PREFIX) else f"GRPO {reward_name} {folder}"
 
 
+def _cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
 def _loadable(model: Any) -> bool:
     name = model_folder(model)
     return bool(name) and Path(name).is_dir()
@@ -604,6 +613,9 @@ def train_side(
     random.Random(seed).shuffle(pool)
     record: list[dict[str, float]] = []
     ahead = None
+    if settings.rollout_ahead and _cuda():
+        LOGGER.warning("rollout_ahead forks a CPU worker and CUDA does not survive a fork: every group plays here")
+        settings = settings.replace(rollout_ahead=0)
     if settings.rollout_ahead:  # part of the next step's groups played by a forked worker while this step runs
         batch = make_batch_func(side, tokenizer, opponent, pool, judge, settings, reward_key=reward_key, wrap=wrap,
                                 seed=seed)  # fmt: skip
