@@ -77,6 +77,19 @@ def joined(first: Batch, second: Batch | None) -> Batch:
     return out, row
 
 
+def shared_copy(model: Any) -> Any:
+    """A copy of ``model`` whose tensors live in shared memory (``/dev/shm``), or a clear error where it is too
+    small for them (containers often give it 64 MB)."""
+    try:
+        return copy.deepcopy(model).share_memory()
+    except (RuntimeError, OSError) as err:
+        size = sum(t.numel() * t.element_size() for t in model.state_dict().values()) / 2**20
+        raise RuntimeError(
+            f"rollout_ahead shares the model's {size:.0f} MB of weights with its worker through shared memory and "
+            f"could not ({err}); enlarge /dev/shm or set the gym's rollout_ahead to 0"
+        ) from err
+
+
 def _serve(conn: Any, batch: BatchFunc, model: Any) -> None:
     """The worker: for each (call, picked) received, that call's ahead part played with the shared weights."""
     while True:
@@ -105,7 +118,7 @@ class RolloutAhead:
             raise ValueError(f"rollout_ahead plays 1..{per_step} groups of a step ahead, not {ahead}")
         self.batch, self.pool, self.per_step, self.group, self.ahead = batch, list(pool), per_step, group, ahead
         self.num_iterations, self.seed, self.record = num_iterations, seed, record
-        self.shadow = copy.deepcopy(model).share_memory()  # the worker's weights, written here between its calls
+        self.shadow = shared_copy(model)  # the worker's weights, written here between its calls
         self.ready: dict[int, Batch] = {}  # ahead parts played and not yet returned, by call
         self.asked: int | None = None  # the call whose ahead part the worker is playing
         self.calls = -1  # the last call returned (-1: none yet)
