@@ -119,10 +119,10 @@ def test_a_bad_decoder_is_refused(tok):
 def test_gym_step_times_switch_reaches_every_policy_and_undoes_itself(tok):
     """benchmarks/gym_step_time.py's "before" path: generate over a bfloat16 cache for policies built inside the
     switch (the gym builds them deep in the trainer), a caller's own option kept, the defaults back after it."""
-    from benchmarks.gym_step_time import PATHS, rollout_path
+    from benchmarks.gym_step_time import ARMS, rollout_path
 
     model = build_model(SMALL, tok)
-    with rollout_path(PATHS["before"]):
+    with rollout_path(ARMS["before"][0]):
         inside = LMPolicy(model, tok, "agent")
         chosen = LMPolicy(model, tok, "agent", decoder="loop")
     after = LMPolicy(model, tok, "agent")

@@ -612,21 +612,17 @@ def train_side(
     pool = tile_to_step(scenarios, settings.scenarios_per_step)
     random.Random(seed).shuffle(pool)
     record: list[dict[str, float]] = []
-    ahead = None
     if settings.rollout_ahead and _cuda():
         LOGGER.warning("rollout_ahead forks a CPU worker and CUDA does not survive a fork: every group plays here")
         settings = settings.replace(rollout_ahead=0)
+    gym = (side, tokenizer, opponent, pool, judge, settings)
+    ahead = None
     if settings.rollout_ahead:  # part of the next step's groups played by a forked worker while this step runs
-        batch = make_batch_func(side, tokenizer, opponent, pool, judge, settings, reward_key=reward_key, wrap=wrap,
-                                seed=seed)  # fmt: skip
+        batch = make_batch_func(*gym, reward_key=reward_key, wrap=wrap, seed=seed)
         ahead = RolloutAhead(batch, model, pool, settings.scenarios_per_step, settings.num_generations,
                              settings.rollout_ahead, settings.num_iterations, seed, record)  # fmt: skip
-        rollout: Callable[[list[Any], Any], dict[str, list]] = ahead
         callbacks = [*callbacks, KeepAhead(ahead)]
-    else:
-        rollout = make_rollout_func(
-            side, tokenizer, opponent, pool, judge, settings, reward_key=reward_key, record=record, wrap=wrap, seed=seed
-        )
+    rollout = ahead or make_rollout_func(*gym, reward_key=reward_key, record=record, wrap=wrap, seed=seed)
     with tempfile.TemporaryDirectory(prefix=SCRATCH_PREFIX) as scratch, ahead or contextlib.nullcontext():
         out = Path(output_dir) if output_dir is not None else Path(scratch)
         setup = time.perf_counter()
