@@ -156,9 +156,9 @@ def heldout(root: Path, profile: str, folders: dict[str, Path], n: int) -> tuple
 
 
 def gyms(root: Path, profile: str, arm: str, steps: int, seeds: list[int], tmp: Path, save: bool) -> dict[str, Any]:
-    """``arm``'s gyms, one per seed, at once; the mean of their summaries."""
+    """``arm``'s gyms, one per seed, at once; the mean of their summaries. ``save`` keeps the first seed's weights."""
     outs = [tmp / f"{arm}_{len(seeds)}_{s}.json" for s in seeds]
-    saves = [tmp / f"{arm}_model" if save else None for _ in seeds]
+    saves = [tmp / f"{arm}_model" if save and i == 0 else None for i in range(len(seeds))]
     wait([launch(root, profile, arm, steps, s, o, m) for s, o, m in zip(seeds, outs, saves, strict=True)])
     runs = [summary(json.loads(out.read_text())) for out in outs]
     return {k: round(statistics.mean(r[k] for r in runs), 3) for k in runs[0]}

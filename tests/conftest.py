@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from transformers import TrainerCallback
 
 from sparring.data.synthetic import generate_utterances, utterance_frame
 from sparring.lm.chat import known_intents
@@ -35,3 +36,27 @@ def smollm2_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
         yield materialize_smollm2(tmp_path_factory.mktemp("cache") / SMOLLM2_ALIAS)
+
+
+class Killed(Exception):
+    """A process killed mid-run, as a test stages it."""
+
+
+class KillAt(TrainerCallback):
+    """Raises ``Killed`` at the start of a step, as a kill would stop the process there (after the checkpoint before
+    it)."""
+
+    Killed = Killed
+
+    def __init__(self, step: int) -> None:
+        self.step = step
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        if state.global_step == self.step:
+            raise Killed(f"killed before step {self.step + 1}")
+
+
+@pytest.fixture
+def kill_at() -> type[KillAt]:
+    """``kill_at(n)``: a trainer callback that kills the run before step n + 1, raising ``kill_at.Killed``."""
+    return KillAt

@@ -7,7 +7,6 @@ import json
 import polars as pl
 import pytest
 import torch
-from transformers import TrainerCallback
 
 from sparring.data.synthetic import generate_utterances
 from sparring.lm.chat import known_intents
@@ -27,21 +26,6 @@ GRPO = GRPOSettings(
 )
 CO = CoevolutionSettings(agent_grpo=GRPO, adversary_grpo=GRPO.replace(learning_rate=1e-4))
 RL = AgentRLSettings(max_steps=4, eval_every=2, validation_scenarios=3)
-
-
-class Killed(Exception):
-    pass
-
-
-class KillAt(TrainerCallback):
-    """Raises at the start of a step, as a kill would stop the process there (after the checkpoint before it)."""
-
-    def __init__(self, step: int) -> None:
-        self.step = step
-
-    def on_step_begin(self, args, state, control, **kwargs):
-        if state.global_step == self.step:
-            raise Killed(f"killed before step {self.step + 1}")
 
 
 @pytest.fixture(scope="module")
@@ -74,7 +58,7 @@ def weights(folder):
     return {k: v.clone() for k, v in model.state_dict().items()}
 
 
-def test_a_killed_run_resumes_to_the_weights_of_an_uninterrupted_one(world, tmp_path):
+def test_a_killed_run_resumes_to_the_weights_of_an_uninterrupted_one(world, tmp_path, kill_at):
     whole = run(world, tmp_path / "a" / "da1", tmp_path / "a" / "scratch")
     assert [row["step"] for row in whole.curve] == [0, 2, 4] and whole.resumed_from == 0
     assert json.loads((tmp_path / "a" / "da1" / CURVE_FILE).read_text())["chosen_step"] == whole.step
@@ -82,8 +66,8 @@ def test_a_killed_run_resumes_to_the_weights_of_an_uninterrupted_one(world, tmp_
     assert any(not torch.equal(start[k], trained[k]) for k in start), "GRPO changed no weight: nothing to compare"
 
     scratch = tmp_path / "b" / "scratch"
-    with pytest.raises(Killed):
-        run(world, tmp_path / "b" / "da1", scratch, [KillAt(3)])
+    with pytest.raises(kill_at.Killed, match="killed before step 4"):
+        run(world, tmp_path / "b" / "da1", scratch, [kill_at(3)])
     assert not (tmp_path / "b" / "da1").exists()  # no DA1 from a run cut short
     assert (scratch / TRAINER_DIR / "checkpoint-2").is_dir()
     again = run(world, tmp_path / "b" / "da1", scratch)

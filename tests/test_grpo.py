@@ -8,7 +8,6 @@ import numpy as np
 import polars as pl
 import pytest
 import torch
-from transformers import TrainerCallback
 
 from sparring.agents.scripted import CamouflagingCustomer, CooperativeCustomer, ExpertAgent
 from sparring.data.synthetic import generate_utterances
@@ -375,16 +374,7 @@ def test_groups_played_ahead_are_the_weights_of_the_step_before(tok, scenarios):
     assert second["completion_ids"][:G] != batch(ahead1, 1, model, "ahead")[0]["completion_ids"]
 
 
-class KillAt(TrainerCallback):
-    def __init__(self, step: int) -> None:
-        self.step = step
-
-    def on_step_begin(self, args, state, control, **kwargs):
-        if state.global_step == self.step:
-            raise RuntimeError(f"killed before step {self.step + 1}")
-
-
-def test_a_run_with_rollouts_ahead_resumes_to_the_weights_of_an_uninterrupted_one(tok, scenarios, tmp_path):
+def test_a_run_with_rollouts_ahead_resumes_to_the_weights_of_an_uninterrupted_one(tok, scenarios, tmp_path, kill_at):
     s = settings(max_steps=4, learning_rate=3e-2, rollout_ahead=1)
 
     def run(folder, callbacks=(), resume=None):
@@ -393,8 +383,8 @@ def test_a_run_with_rollouts_ahead_resumes_to_the_weights_of_an_uninterrupted_on
                           save_every=2, callbacks=callbacks, resume_from=resume).model  # fmt: skip
 
     whole = run(tmp_path / "a")
-    with pytest.raises(RuntimeError, match="killed"):
-        run(tmp_path / "b", [KillAt(3)])
+    with pytest.raises(kill_at.Killed, match="killed before step 4"):
+        run(tmp_path / "b", [kill_at(3)])
     assert (tmp_path / "b" / "checkpoint-2" / AHEAD_FILE).is_file()  # the batch step 3 plays, played with w_1
     again = run(tmp_path / "b", resume=tmp_path / "b" / "checkpoint-2")
     a, b = whole.state_dict(), again.state_dict()

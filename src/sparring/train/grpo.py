@@ -49,6 +49,7 @@ from __future__ import annotations
 import contextlib
 import os
 import random
+import statistics
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -69,7 +70,14 @@ from sparring.train.iapo import credit_batch, credit_summary, influence_graph, m
 from sparring.train.lm_head import LossTokensHead, plain_head
 from sparring.train.opponents import PerEpisodeOpponent, SharedReplies
 from sparring.train.rollout_ahead import BatchFunc, KeepAhead, RolloutAhead
-from sparring.train.trl import prompt_indices, rollout_output, tile_to_step, trained_model, unwrapped
+from sparring.train.trl import (
+    first_rollout_call,
+    prompt_indices,
+    rollout_output,
+    tile_to_step,
+    trained_model,
+    unwrapped,
+)
 from sparring.world.scenarios import Scenario
 
 SIDES = ("agent", "customer")
@@ -164,7 +172,7 @@ def make_rollout_func(
         t0 = time.perf_counter()
         picked = [scenarios[i] for i in prompt_indices(prompts, settings.num_generations)]
         if calls[0] == 0:  # a resumed trainer: its rollouts' draws go on from the step it resumed at
-            calls[0] = getattr(getattr(trainer, "state", None), "global_step", 0) // settings.num_iterations
+            calls[0] = first_rollout_call(trainer, settings.num_iterations)
         output, row = batch(picked, calls[0], unwrapped(trainer))
         calls[0] += 1
         if record is not None:
@@ -322,11 +330,10 @@ def _stats(
 ) -> dict[str, float]:
     groups = [rewards[i : i + g] for i in range(0, len(rewards), g)]
     n = len(episodes)
-    mean = sum(rewards) / n
     return {
         "episodes": n,
-        "reward_mean": mean,
-        "reward_std": (sum((r - mean) ** 2 for r in rewards) / n) ** 0.5,
+        "reward_mean": statistics.fmean(rewards),
+        "reward_std": statistics.pstdev(rewards),
         "frac_zero_std_groups": sum(max(gr) - min(gr) < 1e-9 for gr in groups) / len(groups),
         "strict_pass": sum(ep.outcome.strict_pass for ep in episodes) / n,
         "adv_misroute": sum(s.get("adv_misroute", 0.0) for s in scores) / n,
@@ -349,10 +356,9 @@ def grpo_config(
 ) -> Any:
     """The ``GRPOConfig`` of ``settings``: one generation batch (= G x scenarios_per_step episodes) per step;
     ``save_every`` > 0 checkpoints the trainer (weights, optimizer, scheduler, RNG) every that many steps."""
-    import torch
     from trl import GRPOConfig
 
-    cuda = torch.cuda.is_available()
+    cuda = _cuda()
     batch = settings.num_generations * settings.scenarios_per_step
     return GRPOConfig(
         output_dir=str(output_dir),

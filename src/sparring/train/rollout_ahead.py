@@ -29,6 +29,7 @@ import copy
 import json
 import multiprocessing
 import random
+import statistics
 import time
 import traceback
 from collections.abc import Callable, Sequence
@@ -39,7 +40,7 @@ from transformers import TrainerCallback
 
 from sparring.atomic import write_text
 from sparring.seeds import derive_seed
-from sparring.train.trl import unwrapped
+from sparring.train.trl import first_rollout_call, unwrapped
 from sparring.world.scenarios import Scenario
 
 AHEAD_FILE = "rollout_ahead.json"  # in a trainer checkpoint: the groups the worker had played for the next call
@@ -71,9 +72,7 @@ def joined(first: Batch, second: Batch | None) -> Batch:
     n_a, n_b = row_a["episodes"], row_b["episodes"]
     row = {k: (v + row_b[k]) if k in COUNTS else (v * n_a + row_b[k] * n_b) / (n_a + n_b) for k, v in row_a.items()
            if k in row_b}  # fmt: skip
-    rewards = out["side_reward"]
-    mean = sum(rewards) / len(rewards)
-    row.update(reward_mean=mean, reward_std=(sum((r - mean) ** 2 for r in rewards) / len(rewards)) ** 0.5)
+    row.update(reward_mean=statistics.fmean(out["side_reward"]), reward_std=statistics.pstdev(out["side_reward"]))
     return out, row
 
 
@@ -162,7 +161,7 @@ class RolloutAhead:
             raise ValueError(f"rollout_ahead plays {self.per_step} x {self.group} episodes a step, TRL sent "
                              f"{len(prompts)} prompts")  # fmt: skip
         state = getattr(trainer, "state", None)
-        call = self.calls + 1 if self.calls >= 0 else getattr(state, "global_step", 0) // self.num_iterations
+        call = self.calls + 1 if self.calls >= 0 else first_rollout_call(trainer, self.num_iterations)
         model = unwrapped(trainer)
         if self.asked is not None:  # the worker's part: this call's, or (after a skipped call) one to drop
             played, got = self.asked, self._receive()

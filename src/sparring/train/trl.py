@@ -34,6 +34,12 @@ def prompt_indices(prompts: Sequence[Any], group: int) -> list[int]:
     return keys
 
 
+def first_rollout_call(trainer: Any, num_iterations: int) -> int:
+    """The index of a trainer's next rollout call: 0 on a fresh trainer, the step it resumed at over
+    ``num_iterations`` (TRL reuses one rollout for that many steps) on a resumed one."""
+    return getattr(getattr(trainer, "state", None), "global_step", 0) // num_iterations
+
+
 def unwrapped(trainer: Any) -> Any:
     """The trainer's model without the accelerator's wrapper (peft's stays)."""
     return trainer.accelerator.unwrap_model(trainer.model) if hasattr(trainer, "accelerator") else trainer.model
