@@ -99,6 +99,22 @@ def test_sft_shows_every_step_with_its_loss(lines, tok, tmp_path, monkeypatch):
     assert re.search(r", done in \d+s$", shown[-1])
 
 
+def test_scoring_a_pool_counts_its_utterances(lines, tok, monkeypatch):
+    from sparring.data.synthetic import generate_utterances
+    from sparring.lm.models import build_model
+    from sparring.settings import ModelSpec
+    from sparring.train.peer_expectation import routing_prompts, score_intents
+
+    monkeypatch.setenv(INTERVAL_ENV, "0")
+    texts = generate_utterances(1, 0)["text"].to_list()[:10]
+    spec = ModelSpec(hidden_size=32, num_layers=1, num_heads=2, num_kv_heads=1, intermediate_size=64)
+    model = build_model(spec, tok, seed=0)
+    score_intents(model, tok, routing_prompts(model, tok, texts), ["card_arrival"], batch_size=4, label="teacher t")
+    shown = lines()
+    assert counts(shown, "teacher t") == [(4, 10), (8, 10), (10, 10), (10, 10)]  # each batch, then the close
+    assert shown[-1].startswith("teacher t: 10/10 utterances, done in")
+
+
 def test_grpo_shows_every_step_with_its_reward(lines, tok, heldout, monkeypatch):
     from sparring.agents.scripted import CooperativeCustomer
     from sparring.judge.rewards import Judge

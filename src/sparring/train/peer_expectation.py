@@ -38,6 +38,7 @@ from typing import Any, Literal
 import torch
 
 from sparring.lm.chat import INTENT, known_intents
+from sparring.progress import ProgressMeter
 from sparring.rollout import agent_opening
 from sparring.settings import PeerRewardSettings, SFTSettings
 from sparring.train.demos import intent_examples
@@ -86,10 +87,15 @@ class IntentScores:
 
 @torch.no_grad()
 def score_intents(
-    model: Any, tokenizer: Any, prompts: Sequence[list[int]], intents: Sequence[str], batch_size: int = 64
+    model: Any,
+    tokenizer: Any,
+    prompts: Sequence[list[int]],
+    intents: Sequence[str],
+    batch_size: int = 64,
+    label: str = "scoring intents",
 ) -> IntentScores:
     """:class:`IntentScores` of ``prompts``: one forward of prompt + ``<intent>`` each, in right-padded batches of
-    similar length (random lengths would pad every batch to its longest)."""
+    similar length (random lengths would pad every batch to its longest); progress lines say ``label``."""
     marker = tokenizer.convert_tokens_to_ids(INTENT)
     names = torch.tensor(intent_token_ids(tokenizer, intents))
     lookup = {int(t): n for t, n in zip(names, intents, strict=True)}
@@ -99,6 +105,7 @@ def score_intents(
     votes: list[Label] = [None] * len(prompts)
     was_training = model.training
     model.eval()
+    meter = ProgressMeter(label, len(prompts), "utterances")  # a pretrained teacher over the whole pool: minutes
     try:
         for at in range(0, len(order), batch_size):
             picked = order[at : at + batch_size]
@@ -113,6 +120,8 @@ def score_intents(
             first[picked], scores[picked] = at_marker[:, marker], after[:, names]
             for i, a, b in zip(picked, at_marker.argmax(-1).tolist(), after.argmax(-1).tolist(), strict=True):
                 votes[i] = lookup.get(b) if a == marker else None
+            meter.advance(len(picked))
+        meter.finish()
     finally:
         model.train(was_training)
     return IntentScores(first, scores, votes)
@@ -351,7 +360,8 @@ def train_cohort_exact(
     intents = sorted(known_intents())
     start = time.perf_counter()
     t_model, t_tok = models[teacher], tokenizers[teacher]
-    scores = score_intents(t_model, t_tok, routing_prompts(t_model, t_tok, pool), intents)
+    prompts = routing_prompts(t_model, t_tok, pool)
+    scores = score_intents(t_model, t_tok, prompts, intents, label=f"teacher {teacher} scoring the pool")
     named = sum(v is not None for v in scores.votes)
     say(f"peer_rl: teacher {teacher} named an intent on {named} of {len(pool)} pool utterances")
     logs = {name: MemberLog() for name in models}
