@@ -80,6 +80,9 @@ class Near(float):
     def __eq__(self, other: object) -> bool:
         return isinstance(other, float) and abs(float(self) - other) <= 1e-5
 
+    def __ne__(self, other: object) -> bool:  # float's own __ne__ would not ask __eq__
+        return not self == other
+
     __hash__ = float.__hash__
 
 
