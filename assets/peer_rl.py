@@ -71,16 +71,17 @@ def peer_rl(ctx: StageContext) -> StageOutput:
         replace_dir(data.path(PEER_RL), partial(_save_all, ran.models, tokenizers, saved))
     metrics = {k: ran.diversity[k] for k in ("kappa", "c", "w")} | {"train_seconds": ran.seconds}
     for name, member in ran.members.items():
-        ctx.log.checkpoint(data.path(PEER_RL) / name, name)  # an MLflow logged model `peer_rl-<member>`
-        with ctx.log.child_run(name) as child:
-            for row in member["steps"]:
-                child.metrics({k: v for k, v in row.items() if k != "step"}, step=int(row["step"]))
-            child.metrics(
-                {"before": member["before"], "after": member["after"], "collapsed": float(member["collapsed"])}
-            )
+        with phases.time("log_mlflow"):
+            ctx.log.checkpoint(data.path(PEER_RL) / name, name)  # an MLflow logged model `peer_rl-<member>`
+            with ctx.log.child_run(name) as child:
+                child.series(member["steps"])
+                child.metrics({k: float(member[k]) for k in ("before", "after", "collapsed")})
         metrics.update({f"{name}.{k}": float(member[k]) for k in ("before", "after", "collapsed")})
     report = {**ran.cohort(), "members": ran.members, "pairs": ran.diversity["pairs"]}
     report.update(probe_accuracy=ran.diversity["accuracy"], n_pool=ran.n_pool, n_measure=ran.n_measure)
+    # each member's routing of each test utterance before and after, by id: the gains' intervals recompute from it
+    votes = {name: {"before": before, "after": after} for name, (before, after) in ran.votes.items()}
+    report["per_utterance"] = {"ids": test["id"].to_list()[: cfg.measure], "intents": measure[1], "votes": votes}
     return StageOutput(metrics=metrics, report={**report, "phases": phases.as_dict()})
 
 

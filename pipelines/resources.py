@@ -13,7 +13,7 @@ import os
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
@@ -210,13 +210,20 @@ class StageLog:
         self.logged_curves: list[dict[str, Any]] = []  # what `curves` logged: the stage's plot file reads it
 
     def metrics(self, values: dict[str, float], step: int = 0) -> None:
+        self.series([{**values, "step": step}])
+
+    def series(self, rows: Sequence[dict[str, float]]) -> None:
+        """Step-indexed rows (each with its ``step``) on this run and, as ``<stage>.<metric>``, on its parent, in
+        batches of MLflow's cap: peer_rl's 9,600 step rows logged one call each took ~134 s (2026-12-06)."""
         from mlflow.entities import Metric
 
         now = int(time.time() * 1000)
-        own = [Metric(k, float(v), now, step) for k, v in values.items()]
-        on_parent = [Metric(f"{self.stage}.{k}", float(v), now, step) for k, v in values.items()]
-        self.client.log_batch(self.run_id, metrics=own)
-        self.client.log_batch(self.parent_id, metrics=on_parent)
+        points = [(k, float(v), int(row["step"])) for row in rows for k, v in row.items() if k != "step"]
+        own = [Metric(k, v, now, step) for k, v, step in points]
+        on_parent = [Metric(f"{self.stage}.{k}", v, now, step) for k, v, step in points]
+        for run_id, metrics in ((self.run_id, own), (self.parent_id, on_parent)):
+            for i in range(0, len(metrics), 1000):  # MLflow caps a batch at 1000 metrics
+                self.client.log_batch(run_id, metrics=metrics[i : i + 1000])
 
     def trajectory(self, name: str, value: float, step: int) -> None:
         """One point of a pipeline-level curve on the parent run (e.g. `coevolution.w_da` at step = cycle)."""

@@ -14,6 +14,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+import polars as pl
 import pytest
 import yaml
 from dagster import AssetCheckKey, AssetKey, DagsterInstance
@@ -194,6 +195,13 @@ def test_quick_run_writes_metrics_json_mlflow_and_dagster(uninterrupted):
     assert set(doc["peer"]["members"]) == set(members) and {"kappa", "c", "w"} <= set(doc["peer"])
     for m in doc["peer"]["members"].values():
         assert 0.0 <= m["before"] <= 1.0 and 0.0 <= m["after"] <= 1.0 and m["collapsed"] in (True, False)
+    peer = json.loads((root / "reports" / "peer_rl.json").read_text())["per_utterance"]  # the accuracies recompute
+    test_ids = pl.read_parquet(root / "data" / "ingest" / "test.parquet")["id"].to_list()
+    assert peer["ids"] == test_ids[: len(peer["ids"])] and len(peer["intents"]) == len(peer["ids"]) > 0
+    for name, m in doc["peer"]["members"].items():
+        for when in ("before", "after"):
+            right = [v == g for v, g in zip(peer["votes"][name][when], peer["intents"], strict=True)]
+            assert sum(right) / len(right) == pytest.approx(m[when]), (name, when)
     for name, metrics in doc["agents"].items():
         for opponent in ("coop", "camo", "advpool"):
             assert metrics[f"n_episodes_{opponent}"] == n, name
@@ -260,6 +268,11 @@ def test_quick_run_writes_metrics_json_mlflow_and_dagster(uninterrupted):
         (parents[cycle_1],),
     ).fetchall()
     assert trajectory == [(c["cycle"], c["w_da"]) for c in cycles]
+    peer_steps = json.loads((root / "reports" / "peer_rl.json").read_text())["members"]
+    for name, member in peer_steps.items():  # every step row of each member's child run, logged in batches
+        child = next(r for r in parents if runs[r] == f"peer_rl.{name}")
+        steps = db.execute("select step from metrics where run_uuid = ? and key = 'reward'", (child,)).fetchall()
+        assert sorted(s for (s,) in steps) == [row["step"] for row in member["steps"]], name
     curves = {
         "adv_success": [(c["cycle"], c["arena_adv_success"]) for c in cycles],
         "agent_trained": [(c["cycle"], float(c["trained"] == "agent")) for c in cycles],

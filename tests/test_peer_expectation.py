@@ -120,6 +120,9 @@ def test_a_confused_learner_gains_agreement_and_the_teacher_is_untouched(members
     after = accuracy(route_intents(result.model, tok, texts), scores.votes)
     assert len(result.log.steps) == 30 and result.log.collapsed is None
     assert after >= before + 0.25, (before, after)
+    rewards, k = [row["reward"] for row in result.log.steps], cfg.logging_steps  # what the progress line shows
+    means = [sum(rewards[i : i + k]) / len(rewards[i : i + k]) for i in range(0, 30, k)]
+    assert [c["reward"] for c in result.sft.curves if "reward" in c] == pytest.approx(means)
     with pytest.raises(ValueError, match="2 teacher_votes for a pool of"):
         train_expected(learner, tok, texts, INTENTS, "teacher", cfg, tmp_path / "bad", teacher_votes=["a", "b"])
 

@@ -37,7 +37,7 @@ PROFILE_GUIDE = {
     "quick": ("the smoke test: tiny models, checks that every stage runs (its figures are zeros)", "about 70 s"),
     "default": (
         "the main job on the embedded synthetic world",
-        "about 1 h 5 min (63.6 min measured from a fresh clone, agent_rl in it)",
+        "about 1 h 5 min (63.6 and 69.1 min measured from fresh clones, agent_rl in it)",
     ),
     "scale": ("a pretrained Hugging Face model with LoRA, for a GPU", "not timed: it needs a GPU"),
     "banking77": (

@@ -29,6 +29,7 @@ own outcome distribution (:meth:`IntentScores.outcomes`):
 from __future__ import annotations
 
 import functools
+import statistics
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -248,12 +249,20 @@ def expectation_trainer() -> type:
     class ExpectationTrainer(SFTTrainer):
         def __init__(self, *args: Any, expectation: Expectation, **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)
-            self.expectation = expectation
+            self.expectation, self.logged_steps = expectation, 0
 
         def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
             if return_outputs:
                 raise NotImplementedError("the expected-reward loss has no outputs to return")
             return self.expectation.loss(model, inputs, self.state.global_step + 1)
+
+        def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
+            # −μ/sg(σ) runs to −6,500 as σ → 0 (2026-12-06): the mean reward μ since the last log is what reads
+            steps = self.expectation.log.steps
+            if "loss" in logs and len(steps) > self.logged_steps:
+                logs["reward"] = statistics.fmean(row["reward"] for row in steps[self.logged_steps :])
+                self.logged_steps = len(steps)
+            super().log(logs, start_time)
 
     return ExpectationTrainer
 
@@ -333,6 +342,7 @@ def train_expected(
         seed=seed,
         callbacks=[FreezeWhen(lambda: expectation.log.collapsed is not None)],
         trainer_class=functools.partial(expectation_trainer(), expectation=expectation),
+        progress_label=f"peer {Path(output_dir).name} ({kind}, exact)",
     )
     result.model.eval()
     return ExpectedResult(result.model, expectation.log, result)

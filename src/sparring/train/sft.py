@@ -129,9 +129,11 @@ def train_sft(
     report_to: Sequence[str] = (),
     callbacks: Sequence[Any] = (),
     trainer_class: Callable[..., Any] | None = None,
+    progress_label: str | None = None,
 ) -> SFTResult:
     """Train `model` on `conversations` with TRL's SFTTrainer, data order and init seeded by `seed`; returns the
-    trained model and its curves. `trainer_class`: an SFTTrainer subclass with its own loss (built like SFTTrainer).
+    trained model and its curves. `trainer_class`: an SFTTrainer subclass with its own loss (built like SFTTrainer);
+    `progress_label`: what its progress lines are called (default: SFT and the scratch folder's name).
 
     `output_dir` holds the trainer's scratch (no checkpoints are saved: the caller saves the final model)."""
     from datasets import Dataset
@@ -155,7 +157,7 @@ def train_sft(
         callbacks=[
             *callbacks,
             *base_rows_callbacks(model, args.weight_decay),
-            trainer_progress(f"SFT {Path(output_dir).name}"),
+            trainer_progress(progress_label or f"SFT {Path(output_dir).name}"),
         ],
     )
     tokens = sum(len(ids) for ids in trainer.train_dataset["input_ids"])
