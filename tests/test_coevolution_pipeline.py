@@ -610,17 +610,21 @@ def test_evaluation_dealt_to_two_processes_equals_one_process(uninterrupted):
     state = CycleState.load(root / "models" / "cycles" / f"cycle_{QUICK_CYCLES}")
     agents = {"da0": root / "models/agent_sft", "final": root / state.agent_dir}
     agents["peer_qwen"] = root / "models/peer_rl/qwen"
+    agents["peer_final"] = root / state.agent_dir  # a frozen teacher: the final agent's own folder, played once
     judge = partial(load_judge, root / "models" / "judge", p.judge, p.coevolution.agent_grpo.max_turns)
     args = (agents, root / state.simulator_dir, [root / d for d in state.adversary_dirs])
     scenarios = load_scenarios(root / "data" / "scenarios" / "heldout.jsonl")[:4]
     kw = {"seed": p.seed, "expert": ExpertAgent(), "cross_play_scenarios": 3, "pass_k": 2, "pass_k_scenarios": 2}
-    kw["main_only"] = ["peer_qwen"]
+    kw["main_only"] = ["peer_qwen", "peer_final"]
     one = evaluate_heldout(*args, scenarios, judge(), p.coevolution, **kw)
     two = evaluate_heldout_parallel(*args, scenarios, judge, p.coevolution, workers=2, **kw)
     assert len(two.worker_phases) == 2 and next(iter(two.phases)) == "play_2_processes"
     assert comparable(two.agents) == comparable(one.agents) and list(two.agents) == list(agents)
     assert comparable(two.ceiling) == comparable(one.ceiling) and two.ceiling
-    assert two.cross_play == one.cross_play and "peer_qwen" not in two.cross_play["agents"]
+    assert two.cross_play == one.cross_play and {"peer_qwen", "peer_final"}.isdisjoint(two.cross_play["agents"])
+    final, teacher = comparable(one.agents["final"]), comparable(one.agents["peer_final"])
+    assert set(teacher) == set(one.agents["peer_qwen"]) and {k: final[k] for k in teacher} == teacher
+    assert "pass_hat_1_coop" in set(final) - set(teacher)  # the name that plays everything keeps pass^k
     transcript = {g: [e.scenario.scenario_id for e in eps] for g, eps in one.adversary_episodes.items()}
     assert transcript == {g: [e.scenario.scenario_id for e in eps] for g, eps in two.adversary_episodes.items()}
 

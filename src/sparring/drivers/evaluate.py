@@ -26,6 +26,7 @@ from sparring.evaluate.episodes import compact_episodes, gains
 from sparring.evaluate.parallel import evaluate_heldout_parallel
 from sparring.evaluate.strategies import discover_strategies, strategy_records
 from sparring.judge import Scorer
+from sparring.lm.checkpoints import same_checkpoint
 from sparring.params import Evaluate
 from sparring.settings import CoevolutionSettings
 from sparring.train.cycle_state import CycleState
@@ -126,5 +127,7 @@ def _agents(
     final = CycleState.load(data.path(cycle_dir(n_cycles)))
     agents["final"] = data.path(final.agent_dir)
     for member in (peer or {}).get("members", {}):
-        agents[f"peer_{member}"] = data.path(PEER_RL) / member
+        folder = data.path(PEER_RL) / member
+        # a frozen teacher saved again is the final agent byte for byte: one folder, played once (~960 episodes)
+        agents[f"peer_{member}"] = agents["final"] if same_checkpoint(folder, agents["final"]) else folder
     return agents, cycles, final

@@ -115,7 +115,8 @@ def evaluate_heldout(
     share of it, cross-play on the first ``cross_play_scenarios`` scenarios, and pass^1..pass^k over ``pass_k``
     runs sampled at the agent gym's temperature on the first ``pass_k_scenarios``, against coop and the pool.
     Agents named in ``main_only`` play the four opponents alone (no cross-play, no pass^k): a checkpoint that
-    another agent name also points to plays everything. Progress (episodes played of those planned, per agent
+    another agent name also points to plays everything once, and the ``main_only`` name reports the four
+    opponents' figures of it. Progress (episodes played of those planned, per agent
     and opponent) goes to :mod:`sparring.progress` as ``progress_label``."""
     if not scenarios:
         raise ValueError("no held-out scenarios to evaluate on")
@@ -133,6 +134,7 @@ def evaluate_heldout(
     players, names = _players(agents, models, expert)
     extras = {key for name, key in names.items() if name not in main_only} | {EXPERT}  # cross-play, pass^k
     done: dict[str, dict[str, float]] = {}
+    main: dict[str, dict[str, float]] = {}  # the four opponents' figures alone, for a main_only name
     records: dict[str, dict[str, dict[str, list]]] = {}
     cells: dict[str, dict[str, dict[str, float]]] = {}
     report = HeldoutReport(agents={})
@@ -146,6 +148,7 @@ def evaluate_heldout(
             metrics, played = _play(player(True), opponents, scenarios, judge, turns, tally)
             counts["episodes"] = sum(len(eps) for eps in played.values())
         records[key] = {suffix.lstrip("_"): episode_record(eps) for suffix, eps in played.items()}
+        main[key] = dict(metrics)
         if k_cross and key in extras:
             with phases.time("cross_play") as counts:
                 agent, prefix = player(True), scenarios[:k_cross]
@@ -162,12 +165,13 @@ def evaluate_heldout(
     report.phases = phases.as_dict()
     report.ceiling = done.get(EXPERT, {})
     for name, key in names.items():
-        report.agents[name] = {**done[key], **share_of_ceiling(done[key], report.ceiling)}
+        figures = main[key] if name in main_only else done[key]
+        report.agents[name] = {**figures, **share_of_ceiling(figures, report.ceiling)}
         report.episodes[name] = records[key]
     if EXPERT in records:
         report.episodes[EXPERT] = records[EXPERT]
     if cells:
-        rows = {name: cells[key] for name, key in names.items() if key in cells}
+        rows = {name: cells[key] for name, key in names.items() if key in cells and name not in main_only}
         if EXPERT in cells:
             rows[EXPERT] = cells[EXPERT]
         report.cross_play = cross_play_matrix(rows)

@@ -10,6 +10,7 @@ naming the file, before transformers reads anything.
 
 from __future__ import annotations
 
+import filecmp
 import json
 from collections.abc import Mapping
 from pathlib import Path
@@ -92,3 +93,12 @@ def load_checkpoint(folder: Path) -> tuple[Any, Any]:
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         raise CheckpointError(f"{folder}: cannot load the checkpoint: {first}") from exc
     return model, tokenizer
+
+
+def same_checkpoint(a: Path, b: Path) -> bool:
+    """Whether folders ``a`` and ``b`` hold the same files byte for byte (their hidden manifests aside): a frozen
+    member saved again is the checkpoint it was loaded from."""
+    if not (Path(a).is_dir() and Path(b).is_dir()):
+        return False
+    names = [sorted(f.name for f in Path(d).iterdir() if f.is_file() and not f.name.startswith(".")) for d in (a, b)]
+    return names[0] == names[1] and all(filecmp.cmp(Path(a) / n, Path(b) / n, shallow=False) for n in names[0])

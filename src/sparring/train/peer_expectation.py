@@ -342,7 +342,7 @@ def train_expected(
         seed=seed,
         callbacks=[FreezeWhen(lambda: expectation.log.collapsed is not None)],
         trainer_class=functools.partial(expectation_trainer(), expectation=expectation),
-        progress_label=f"peer {Path(output_dir).name} ({kind}, exact)",
+        progress_label=f"peer {Path(output_dir).name} ({kind} reward in expectation)",
     )
     result.model.eval()
     return ExpectedResult(result.model, expectation.log, result)
