@@ -214,7 +214,7 @@ class StageLog:
 
     def series(self, rows: Sequence[dict[str, float]]) -> None:
         """Step-indexed rows (each with its ``step``) on this run and, as ``<stage>.<metric>``, on its parent, in
-        batches of MLflow's cap: peer_rl's 9,600 step rows logged one call each took ~134 s (2026-12-06)."""
+        batches of MLflow's cap: peer_rl's 9,600 step rows logged one call each took 134-195 s (2026-12-06)."""
         from mlflow.entities import Metric
 
         now = int(time.time() * 1000)
