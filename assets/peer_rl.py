@@ -59,7 +59,8 @@ def peer_rl(ctx: StageContext) -> StageOutput:
     unlabeled = load_unlabeled(p.ingest, p.seed, ctx.root, pl.concat([validation, test])["text"])
     phases = Phases()
     models, tokenizers = _members(ctx, phases)
-    measure = test["text"].to_list()[: cfg.measure], test["intent"].to_list()[: cfg.measure]
+    measured = test.head(cfg.measure)  # the same rows before and after, kept by id in the report
+    measure = measured["text"].to_list(), measured["intent"].to_list()
     probe = validation["text"].to_list()[: cfg.probe], validation["intent"].to_list()[: cfg.probe]
     rows = list(zip(unlabeled["text"].to_list(), unlabeled["intent"].to_list(), strict=True))
     pool = draw_pool(rows, cfg.pool, p.seed)  # shuffled by the seed, the first `peer_rl.pool` trained on
@@ -81,7 +82,7 @@ def peer_rl(ctx: StageContext) -> StageOutput:
     report.update(probe_accuracy=ran.diversity["accuracy"], n_pool=ran.n_pool, n_measure=ran.n_measure)
     # each member's routing of each test utterance before and after, by id: the gains' intervals recompute from it
     votes = {name: {"before": before, "after": after} for name, (before, after) in ran.votes.items()}
-    report["per_utterance"] = {"ids": test["id"].to_list()[: cfg.measure], "intents": measure[1], "votes": votes}
+    report["per_utterance"] = {"ids": measured["id"].to_list(), "intents": measure[1], "votes": votes}
     return StageOutput(metrics=metrics, report={**report, "phases": phases.as_dict()})
 
 

@@ -195,7 +195,8 @@ def test_quick_run_writes_metrics_json_mlflow_and_dagster(uninterrupted):
     assert set(doc["peer"]["members"]) == set(members) and {"kappa", "c", "w"} <= set(doc["peer"])
     for m in doc["peer"]["members"].values():
         assert 0.0 <= m["before"] <= 1.0 and 0.0 <= m["after"] <= 1.0 and m["collapsed"] in (True, False)
-    peer = json.loads((root / "reports" / "peer_rl.json").read_text())["per_utterance"]  # the accuracies recompute
+    peer_report = json.loads((root / "reports" / "peer_rl.json").read_text())
+    peer = peer_report["per_utterance"]  # each member's accuracies recompute from its votes
     test_ids = pl.read_parquet(root / "data" / "ingest" / "test.parquet")["id"].to_list()
     assert peer["ids"] == test_ids[: len(peer["ids"])] and len(peer["intents"]) == len(peer["ids"]) > 0
     for name, m in doc["peer"]["members"].items():
@@ -268,8 +269,7 @@ def test_quick_run_writes_metrics_json_mlflow_and_dagster(uninterrupted):
         (parents[cycle_1],),
     ).fetchall()
     assert trajectory == [(c["cycle"], c["w_da"]) for c in cycles]
-    peer_steps = json.loads((root / "reports" / "peer_rl.json").read_text())["members"]
-    for name, member in peer_steps.items():  # every step row of each member's child run, logged in batches
+    for name, member in peer_report["members"].items():  # every step row of each member's child run, logged in batches
         child = next(r for r in parents if runs[r] == f"peer_rl.{name}")
         steps = db.execute("select step from metrics where run_uuid = ? and key = 'reward'", (child,)).fetchall()
         assert sorted(s for (s,) in steps) == [row["step"] for row in member["steps"]], name

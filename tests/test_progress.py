@@ -109,7 +109,8 @@ def test_scoring_a_pool_counts_its_utterances(lines, tok, monkeypatch):
     texts = generate_utterances(1, 0)["text"].to_list()[:10]
     spec = ModelSpec(hidden_size=32, num_layers=1, num_heads=2, num_kv_heads=1, intermediate_size=64)
     model = build_model(spec, tok, seed=0)
-    score_intents(model, tok, routing_prompts(model, tok, texts), ["card_arrival"], batch_size=4, label="teacher t")
+    prompts = routing_prompts(model, tok, texts)
+    score_intents(model, tok, prompts, ["card_arrival"], batch_size=4, progress_label="teacher t")
     shown = lines()
     assert counts(shown, "teacher t") == [(4, 10), (8, 10), (10, 10), (10, 10)]  # each batch, then the close
     assert shown[-1].startswith("teacher t: 10/10 utterances, done in")

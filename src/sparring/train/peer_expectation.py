@@ -93,10 +93,10 @@ def score_intents(
     prompts: Sequence[list[int]],
     intents: Sequence[str],
     batch_size: int = 64,
-    label: str = "scoring intents",
+    progress_label: str = "scoring intents",
 ) -> IntentScores:
     """:class:`IntentScores` of ``prompts``: one forward of prompt + ``<intent>`` each, in right-padded batches of
-    similar length (random lengths would pad every batch to its longest); progress lines say ``label``."""
+    similar length (random lengths would pad every batch to its longest); progress lines say ``progress_label``."""
     marker = tokenizer.convert_tokens_to_ids(INTENT)
     names = torch.tensor(intent_token_ids(tokenizer, intents))
     lookup = {int(t): n for t, n in zip(names, intents, strict=True)}
@@ -106,7 +106,7 @@ def score_intents(
     votes: list[Label] = [None] * len(prompts)
     was_training = model.training
     model.eval()
-    meter = ProgressMeter(label, len(prompts), "utterances")  # a pretrained teacher over the whole pool: minutes
+    meter = ProgressMeter(progress_label, len(prompts), "utterances")  # a pretrained teacher on a whole pool: minutes
     try:
         for at in range(0, len(order), batch_size):
             picked = order[at : at + batch_size]
@@ -371,7 +371,7 @@ def train_cohort_exact(
     start = time.perf_counter()
     t_model, t_tok = models[teacher], tokenizers[teacher]
     prompts = routing_prompts(t_model, t_tok, pool)
-    scores = score_intents(t_model, t_tok, prompts, intents, label=f"teacher {teacher} scoring the pool")
+    scores = score_intents(t_model, t_tok, prompts, intents, progress_label=f"teacher {teacher} scoring the pool")
     named = sum(v is not None for v in scores.votes)
     say(f"peer_rl: teacher {teacher} named an intent on {named} of {len(pool)} pool utterances")
     logs = {name: MemberLog() for name in models}
