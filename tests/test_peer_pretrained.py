@@ -121,6 +121,7 @@ def test_name_rows_start_at_their_words_mean(smollm2_dir):
     assert marker >= len(base) and not torch.allclose(weight[marker], weight[row])
 
 
+@pytest.mark.skipif(not BANKING77.is_file(), reason="the real Banking77 file lives outside the project")
 def test_the_runs_json_names_each_measured_row_by_its_csv_row_and_holds_no_text(tmp_path):
     """``--runs-json``: the measured rows' ids are train.csv rows whose category is the gold the interval was
     computed on, in the split's order, beside each member's predictions; no utterance text is written."""
