@@ -42,7 +42,7 @@ PROFILE_GUIDE = {
     "scale": ("a pretrained Hugging Face model with LoRA, for a GPU", "not timed: it needs a GPU"),
     "banking77": (
         "the default on Banking77's real utterances (../shared/data/banking77)",
-        "about 1 h 30 min (91.9 min measured from a fresh clone)",
+        "1 h to 1 h 30 min (61.7 and 91.9 min measured from fresh clones; the VMs' speeds ~30% apart)",
     ),
     "scale_smoke": ("the scale path (SmolLM2-135M + LoRA) at quick's budgets, on a CPU", "about 30 min"),
 }
