@@ -1,11 +1,13 @@
-"""Asset `evaluate` (sparring.drivers.evaluate): DA0, DA1 (agent_rl's), every cycle's agent, the final agent and
-each peer-reward member (`peer_<member>`) on held-out scenarios → reports/metrics.json, with the paired gains
-DA1 − DA0, final − DA0 and final − DA1.
+"""Asset `evaluate` (sparring.drivers.evaluate): DA0, DA1 (agent_rl's), every cycle's agent and the final agent on
+held-out scenarios → reports/metrics.json, with the paired gains DA1 − DA0, final − DA0 and final − DA1 over
+(scenario, customer draw).
 
-Opponents: the cooperative simulator (`_coop`), the scripted camouflaging customer (`_camo`) and the pool of
-adversary generations (`_advpool`, with the judge's adversary reward parts). Beside the agents: the goal-knowing
-expert's figures (`ceiling`), cross-play of every agent against each adversary generation, pass^k, and the
-strategies found in the adversaries' messages. The file's layout is ../shared/METRICS.md's.
+Opponents: the cooperative simulator (`_coop`, `_coopsim`), the scripted camouflaging customer (`_camo`), the frozen
+reference opponent (`_ref`: adversary generation 0, the SFT simulator) and the pool of every adversary generation
+(`_advpool`, with the judge's adversary reward parts), each sampled one over `evaluate.draws` draws. Beside the
+agents: the goal-knowing expert's figures (`ceiling`), cross-play of every agent against each generation, pass^k
+over the draws, the strategies found in the adversaries' messages, and the peer cohort's routing (peer_rl's).
+The file's layout is ../shared/METRICS.md's.
 """
 
 from __future__ import annotations
@@ -26,8 +28,9 @@ from sparring.evaluate import checks
 
 STAGE = Stage(
     name="evaluate",
-    description="Held-out evaluation of DA0, each cycle's agent, the final agent and the peer cohort against the "
-    "cooperative simulator, the camouflaging customer and the adversary pool → reports/metrics.json.",
+    description="Held-out evaluation of DA0, DA1, each cycle's agent and the final agent against the cooperative "
+    "simulator, the camouflaging customer, the reference opponent and the adversary pool, over several customer "
+    "draws → reports/metrics.json.",
     params=("evaluate", "coevolution", "judge"),
     outs=(),
     metrics=(METRICS,),
@@ -52,6 +55,7 @@ KEY_METRICS = (
     "strict_pass_coopsim",
     "strict_pass_camo",
     "routing_acc_camo",
+    "strict_pass_ref",
     "strict_pass_advpool",
     "routing_acc_advpool",
     "adv_success_advpool",

@@ -186,10 +186,11 @@ def test_quick_run_writes_metrics_json_mlflow_and_dagster(uninterrupted):
     assert doc["n_heldout"] == n
     ran = [f"cycle_{k}" for k in range(1, QUICK_CYCLES + 1)]
     members = load_params(root / "params.yaml", "quick").peer_rl.members
-    assert set(doc["agents"]) == {"da0", "da1", "final", *ran, *(f"peer_{m}" for m in members)}  # every member too
+    assert set(doc["agents"]) == {"da0", "da1", "final", *ran}  # the peer routers: their routing, in `peer`
+    assert doc["draws"] == load_params(root / "params.yaml", "quick").evaluate.draws
     assert set(doc["gains"]) == {"da1-da0", "final-da0", "final-da1"}  # paired, [mean, low, high] per opponent
     for pair in doc["gains"].values():
-        assert set(pair) == {"advpool", "coop", "camo"} and all(
+        assert set(pair) == {"ref", "advpool", "coop", "camo"} and all(
             low <= mean <= high for mean, low, high in pair.values()
         )
     assert set(doc["peer"]["members"]) == set(members) and {"kappa", "c", "w"} <= set(doc["peer"])
@@ -516,18 +517,19 @@ def test_quick_run_reports_ceiling_cross_play_strategies_and_a_report_that_match
     assert doc["ceiling"]["n_episodes_advpool"] == n and "strict_pass_advpool" in doc["ceiling"]
     generations = doc["adversary_generations"]
     cp = doc["cross_play"]
-    pipeline_agents = sorted(a for a in doc["agents"] if not a.startswith("peer_"))  # peers: the four opponents
+    pipeline_agents = sorted(doc["agents"])
     assert pipeline_agents and sorted(cp["agents"][:-1]) == pipeline_agents and cp["agents"][-1] == "expert"
-    assert cp["opponents"] == ["coop", "camo", *(f"adv_{g}" for g in range(1, generations + 1))]
+    assert cp["opponents"] == ["coop", "camo", *(f"adv_{g}" for g in range(generations + 1))]  # adv_0: the simulator
     cells = zip(sum(cp["strict_pass"], []), sum(cp["ci_low"], []), sum(cp["ci_high"], []), strict=True)
     assert all(lo <= v <= hi for v, lo, hi in cells)
     i = cp["agents"].index("final")
     if cp["n"][i][0] == n:  # cross-play on every held-out scenario (quick): its coop cell is the coop figure
         assert cp["strict_pass"][i][0] == doc["agents"]["final"]["strict_pass_coop"]
-    for name, metrics in [*doc["agents"].items(), ("expert", doc["ceiling"])]:
+    for metrics in [*doc["agents"].values(), doc["ceiling"]]:
         fails = sum(v for k, v in metrics.items() if k.startswith("failure_") and k.endswith("_advpool"))
         assert abs(fails - (1 - metrics["strict_pass_advpool"])) < 1e-9  # one kind per failed episode
-        assert ({"pass_hat_1_coop", "pass_hat_2_advpool"} <= set(metrics)) != name.startswith("peer_")
+        assert {"pass_hat_1_ref", "pass_hat_2_advpool", "strict_pass_ref"} <= set(metrics)
+        assert len(metrics["strict_pass_advpool_by_generation"]) == generations + 1  # the simulator's share too
     assert doc["strategies"] and all(len(s["share_by_cycle"]) == generations for s in doc["strategies"])
 
     table = _summary_table((root / "reports" / "report.md").read_text())
@@ -608,23 +610,17 @@ def test_evaluation_dealt_to_two_processes_equals_one_process(uninterrupted):
     root, _ = uninterrupted
     p = load_params(root / "params.yaml", "quick")
     state = CycleState.load(root / "models" / "cycles" / f"cycle_{QUICK_CYCLES}")
-    agents = {"da0": root / "models/agent_sft", "final": root / state.agent_dir}
-    agents["peer_qwen"] = root / "models/peer_rl/qwen"
-    agents["peer_final"] = root / state.agent_dir  # a frozen teacher: the final agent's own folder, played once
+    agents = {"da0": root / "models/agent_sft", "da1": root / "models/agent_rl", "final": root / state.agent_dir}
     judge = partial(load_judge, root / "models" / "judge", p.judge, p.coevolution.agent_grpo.max_turns)
     args = (agents, root / state.simulator_dir, [root / d for d in state.adversary_dirs])
     scenarios = load_scenarios(root / "data" / "scenarios" / "heldout.jsonl")[:4]
-    kw = {"seed": p.seed, "expert": ExpertAgent(), "cross_play_scenarios": 3, "pass_k": 2, "pass_k_scenarios": 2}
-    kw["main_only"] = ["peer_qwen", "peer_final"]
+    kw = {"seed": p.seed, "expert": ExpertAgent(), "draws": [0, 1]}
     one = evaluate_heldout(*args, scenarios, judge(), p.coevolution, **kw)
     two = evaluate_heldout_parallel(*args, scenarios, judge, p.coevolution, workers=2, **kw)
     assert len(two.worker_phases) == 2 and next(iter(two.phases)) == "play_2_processes"
     assert comparable(two.agents) == comparable(one.agents) and list(two.agents) == list(agents)
     assert comparable(two.ceiling) == comparable(one.ceiling) and two.ceiling
-    assert two.cross_play == one.cross_play and {"peer_qwen", "peer_final"}.isdisjoint(two.cross_play["agents"])
-    final, teacher = comparable(one.agents["final"]), comparable(one.agents["peer_final"])
-    assert set(teacher) == set(one.agents["peer_qwen"]) and {k: final[k] for k in teacher} == teacher
-    assert "pass_hat_1_coop" in set(final) - set(teacher)  # the name that plays everything keeps pass^k
+    assert two.cross_play == one.cross_play and two.episodes == one.episodes
     transcript = {g: [e.scenario.scenario_id for e in eps] for g, eps in one.adversary_episodes.items()}
     assert transcript == {g: [e.scenario.scenario_id for e in eps] for g, eps in two.adversary_episodes.items()}
 
@@ -632,9 +628,9 @@ def test_evaluation_dealt_to_two_processes_equals_one_process(uninterrupted):
 def test_players_are_dealt_in_contiguous_groups_of_near_equal_cost():
     from sparring.evaluate.parallel import deal
 
-    agents = {"da0": "m/a", "cycle_1": "m/a", "final": "m/b", "peer_x": "m/x", "peer_y": "m/y"}
-    groups = deal(agents, ["peer_x", "peer_y"], with_expert=True, workers=2)
-    assert [list(g) for g in groups] == [["da0", "cycle_1", "final"], ["peer_x", "peer_y"]]  # + the expert: 4 | 4
-    assert len(deal(agents, [], with_expert=False, workers=8)) == 4  # one group per distinct folder at most
-    assert deal({"da0": "m/a"}, [], with_expert=True, workers=2) == [{"da0": "m/a"}, {}]  # the expert alone
-    assert deal(agents, [], with_expert=True, workers=1) == [agents]
+    agents = {"da0": "m/a", "cycle_1": "m/a", "da1": "m/c", "final": "m/b", "cycle_2": "m/b"}
+    groups = deal(agents, with_expert=True, workers=2)
+    assert [list(g) for g in groups] == [["da0", "cycle_1", "da1"], ["final", "cycle_2"]]  # + the expert: 2 | 2
+    assert len(deal(agents, with_expert=False, workers=8)) == 3  # one group per distinct folder at most
+    assert deal({"da0": "m/a"}, with_expert=True, workers=2) == [{"da0": "m/a"}, {}]  # the expert alone
+    assert deal(agents, with_expert=True, workers=1) == [agents]

@@ -72,6 +72,11 @@ def test_a_changed_file_is_read_again_and_a_loaded_one_is_shared(tmp_path, monke
         (lambda r: r["ingest"]["profiles"].update(huge={}), "ingest.profiles.huge: unknown profile"),
         (lambda r: r["coevolution"]["agent_grpo"].update(completion="turn"), "coevolution.agent_grpo.completion: "),
         (lambda r: r["coevolution"]["adversary_grpo"].update(completion="first_turn"), "first_turn windows are the"),
+        # K customer draws: at least one, and no more than the draw seeds a run takes (sparring.seeds.DRAW_SET)
+        (lambda r: r["evaluate"].update(draws=0), "evaluate.draws: "),
+        (lambda r: r["evaluate"].update(draws=-3), "evaluate.draws: "),
+        (lambda r: r["evaluate"].update(draws=17), "evaluate.draws: "),
+        (lambda r: r["evaluate"]["profiles"]["quick"].update(draws=99), "evaluate.profiles.quick.draws: "),
     ],
 )
 def test_bad_params_are_refused_with_the_full_key_path(tmp_path, monkeypatch, edit, message):

@@ -156,16 +156,17 @@ def test_held_out_play_counts_the_episodes_it_planned_per_agent_and_opponent(
     )
     report = evaluate_heldout(
         {"da0": tmp_path / "da0"}, tmp_path / "sim", [tmp_path / "sim"] * 2, heldout[:4], Judge(ConstantStyle()),
-        settings, expert=ExpertAgent(refs="described"), cross_play_scenarios=3, pass_k=2, pass_k_scenarios=2,
+        settings, expert=ExpertAgent(refs="described"), draws=[0, 1],
     )  # fmt: skip
     shown = lines()
     seen = counts(shown, "held-out play")
     played = sum(phase.get("episodes", 0) for phase in report.phases.values())
-    # Rising, and what was planned is what was played: main 2 players x 4 x 4, cross-play 2 x 3, pass^k 2 x 8.
+    # Rising, and what was planned is what was played, per player: coop and coopsim once (greedy) 4 + 4, camo and
+    # ref two draws 8 + 8, the pool (3 generations) 2 draws x the 2 scenarios not dealt to generation 0 (ref's).
     assert [done for done, _ in seen] == sorted(done for done, _ in seen) and seen[0][0] < seen[-1][0]
-    assert {total for _, total in seen} == {played} == {32 + 6 + 16} and seen[-1][0] == played
-    assert "da0 vs coop (4)" in shown[0] and any("expert vs camo (4)" in line for line in shown)
-    assert any("each adversary generation alone (3)" in line for line in shown)
+    assert {total for _, total in seen} == {played} == {2 * (4 + 4 + 8 + 8 + 4)} and seen[-1][0] == played
+    assert "da0 vs coop (4)" in shown[0] and any("expert vs camo, draw 1 (4)" in line for line in shown)
+    assert any("vs advpool, draw 0 (2)" in line for line in shown)
 
 
 def test_lines_logged_in_worker_processes_reach_this_processs_handlers(lines):

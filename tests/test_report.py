@@ -98,7 +98,8 @@ def test_cross_play_matrix_and_share_of_ceiling():
 
 
 def _metrics() -> dict:
-    row = {"strict_pass_coop": 0.8, "strict_pass_camo": 0.7, "strict_pass_advpool": 0.5, "routing_acc_coop": 0.9,
+    row = {"strict_pass_ref": 0.65, "strict_pass_coop": 0.8, "strict_pass_camo": 0.7, "strict_pass_advpool": 0.5,
+           "routing_acc_coop": 0.9,
            "adv_success_advpool": 0.3, "share_of_ceiling_advpool": 0.5263, "pass_hat_1_advpool": 0.5,
            "pass_hat_4_advpool": 0.25, "n_episodes_coop": 40, "unauthorized_actions_coop": 0}  # fmt: skip
     return {
@@ -123,7 +124,7 @@ def test_report_shows_the_metrics_numbers_and_every_figure(tmp_path):
     assert [r[0] for r in rows] == ["expert (ceiling)", "da0", "cycle_1", "final"]
     assert rows[2][header.index("PASS pool")] == "0.600" and rows[0][header.index("PASS pool")] == "0.950"
     assert rows[1][header.index("pass^k pool")] == "0.250"  # the largest k
-    assert "| cycle_1 | 0.800 | 0.700 | 0.600 |" in markdown
+    assert "| cycle_1 | 0.650 | 0.800 | 0.700 | 0.600 |" in markdown
     assert "Contextual Camouflage" in markdown and "0.800 [0.600, 0.900]" in markdown
     assert "](figures/cross_play.png)" in markdown and page.count("data:image/png;base64,") == len(FIGURES)
     assert "figures/" not in page  # self-contained: no link to a file beside it
@@ -242,9 +243,13 @@ def test_the_report_says_whether_rl_helped_from_the_paired_pool_gain(pool, verdi
     assert verdict in line
     assert f"{pool[0]:+.3f}" in line and f"{pool[1]:+.3f}, {pool[2]:+.3f}" in line
     rows = gain_rows(metrics)
-    assert rows[1][0].startswith("DA1 − DA0") and rows[1][2] == "–"  # the pair's unplayed opponent
-    assert rows[2][1] == "+0.000 [-0.020, +0.020]"
+    assert rows[0] == ["", "reference opponent", "adversary pool", "cooperative simulator", "camouflaging customer"]
+    assert rows[1][0].startswith("DA1 − DA0") and rows[1][1] == rows[1][3] == "–"  # the pair's unplayed opponents
+    assert rows[2][3] == "+0.000 [-0.020, +0.020]"
     assert rl_verdict({}).startswith("RL's gain: not measured")
+    # with the reference opponent played, the verdict reads it: no compared agent trained against it
+    metrics["gains"]["final-da0"]["ref"] = [-0.2, -0.3, -0.1]
+    assert rl_verdict(metrics).startswith("RL hurt: final − DA0 strict PASS against the reference opponent -0.200")
 
 
 def test_report_gives_each_peer_members_gain_interval_and_how_it_was_rewarded(tmp_path):

@@ -19,6 +19,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from sparring.seeds import DRAW_SET
 from sparring.settings import (
     AgentRLSettings,
     AgentSFTSettings,
@@ -178,9 +179,7 @@ class Tokenizer(_Strict):
 
 class Evaluate(_Strict):
     eval_scenarios: int = Field(240, ge=1)  # held-out scenarios every agent plays per opponent
-    cross_play_scenarios: int = Field(120, ge=0)  # of them, the first ones each adversary generation plays alone
-    pass_k: int = Field(4, ge=0, le=64)  # sampled runs per scenario for pass^k (below 2: none)
-    pass_k_scenarios: int = Field(30, ge=0)  # scenarios those runs play, against coop and the pool
+    draws: int = Field(4, ge=1, le=DRAW_SET)  # customer draws per scenario against each sampled opponent (K)
     strategy_clusters: int = Field(6, ge=2, le=50)  # most clusters strategy discovery tries
     workers: int = Field(2, ge=1, le=64)  # processes the agents are dealt to (evaluate runs alone: use the cores)
 

@@ -1,8 +1,10 @@
-"""The held-out evaluation as one run (../shared/METRICS.md): DA0, DA1, each cycle's agent, the final agent and each
-peer member played on held-out scenarios against the cooperative simulator (`_coop`), the scripted camouflaging
-customer (`_camo`) and the pool of adversary generations (`_advpool`), beside the goal-knowing expert's ceiling,
-with the paired gains DA1 − DA0, final − DA0 and final − DA1, cross-play, pass^k, the adversaries' strategies,
-the cycles, the peer cohort and both simulators' fidelity: metrics.json's document."""
+"""The held-out evaluation as one run (../shared/METRICS.md): DA0, DA1, each cycle's agent and the final agent played
+on held-out scenarios against the cooperative simulator (`_coop`, `_coopsim`), the scripted camouflaging customer
+(`_camo`), the frozen reference opponent (`_ref`: adversary generation 0) and the pool of every adversary generation
+(`_advpool`), each sampled opponent over ``evaluate.draws`` customer draws shared by all agents, beside the
+goal-knowing expert's ceiling, with the paired gains DA1 − DA0, final − DA0 and final − DA1 (intervals over
+scenarios and draws), cross-play, pass^k, the adversaries' strategies, the cycles, the peer cohort (its routing, as
+peer_rl measured it: the routers play no episodes here) and both simulators' fidelity: metrics.json's document."""
 
 from __future__ import annotations
 
@@ -16,7 +18,6 @@ from sparring.catalog import (
     AGENT_RL,
     AGENT_SFT,
     PEER_COHORT,
-    PEER_RL,
     SIMULATOR_RL_FIDELITY,
     SIMULATOR_SFT_FIDELITY,
     Catalog,
@@ -26,7 +27,6 @@ from sparring.evaluate.episodes import compact_episodes, gains
 from sparring.evaluate.parallel import evaluate_heldout_parallel
 from sparring.evaluate.strategies import discover_strategies, strategy_records
 from sparring.judge import Scorer
-from sparring.lm.checkpoints import same_checkpoint
 from sparring.params import Evaluate
 from sparring.settings import CoevolutionSettings
 from sparring.train.cycle_state import CycleState
@@ -57,7 +57,7 @@ def run(
     the judge in each worker; ``expert``: the goal-knowing ceiling); ``n_cycles``: the cycle folders the graph made
     (those that recorded a stop are skipped); ``profile``: the one whose results are read and recorded."""
     peer = data.results(PEER_COHORT, profile)
-    agents, cycles, final = _agents(data, peer, n_cycles)
+    agents, cycles, final = _agents(data, n_cycles)
     heldout = data.scenarios("heldout", e.eval_scenarios)
     played = evaluate_heldout_parallel(
         agents,
@@ -69,11 +69,8 @@ def run(
         workers=e.workers,
         torch_threads=torch_threads,
         seed=seed,
+        draws=range(e.draws),
         expert=expert,
-        cross_play_scenarios=e.cross_play_scenarios,
-        pass_k=e.pass_k,
-        pass_k_scenarios=e.pass_k_scenarios,
-        main_only=[name for name in agents if name.startswith("peer_")],  # routers: peer_rl measures them
     )
     episodes = compact_episodes(played.episodes)
     records = [r for g, eps in sorted(played.adversary_episodes.items()) for r in strategy_records(eps, g - 1)]
@@ -84,9 +81,10 @@ def run(
         "profile": profile,
         "seed": seed,
         "n_heldout": len(heldout),
+        "draws": e.draws,  # per scenario against each sampled opponent (greedy ones: 1)
         "agents": played.agents,
         "ceiling": played.ceiling,
-        "gains": gains(episodes, seed=seed),  # {"da1-da0": {"advpool": [mean, low, high], ...}, ...}
+        "gains": gains(episodes, seed=seed),  # {"da1-da0": {"ref": [mean, low, high], "advpool": ...}, ...}
         "cross_play": played.cross_play,
         "strategies": strategies,
         "cycles": cycles,
@@ -111,11 +109,9 @@ def simulator_summary(sft: dict[str, Any] | None, rl: dict[str, Any] | None) -> 
     return {"sft": (sft or {}).get("sft", {})}
 
 
-def _agents(
-    data: Catalog, peer: dict[str, Any] | None, n_cycles: int
-) -> tuple[dict[str, Path], list[dict[str, Any]], CycleState]:
-    """The agents to play (DA0, DA1, each cycle's that ran, the final one, each peer member), the cycles' metrics,
-    and the state the last cycle left (the simulator and the adversary pool)."""
+def _agents(data: Catalog, n_cycles: int) -> tuple[dict[str, Path], list[dict[str, Any]], CycleState]:
+    """The agents to play (DA0, DA1, each cycle's that ran, the final one), the cycles' metrics, and the state the
+    last cycle left (the simulator and the adversary pool)."""
     cycles = []  # the cycles that ran (the rest recorded that co-evolution had stopped)
     agents: dict[str, Path] = {"da0": data.path(AGENT_SFT), "da1": data.path(AGENT_RL)}
     for k in range(1, n_cycles + 1):
@@ -126,8 +122,4 @@ def _agents(
         agents[f"cycle_{k}"] = data.path(CycleState.load(data.path(cycle_dir(k))).agent_dir)
     final = CycleState.load(data.path(cycle_dir(n_cycles)))
     agents["final"] = data.path(final.agent_dir)
-    for member in (peer or {}).get("members", {}):
-        folder = data.path(PEER_RL) / member
-        # a frozen teacher saved again is the final agent byte for byte: one folder, played once (~960 episodes)
-        agents[f"peer_{member}"] = agents["final"] if same_checkpoint(folder, agents["final"]) else folder
     return agents, cycles, final

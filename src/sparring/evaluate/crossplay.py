@@ -1,8 +1,8 @@
 """What `evaluate` computes from held-out episodes beyond their averages: cross-play cells with 95% intervals,
 τ-bench's pass^k, the failure kinds, and each agent's share of the expert's ceiling.
 
-- Cross-play: every agent generation against every opponent on the same held-out scenarios (strict PASS, a
-  Wilson score interval per cell, since a cell is a share of n independent episodes).
+- Cross-play: every agent against every opponent on the same held-out scenarios (strict PASS, with a 95% interval
+  that resamples scenarios and keeps each scenario's draws together: a cell's episodes are not independent).
 - pass^k (τ-bench, Yao et al. 2024): over n sampled runs per task with c successes, pass^k = mean over tasks of
   C(c, k) / C(n, k): the chance that k runs drawn without replacement all succeed. pass^1 is the mean success.
 - Failure kinds (METRICS.md ``failure_<kind>_<opponent>``), one per failed episode, first that applies: ``left``
@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from sparring.evaluate.intervals import cluster_bootstrap
 from sparring.rollout import Episode, routed_correctly
 from sparring.world.answers import confirmation_answers
 from sparring.world.session import CUSTOMER_LEFT
@@ -101,11 +102,17 @@ def failure_rates(episodes: Sequence[Episode], suffix: str) -> dict[str, float]:
     return {f"failure_{kind}{suffix}": sum(k == kind for k in kinds) / n for kind in FAILURE_KINDS}
 
 
-def cross_play_cell(episodes: Sequence[Episode]) -> dict[str, float]:
-    """One cross-play cell: strict PASS over ``episodes`` with its 95% Wilson interval and n."""
-    wins = sum(ep.outcome.strict_pass for ep in episodes)
-    low, high = wilson_interval(wins, len(episodes))
-    return {"strict_pass": wins / max(1, len(episodes)), "ci_low": low, "ci_high": high, "n": len(episodes)}
+def cross_play_cell(episodes: Sequence[Episode], seed: int = 0) -> dict[str, float]:
+    """One cross-play cell: strict PASS over ``episodes`` with its 95% interval and n (episodes), resampling
+    scenarios with each scenario's draws kept together (:func:`~sparring.evaluate.intervals.cluster_bootstrap`)."""
+    by_scenario: dict[str, list[int]] = {}
+    for ep in episodes:
+        by_scenario.setdefault(ep.scenario.scenario_id, []).append(int(bool(ep.outcome.strict_pass)))
+    if not by_scenario:
+        return {"strict_pass": 0.0, "ci_low": 0.0, "ci_high": 1.0, "n": 0}
+    k = min(len(r) for r in by_scenario.values())  # every scenario played the same draws
+    mean, low, high = cluster_bootstrap([r[:k] for r in by_scenario.values()], seed=seed)
+    return {"strict_pass": mean, "ci_low": low, "ci_high": high, "n": len(episodes)}
 
 
 def cross_play_matrix(cells: dict[str, dict[str, dict[str, float]]]) -> dict[str, list]:
@@ -130,6 +137,6 @@ def share_of_ceiling(agent: dict[str, float], ceiling: dict[str, float]) -> dict
     """``share_of_ceiling_<opponent>``: the agent's strict PASS over the expert's, per opponent (ceiling 0: skipped)."""
     shares = {}
     for key, best in ceiling.items():
-        if key.startswith("strict_pass_") and best > 0 and key in agent:
+        if key.startswith("strict_pass_") and isinstance(best, float | int) and best > 0 and key in agent:
             shares[f"share_of_ceiling_{key.removeprefix('strict_pass_')}"] = agent[key] / best
     return shares

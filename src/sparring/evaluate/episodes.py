@@ -1,84 +1,108 @@
 """Per-episode outcomes of held-out evaluation, compact enough for evaluate's report (reports/evaluate.json's
-``episodes``), and read back for paired comparisons of agents on the same scenarios (:func:`gains`: paired
-bootstrap intervals). Plain Python and numpy: a reader such as benchmarks/coevolution_acceptance.py imports no
-model code."""
+``episodes``), and read back for paired comparisons of agents on the same scenarios and customer draws
+(:func:`gains`: intervals that resample scenarios with their draws, :mod:`sparring.evaluate.intervals`). Plain
+Python, numpy and scipy: a reader such as benchmarks/coevolution_acceptance.py imports no model code."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from sparring.evaluate.intervals import paired_difference
+
 OUTCOMES = ("strict_pass", "routed")  # the per-episode outcomes kept, each 0 or 1
 
 
 def compact_episodes(episodes: Mapping[str, Mapping[str, Mapping[str, list]]]) -> dict[str, dict]:
-    """``{agent: {opponent: {"scenario_id": [...], outcome: [0/1, ...]}}}`` (``HeldoutReport.episodes``) as the
-    report keeps it: per opponent the scenario ids once, in play order (every agent plays the same list in the
-    same order), and per outcome, agent and opponent a string of 0/1, one character per episode."""
+    """``{agent: {opponent: {"scenario_id": [...], "draw": [...], outcome: [0/1, ...]}}}``
+    (``HeldoutReport.episodes``) as the report keeps it: per opponent the scenario ids and draws once, in play order
+    (every agent plays the same list in the same order), and per outcome, agent and opponent a string of 0/1, one
+    character per episode."""
     ids: dict[str, list[str]] = {}
-    out: dict[str, dict] = {"scenario_ids": ids, **{k: {} for k in OUTCOMES}}
+    drawn: dict[str, list[int]] = {}
+    out: dict[str, dict] = {"scenario_ids": ids, "draws": drawn, **{k: {} for k in OUTCOMES}}
     for agent, by_opponent in episodes.items():
         for opponent, record in by_opponent.items():
-            if ids.setdefault(opponent, list(record["scenario_id"])) != list(record["scenario_id"]):
+            draws = list(record["draw"]) if "draw" in record else _occurrences(record["scenario_id"])
+            if (
+                ids.setdefault(opponent, list(record["scenario_id"])) != list(record["scenario_id"])
+                or drawn.setdefault(opponent, draws) != draws
+            ):
                 raise ValueError(f"{agent} played other scenarios against {opponent} than the agents before it")
             for k in OUTCOMES:
                 out[k].setdefault(agent, {})[opponent] = "".join(str(int(v)) for v in record[k])
     return out
 
 
+def _occurrences(scenario_ids: Sequence[str]) -> list[int]:
+    """A record from before draws: each scenario's repeats, in play order, count as its draws 0, 1, ..."""
+    seen: dict[str, int] = {}
+    out = []
+    for sid in scenario_ids:
+        out.append(seen.get(sid, 0))
+        seen[sid] = out[-1] + 1
+    return out
+
+
 def episode_outcomes(
     compact: Mapping[str, Any], agent: str, opponent: str, outcome: str = "strict_pass"
 ) -> dict[tuple[str, int], int]:
-    """``{(scenario_id, occurrence): 0 or 1}`` of ``agent`` against ``opponent`` (``coop``, ``coopsim``,
-    ``camo``, ``advpool``) from :func:`compact_episodes`'s form; occurrence is 0 unless a scenario was played
-    more than once. KeyError when that agent or opponent was not played."""
+    """``{(scenario_id, draw): 0 or 1}`` of ``agent`` against ``opponent`` (``coop``, ``coopsim``, ``camo``,
+    ``ref``, ``advpool``) from :func:`compact_episodes`'s form. A record from before draws (no ``draws``) counts a
+    scenario's repeats as its draws 0, 1, ... KeyError when that agent or opponent was not played."""
     flags = compact[outcome][agent][opponent]
-    seen: dict[str, int] = {}
-    keys = []
-    for sid in compact["scenario_ids"][opponent]:
-        keys.append((sid, seen.get(sid, 0)))
-        seen[sid] = seen.get(sid, 0) + 1
+    ids = compact["scenario_ids"][opponent]
+    draws = (compact.get("draws") or {}).get(opponent) or _occurrences(ids)
+    keys = list(zip(ids, draws, strict=True))
     if len(keys) != len(flags):
         raise ValueError(f"{agent} vs {opponent}: {len(flags)} outcomes for {len(keys)} scenarios")
     return dict(zip(keys, (int(c) for c in flags), strict=True))
 
 
+def outcome_matrix(outcomes: Mapping[tuple[str, int], int], scenarios: Sequence[str] | None = None) -> Any:
+    """``{(scenario_id, draw): 0/1}`` as an (n_scenarios, K) array, scenarios in ``scenarios``' order (default:
+    sorted), draws ascending; refused unless every scenario holds the same draws."""
+    import numpy as np
+
+    by: dict[str, dict[int, int]] = {}
+    for (sid, draw), v in outcomes.items():
+        by.setdefault(sid, {})[draw] = v
+    order = list(scenarios) if scenarios is not None else sorted(by)
+    draws = sorted(by[order[0]]) if order else []
+    if any(sorted(by.get(sid, {})) != draws for sid in order):
+        raise ValueError("every scenario must hold the same draws")
+    return np.array([[by[sid][d] for d in draws] for sid in order], dtype=float)
+
+
 RESAMPLES = 2000  # bootstrap resamples of a paired interval
 # metrics.json's `gains`: (later, earlier) agents, each against every opponent both played.
 GAIN_PAIRS = (("da1", "da0"), ("final", "da0"), ("final", "da1"))
-GAIN_OPPONENTS = ("advpool", "coop", "camo")
+GAIN_OPPONENTS = ("ref", "advpool", "coop", "camo")
 
 
 def paired_bootstrap(
     before: Sequence[float], after: Sequence[float], resamples: int = RESAMPLES, seed: int = 0, level: float = 0.95
 ) -> tuple[float, float]:
-    """The ``level`` percentile interval of mean(after - before) over ``resamples`` resamples of the pairs."""
-    import numpy as np
-
-    d = np.asarray(after, dtype=float) - np.asarray(before, dtype=float)
-    if d.ndim != 1 or d.size == 0:
+    """The ``level`` interval of mean(after - before) over pairs: :func:`~sparring.evaluate.intervals.
+    paired_difference` with one draw per item (each pair its own cluster)."""
+    if len(before) == 0 or len(before) != len(after):
         raise ValueError("paired_bootstrap needs two equally long, non-empty vectors")
-    rng = np.random.default_rng(seed)
-    means = d[rng.integers(0, d.size, size=(resamples, d.size))].mean(axis=1)
-    low, high = np.quantile(means, [(1 - level) / 2, (1 + level) / 2])
-    return float(low), float(high)
+    _, low, high = paired_difference(before, after, resamples=resamples, seed=seed, level=level)
+    return low, high
 
 
 def paired_gain(compact: Mapping[str, Any], later: str, earlier: str, opponent: str, seed: int = 0) -> list[float]:
-    """``[mean, low, high]``: ``later``'s strict PASS minus ``earlier``'s against ``opponent``, scenario by scenario
-    (both played the same scenarios with the same seed), with the paired bootstrap 95% interval."""
+    """``[mean, low, high]``: ``later``'s strict PASS minus ``earlier``'s against ``opponent`` over (scenario, draw)
+    (both met the same customer draws), with the 95% interval that resamples scenarios, draws kept together."""
     a = episode_outcomes(compact, earlier, opponent)
     b = episode_outcomes(compact, later, opponent)
-    keys = sorted(a)
-    if sorted(b) != keys:
+    if sorted(b) != sorted(a):
         raise ValueError(f"{later} and {earlier} played other scenarios against {opponent}")
-    before, after = [a[k] for k in keys], [b[k] for k in keys]
-    low, high = paired_bootstrap(before, after, seed=seed)
-    return [(sum(after) - sum(before)) / len(keys), low, high]
+    return paired_difference(outcome_matrix(a), outcome_matrix(b), seed=seed)
 
 
 def gains(compact: Mapping[str, Any], seed: int = 0) -> dict[str, dict[str, list[float]]]:
-    """metrics.json's ``gains``: ``{"da1-da0": {"advpool": [mean, low, high], "coop": ..., "camo": ...},
+    """metrics.json's ``gains``: ``{"da1-da0": {"ref": [mean, low, high], "advpool": ..., "coop": ..., "camo": ...},
     "final-da0": ..., "final-da1": ...}`` for the pairs and opponents that were played."""
     out: dict[str, dict[str, list[float]]] = {}
     played = compact.get("strict_pass", {})

@@ -14,7 +14,12 @@ matplotlib.use("Agg")  # files only: no display on a server or in CI
 import matplotlib.pyplot as plt  # noqa: E402
 
 FIGURES = ("strict_pass_by_cycle", "w_da", "cross_play", "ceiling", "strategies", "fidelity")
-OPPONENTS = {"coop": "cooperative simulator", "camo": "camouflaging customer", "advpool": "adversary pool"}
+OPPONENTS = {
+    "ref": "reference opponent",
+    "advpool": "adversary pool",
+    "coop": "cooperative simulator",
+    "camo": "camouflaging customer",
+}
 FIDELITY = (
     "outcome_f1", "group_outcome_rate_error", "trajectory_distance", "sim_faithfulness", "discriminator_auc",
     "false_negative_rate",

@@ -1,26 +1,29 @@
 """Held-out evaluation of agent checkpoints (DA0, every cycle's agent, the final one) for reports/metrics.json.
 
-Every agent plays greedy, as deployed, the same held-out scenarios with the same seed against each opponent:
+Every agent plays greedy, as deployed, the same held-out scenarios against each opponent:
 
 - ``_coop``: the cooperative simulator (an LMPolicy over the simulator checkpoint, every persona cooperative,
   greedy unless ``coop_temperature`` says otherwise) continuing the scenario's own held-out utterance
   (``coop_opening``), and ``_coopsim``: the same simulator writing its opening too, where its slips (a problem
   of another intent) count against the agent,
-- ``_camo``: the scripted camouflaging customer,
-- ``_advpool``: the pool of adversary generations, scenarios dealt round-robin to the generations (the
-  simulator stands in when no adversary has trained yet), with the judge's adversary reward parts
-  (``adv_success_advpool``, ``adv_misroute_advpool``, ``adv_faithfulness_advpool``, ``adv_realism_advpool``,
-  ``adv_reward_advpool``).
+- ``_camo``: the scripted camouflaging customer (its phrasing drawn per episode),
+- ``_ref``: the frozen reference opponent, adversary generation 0 (the SFT simulator as every adversary starts,
+  sampled, each scenario its own persona): no compared agent trained against it,
+- ``_advpool``: the pool of every adversary generation, generation 0 included (../shared/METRICS.md), scenario i
+  dealt to generation i mod G, with the judge's adversary reward parts (``adv_success_advpool``, ...) and each
+  generation's own figure (``strict_pass_advpool_by_generation``); generation 0's share is ``_ref``'s episodes.
 
-:func:`evaluate_heldout` adds what the report reads (:mod:`sparring.evaluate.crossplay`): the goal-knowing
-expert's figures as the ceiling, each agent's share of it and its failure kinds; cross-play of every agent
-against each adversary generation on its own (``adv_<g>``), beside ``coop`` and ``camo``, on the first
-``cross_play_scenarios`` scenarios; and pass^k over ``pass_k`` sampled runs. Nothing is played twice: a
-cross-play cell reuses the pool's episodes of its generation and plays only the rest. Names follow
-../shared/METRICS.md. An agent folder that appears under several names (a cycle in which the adversary trained
-keeps the previous agent) is played once. Beside the figures, each agent's (and the expert's) per-episode outcomes
-against the four opponents (:func:`episode_record`; :mod:`sparring.evaluate.episodes` keeps them in evaluate's
-report), for paired comparisons of agents on the same scenarios (benchmarks/coevolution_acceptance.py).
+**Draws.** A sampled opponent plays each scenario once per draw in ``draws`` (indices into :data:`DRAW_SET`);
+draw j's rollout seed is the same for every agent, and the customers draw per episode
+(:class:`~sparring.lm.policies.LMPolicy`'s ``episode_draws``), so agent A's and agent B's draw j of a scenario meet
+the same random numbers (common random numbers) and paired differences are over (scenario, draw)
+(:mod:`sparring.evaluate.intervals`). A greedy opponent plays draw ``draws[0]`` only. pass^k (τ-bench: the agent
+greedy, the customer sampled) comes from the draws against ``_ref`` and the pool.
+
+Beside the figures: the goal-knowing expert's as the ceiling with each agent's share of it and its failure kinds;
+cross-play (every agent against each generation's share of the pool, with intervals over scenarios and draws);
+and each agent's per-episode outcomes (:func:`episode_record`) for paired comparisons. Nothing is played twice: an
+agent folder under several names plays once. Names follow ../shared/METRICS.md.
 """
 
 from __future__ import annotations
@@ -41,35 +44,49 @@ from sparring.judge import Scorer
 from sparring.lm.policies import Policy
 from sparring.progress import ProgressMeter
 from sparring.rollout import Episode, episode_metrics, routed_correctly, run_episodes
-from sparring.seeds import derive_seed
+from sparring.seeds import DRAW_SET, derive_seed
 from sparring.settings import CoevolutionSettings
 from sparring.timing import Phases
-from sparring.train.play import GameModels, adversary_parts, against_pool, cooperative_customer
+from sparring.train.play import GameModels, adversary_parts, cooperative_customer
 from sparring.world.scenarios import Scenario, as_cooperative
 
 EXPERT = "expert"  # the ceiling's row in cross-play
-MAIN_OPPONENTS = 4  # coop, coopsim, camo and the pool: every player meets them on every scenario
+OPPONENTS = ("coop", "coopsim", "camo", "ref", "advpool")
 Tally = Callable[[str, int], None]  # (opponent, episodes just played): feeds the progress meter
 
 
-def episode_record(episodes: Sequence[Episode]) -> dict[str, list]:
-    """Episodes' outcomes in play order: ``scenario_id`` and, per :data:`~sparring.evaluate.episodes.OUTCOMES`, 0
-    or 1 (``routed``: the resolving tool was called, as ``routing_acc`` counts)."""
+def episode_record(episodes: Sequence[Episode], draws: Sequence[int]) -> dict[str, list]:
+    """Episodes' outcomes in play order: ``scenario_id``, ``draw`` and, per
+    :data:`~sparring.evaluate.episodes.OUTCOMES`, 0 or 1 (``routed``: the resolving tool was called)."""
     return {
         "scenario_id": [ep.scenario.scenario_id for ep in episodes],
+        "draw": list(draws),
         "strict_pass": [int(bool(ep.outcome.strict_pass)) for ep in episodes],
         "routed": [int(routed_correctly(ep)) for ep in episodes],
     }
 
 
 def heldout_seed(seed: int) -> int:
-    """The rollout seed of every held-out evaluation under the run's ``seed``: agents compared on one draw."""
+    """The rollout seed of draw 0 of every held-out evaluation under the run's ``seed``."""
     return derive_seed(seed, "heldout")
+
+
+def draw_seed(seed: int, draw: int) -> int:
+    """Draw ``draw``'s rollout seed: the same for every agent (draw 0 is :func:`heldout_seed`, as before draws)."""
+    return heldout_seed(seed) if draw == 0 else derive_seed(seed, "heldout", draw)
+
+
+def check_draws(draws: Sequence[int]) -> list[int]:
+    """``draws`` as a list, refused unless distinct indices of :data:`DRAW_SET`."""
+    draws = list(draws)
+    if not draws or len(set(draws)) != len(draws) or not all(0 <= d < DRAW_SET for d in draws):
+        raise ValueError(f"draws must be distinct indices in 0..{DRAW_SET - 1}, got {draws}")
+    return draws
 
 
 @dataclass
 class HeldoutReport:
-    """Everything `evaluate` measured: per-agent metrics, the expert's (``ceiling``), cross-play, and the
+    """Everything `evaluate` measured: per-agent metrics, the expert's (``ceiling``), cross-play, and the trained
     adversaries' held-out episodes per generation (1-based), for strategy discovery."""
 
     agents: dict[str, dict[str, float]]
@@ -85,10 +102,13 @@ class HeldoutReport:
 class _Opponents:
     """The frozen customers every agent meets, built once."""
 
-    coops: dict[str, Policy]
+    coops: dict[str, Policy]  # coop, coopsim
+    coop_sampled: bool  # coop_temperature > 0: they play every draw too
     camo: Policy
-    pool: list[Policy]
-    generations: int  # adversary generations in the pool (0: the simulator stands in)
+    pool: list[Policy]  # generation 0 (the simulator as adversaries start) first, then each trained one
+
+    def draws_of(self, opponent: str, draws: list[int]) -> list[int]:
+        return draws if opponent not in self.coops or self.coop_sampled else draws[:1]
 
 
 def evaluate_heldout(
@@ -100,98 +120,78 @@ def evaluate_heldout(
     settings: CoevolutionSettings,
     *,
     seed: int = 0,
+    draws: Sequence[int] = (0,),
     expert: Policy | None = None,
-    cross_play_scenarios: int = 0,
-    pass_k: int = 0,
-    pass_k_scenarios: int = 0,
-    main_only: Collection[str] = (),
+    opponents: Collection[str] = OPPONENTS,
     progress_label: str = "held-out play",
 ) -> HeldoutReport:
-    """``agents`` (name -> checkpoint) against coop (``coop_opening``), coopsim (the simulator's own opening), camo
-    and the adversary pool, every episode shaped as co-evolution's (``settings``: the agent gym's turn limits and
-    message length, the adversary gym's for customers); the simulator plays ``_coop`` and ``_coopsim`` at
-    ``coop_temperature`` (0: greedy), adversaries at their gym's temperature. Plus (each when asked) the
-    ``expert``'s figures as the ceiling with every agent's
-    share of it, cross-play on the first ``cross_play_scenarios`` scenarios, and pass^1..pass^k over ``pass_k``
-    runs sampled at the agent gym's temperature on the first ``pass_k_scenarios``, against coop and the pool.
-    Agents named in ``main_only`` play the four opponents alone (no cross-play, no pass^k): a checkpoint that
-    another agent name also points to plays everything once, and the ``main_only`` name reports the four
-    opponents' figures of it. Progress (episodes played of those planned, per agent
-    and opponent) goes to :mod:`sparring.progress` as ``progress_label``."""
+    """``agents`` (name -> checkpoint) against ``opponents`` (module docstring) under ``draws``, every episode shaped
+    as co-evolution's (``settings``: the agent gym's turn limits and message length, the adversary gym's for
+    customers); plus, with an ``expert``, its figures as the ceiling and every agent's share of it. Progress
+    (episodes played of those planned, per agent and opponent) goes to :mod:`sparring.progress`."""
     if not scenarios:
         raise ValueError("no held-out scenarios to evaluate on")
-    models, a, phases = GameModels(settings), settings.agent_grpo, Phases()
-    turns = {"max_turns": a.max_turns, "max_calls_per_turn": a.max_calls_per_turn, "seed": heldout_seed(seed)}
+    if unknown := set(opponents) - set(OPPONENTS):
+        raise ValueError(f"unknown opponents {sorted(unknown)}; known: {OPPONENTS}")
+    draws = check_draws(draws)
+    models, a = GameModels(settings, episode_draws=True), settings.agent_grpo
+    turns = {"max_turns": a.max_turns, "max_calls_per_turn": a.max_calls_per_turn}
+    phases = Phases()
     with phases.time("load_opponents"):
         simulator = models.customer(simulator_dir, settings.coop_temperature)
-        opponents = _Opponents(
-            coops={"_coop": cooperative_customer(simulator, settings.coop_opening), "_coopsim": simulator},
+        opp = _Opponents(
+            coops={"coop": cooperative_customer(simulator, settings.coop_opening), "coopsim": simulator},
+            coop_sampled=settings.coop_temperature > 0,
             camo=CamouflagingCustomer(seed=seed),
-            pool=[models.adversary(d) for d in adversary_dirs or [simulator_dir]],
-            generations=len(adversary_dirs),
+            pool=[models.adversary(d) for d in [simulator_dir, *adversary_dirs]],
         )
-    scenarios, k_cross = list(scenarios), min(cross_play_scenarios, len(scenarios))
+    scenarios, wanted = list(scenarios), [o for o in OPPONENTS if o in opponents]
     players, names = _players(agents, models, expert)
-    extras = {key for name, key in names.items() if name not in main_only} | {EXPERT}  # cross-play, pass^k
-    done: dict[str, dict[str, float]] = {}
-    main: dict[str, dict[str, float]] = {}  # the four opponents' figures alone, for a main_only name
-    records: dict[str, dict[str, dict[str, list]]] = {}
-    cells: dict[str, dict[str, dict[str, float]]] = {}
-    report = HeldoutReport(agents={})
-    n_pass_k = _pass_k_episodes(pass_k, min(pass_k_scenarios, len(scenarios)))
-    per_extra = _fresh_cross_play(k_cross, opponents.generations) + n_pass_k
-    planned = len(players) * MAIN_OPPONENTS * len(scenarios) + per_extra * len(extras & set(players))
-    meter = ProgressMeter(progress_label, planned, "episodes")
+    per_player = sum(_fresh(o, len(scenarios), opp, draws, wanted) for o in wanted)
+    meter = ProgressMeter(progress_label, len(players) * per_player, "episodes")
+    report, done, records, cells = HeldoutReport(agents={}), {}, {}, {}
     for key, player in players.items():
         tally = _tally(meter, next((name for name, k in names.items() if k == key), key))
-        with phases.time("episodes") as counts:  # coop, coopsim, camo, the pool; the agent's load the first time
-            metrics, played = _play(player(True), opponents, scenarios, judge, turns, tally)
-            counts["episodes"] = sum(len(eps) for eps in played.values())
-        records[key] = {suffix.lstrip("_"): episode_record(eps) for suffix, eps in played.items()}
-        main[key] = dict(metrics)
-        if k_cross and key in extras:
-            with phases.time("cross_play") as counts:
-                agent, prefix = player(True), scenarios[:k_cross]
-                cells[key] = _cross_play(agent, opponents, prefix, played, turns, report, key, counts)
-                tally("each adversary generation alone", counts.get("episodes", 0))
-        if pass_k >= 2 and pass_k_scenarios and key in extras:
-            with phases.time("pass_k") as counts:
-                picked = scenarios[:pass_k_scenarios]
-                metrics.update(_pass_hat(player(False), opponents, picked, pass_k, turns, seed))
-                counts["episodes"] = 2 * pass_k * len(picked)  # each run: coop and the pool, every scenario
-                tally(f"coop and the pool, pass^{pass_k}", counts["episodes"])
-        done[key] = metrics
+        with phases.time("episodes") as counts:
+            played = _play(player(), opp, scenarios, draws, wanted, seed, turns, tally)
+            counts["episodes"] = per_player
+        done[key] = _figures(played, opp, judge, len(scenarios))
+        records[key] = {o: episode_record(eps, ds) for o, (eps, ds) in played.items()}
+        cells[key] = _cross_play_row(played, len(opp.pool), len(scenarios), seed)
+        if key != EXPERT and "advpool" in played:
+            for g, eps in _by_generation(played["advpool"][0], len(opp.pool), len(scenarios)).items():
+                if g:  # trained generations only: strategy discovery reads what adversaries learnt
+                    report.adversary_episodes.setdefault(g, []).extend(eps)
     meter.finish()
     report.phases = phases.as_dict()
     report.ceiling = done.get(EXPERT, {})
     for name, key in names.items():
-        figures = main[key] if name in main_only else done[key]
-        report.agents[name] = {**figures, **share_of_ceiling(figures, report.ceiling)}
+        report.agents[name] = {**done[key], **share_of_ceiling(done[key], report.ceiling)}
         report.episodes[name] = records[key]
     if EXPERT in records:
         report.episodes[EXPERT] = records[EXPERT]
-    if cells:
-        rows = {name: cells[key] for name, key in names.items() if key in cells and name not in main_only}
-        if EXPERT in cells:
-            rows[EXPERT] = cells[EXPERT]
+    rows = {name: cells[key] for name, key in names.items() if cells[key]}
+    if cells.get(EXPERT):
+        rows[EXPERT] = cells[EXPERT]
+    if rows:
         report.cross_play = cross_play_matrix(rows)
     return report
 
 
 def _players(
     agents: Mapping[str, str | Path], models: GameModels, expert: Policy | None
-) -> tuple[dict[str, Callable[[bool], Policy]], dict[str, str]]:
-    """Each agent folder once (key: its resolved path; the expert as :data:`EXPERT`) as ``(greedy?) -> policy``,
+) -> tuple[dict[str, Callable[[], Policy]], dict[str, str]]:
+    """Each agent folder once (key: its resolved path; the expert as :data:`EXPERT`) as a greedy policy maker,
     and every agent name's key."""
-    players: dict[str, Callable[[bool], Policy]] = {}
+    players: dict[str, Callable[[], Policy]] = {}
     names: dict[str, str] = {}
     for name, folder in agents.items():
         key = str(Path(folder).resolve())
         names[name] = key
         if key not in players:
-            players[key] = lambda greedy, f=folder: models.agent_policy_of(f, greedy)
+            players[key] = lambda f=folder: models.agent_policy_of(f, True)
     if expert is not None:
-        players[EXPERT] = lambda greedy: expert
+        players[EXPERT] = lambda: expert
     return players, names
 
 
@@ -199,96 +199,106 @@ def _tally(meter: ProgressMeter, player: str) -> Tally:
     return lambda opponent, n: meter.advance(n, f"{player} vs {opponent} ({n})") if n else None
 
 
-def _pass_k_episodes(pass_k: int, pass_k_scenarios: int) -> int:
-    """Episodes one player's pass^k plays: each run against coop and the pool on every picked scenario."""
-    return 2 * pass_k * pass_k_scenarios if pass_k >= 2 else 0
-
-
-def _fresh_cross_play(k_cross: int, generations: int) -> int:
-    """Episodes one player's cross-play plays afresh: each generation's prefix scenarios outside its pool share
-    (the pool deals scenario i to generation i mod n)."""
-    if not generations:
-        return 0
-    return sum(1 for g in range(generations) for i in range(k_cross) if i % generations != g)
+def _fresh(opponent: str, n: int, opp: _Opponents, draws: list[int], wanted: list[str]) -> int:
+    """Episodes one player plays afresh against ``opponent`` (the pool's generation-0 share is ``_ref``'s)."""
+    k = len(opp.draws_of(opponent, draws))
+    if opponent == "advpool" and "ref" in wanted:
+        return k * sum(1 for i in range(n) if i % len(opp.pool))
+    return k * n
 
 
 def _play(
     agent: Policy,
-    opponents: _Opponents,
-    scenarios: Sequence[Scenario],
-    judge: Scorer,
+    opp: _Opponents,
+    scenarios: list[Scenario],
+    draws: list[int],
+    wanted: list[str],
+    seed: int,
     turns: dict[str, int],
-    tally: Tally | None = None,
-) -> tuple[dict[str, float], dict[str, list[Episode]]]:
+    tally: Tally,
+) -> dict[str, tuple[list[Episode], list[int]]]:
+    """{opponent: (episodes, their draws)}, draw by draw, each draw the scenarios in order."""
+    played: dict[str, tuple[list[Episode], list[int]]] = {}
+    for opponent in wanted:
+        episodes, drawn, ref = [], [], []
+        mine = opp.draws_of(opponent, draws)
+        for d in mine:
+            play = {**turns, "seed": draw_seed(seed, d)}
+            if opponent in opp.coops:
+                eps = run_episodes(as_cooperative(scenarios), agent, opp.coops[opponent], **play)
+            elif opponent == "camo":
+                eps = run_episodes(scenarios, agent, opp.camo, **play)
+            elif opponent == "ref":
+                eps = run_episodes(scenarios, agent, opp.pool[0], **play)
+            else:
+                ref = played["ref"][0][len(episodes) : len(episodes) + len(scenarios)] if "ref" in played else []
+                eps = _against_pool(scenarios, agent, opp.pool, play, ref or None)
+            fresh = len(eps) - (len(range(0, len(eps), len(opp.pool))) if opponent == "advpool" and ref else 0)
+            tally(opponent if len(mine) == 1 else f"{opponent}, draw {d}", fresh)
+            episodes += eps
+            drawn += [d] * len(eps)
+        played[opponent] = (episodes, drawn)
+    return played
+
+
+def _against_pool(
+    scenarios: list[Scenario], agent: Policy, pool: list[Policy], play: dict, ref: list[Episode] | None
+) -> list[Episode]:
+    """One draw against the pool, in scenario order: scenario i dealt to generation i mod G; generation 0's share
+    taken from ``ref`` (the same draw against it on every scenario) when given."""
+    out: list[Episode | None] = [None] * len(scenarios)
+    for g, adversary in enumerate(pool):
+        index = list(range(g, len(scenarios), len(pool)))
+        if g == 0 and ref is not None:
+            eps = [ref[i] for i in index]
+        else:
+            eps = run_episodes([scenarios[i] for i in index], agent, adversary, **play) if index else []
+        for i, ep in zip(index, eps, strict=True):
+            out[i] = ep
+    return out  # type: ignore[return-value]
+
+
+def _by_generation(episodes: list[Episode], generations: int, n: int) -> dict[int, list[Episode]]:
+    """The pool's episodes (draw-major, ``n`` scenarios a draw) by the generation each was dealt to."""
+    out: dict[int, list[Episode]] = {g: [] for g in range(generations)}
+    for j, ep in enumerate(episodes):
+        out[(j % n) % generations].append(ep)
+    return out
+
+
+def _figures(
+    played: dict[str, tuple[list[Episode], list[int]]], opp: _Opponents, judge: Scorer, n: int
+) -> dict[str, float]:
+    """One player's metrics: METRICS.md's per opponent over every (scenario, draw), failure kinds, pass^k over the
+    draws against the sampled LM opponents, and the pool's parts per generation and the judge's adversary parts."""
     metrics: dict[str, float] = {}
-    played: dict[str, list[Episode]] = {}
-    tally = tally or (lambda opponent, n: None)
-    for suffix, coop in opponents.coops.items():
-        played[suffix] = run_episodes(as_cooperative(scenarios), agent, coop, **turns)
-        tally(suffix.lstrip("_"), len(played[suffix]))
-    played["_camo"] = run_episodes(scenarios, agent, opponents.camo, **turns)
-    tally("camo", len(played["_camo"]))
-    played["_advpool"] = against_pool(list(scenarios), agent, opponents.pool, **turns)
-    tally("advpool", len(played["_advpool"]))
-    for suffix, episodes in played.items():
+    for opponent, (episodes, drawn) in played.items():
+        suffix = f"_{opponent}"
         metrics.update(episode_metrics(episodes, suffix))
         metrics.update(failure_rates(episodes, suffix))
-    scores = judge.score(played["_advpool"])
-    for episode, score in zip(played["_advpool"], scores, strict=True):
-        episode.rewards = score  # strategy discovery reads who won
-    metrics.update(adversary_parts(scores, "_advpool"))
-    return metrics, played
+        k = metrics[f"draws{suffix}"] = len(set(drawn))
+        if opponent in ("ref", "advpool") and k >= 2:  # τ-bench's pass^k: the agent greedy, the customer drawn
+            metrics.update(pass_hat_metrics([episodes[d * n : (d + 1) * n] for d in range(k)], suffix))
+    if "advpool" in played:
+        pool = played["advpool"][0]
+        split = _by_generation(pool, len(opp.pool), n)
+        metrics["strict_pass_advpool_by_generation"] = [  # type: ignore[assignment]
+            sum(ep.outcome.strict_pass for ep in eps) / max(1, len(eps)) for eps in split.values()
+        ]
+        scores = judge.score(pool)
+        for episode, score in zip(pool, scores, strict=True):
+            episode.rewards = score  # strategy discovery reads who won
+        metrics.update(adversary_parts(scores, "_advpool"))
+    return metrics
 
 
-def _cross_play(
-    agent: Policy,
-    opponents: _Opponents,
-    scenarios: Sequence[Scenario],
-    played: dict[str, list[Episode]],
-    turns: dict[str, int],
-    report: HeldoutReport,
-    key: str,
-    counts: dict[str, int] | None = None,
+def _cross_play_row(
+    played: dict[str, tuple[list[Episode], list[int]]], generations: int, n: int, seed: int
 ) -> dict[str, dict[str, float]]:
-    """One agent's cross-play row on ``scenarios`` (a prefix of the held-out list): coop and camo from the episodes
-    already played; each adversary generation from its share of the pool plus the rest of ``scenarios``.
-    ``counts["episodes"]``: how many it played afresh."""
-    k = len(scenarios)
-    row = {"coop": cross_play_cell(played["_coop"][:k]), "camo": cross_play_cell(played["_camo"][:k])}
-    if not opponents.generations:
-        return row
-    n = len(opponents.pool)
-    # against_pool returns generation g's scenarios (indices g, g+n, ...) as one block, oldest generation first
-    offsets = [0]
-    for g in range(n):
-        offsets.append(offsets[-1] + len(range(g, len(played["_coop"]), n)))
-    for g, adversary in enumerate(opponents.pool):
-        dealt = played["_advpool"][offsets[g] : offsets[g + 1]]
-        have = {ep.scenario.scenario_id: ep for ep in dealt}
-        rest = [s for s in scenarios if s.scenario_id not in have]
-        fresh = dict(zip([s.scenario_id for s in rest], run_episodes(rest, agent, adversary, **turns), strict=True))
-        if counts is not None:
-            counts["episodes"] = counts.get("episodes", 0) + len(rest)
-        episodes = [have.get(s.scenario_id) or fresh[s.scenario_id] for s in scenarios]
-        row[f"adv_{g + 1}"] = cross_play_cell(episodes)
-        if key != EXPERT:
-            report.adversary_episodes.setdefault(g + 1, []).extend(episodes)
-    return row
-
-
-def _pass_hat(
-    agent: Policy,
-    opponents: _Opponents,
-    scenarios: Sequence[Scenario],
-    runs: int,
-    turns: dict[str, int],
-    seed: int,
-) -> dict[str, float]:
-    """pass^1..pass^runs of the sampling ``agent`` against coop and the pool, each run its own draw."""
-    coop, pooled = [], []
-    for r in range(runs):
-        draw = {**turns, "seed": derive_seed(seed, "pass_k", r)}
-        coop.append(run_episodes(as_cooperative(scenarios), agent, opponents.coops["_coop"], **draw))
-        by_id = {ep.scenario.scenario_id: ep for ep in against_pool(list(scenarios), agent, opponents.pool, **draw)}
-        pooled.append([by_id[s.scenario_id] for s in scenarios])
-    return {**pass_hat_metrics(coop, "_coop"), **pass_hat_metrics(pooled, "_advpool")}
+    """One player's cross-play cells: coop, camo and each adversary generation's share of the pool (``adv_<g>``),
+    strict PASS with its 95% interval over scenarios, each scenario's draws kept together."""
+    groups: dict[str, list[Episode]] = {o: played[o][0] for o in ("coop", "camo") if o in played}
+    if "advpool" in played:
+        for g, eps in _by_generation(played["advpool"][0], generations, n).items():
+            groups[f"adv_{g}"] = eps
+    return {name: cross_play_cell(eps, seed) for name, eps in groups.items() if eps}

@@ -19,15 +19,12 @@ from pathlib import Path
 from typing import Any
 
 from sparring.evaluate.crossplay import cross_play_matrix, share_of_ceiling
-from sparring.evaluate.heldout import EXPERT, HeldoutReport, evaluate_heldout
+from sparring.evaluate.heldout import EXPERT, OPPONENTS, HeldoutReport, evaluate_heldout
 from sparring.judge import Scorer
 from sparring.lm.policies import Policy
 from sparring.progress import forward_to, relay_from
 from sparring.settings import CoevolutionSettings
 from sparring.world.scenarios import Scenario
-
-# Relative cost of a player: the four opponents once (1), plus cross-play and pass^k for a full player (~1).
-MAIN, FULL = 1.0, 2.0
 
 
 def evaluate_heldout_parallel(
@@ -41,11 +38,9 @@ def evaluate_heldout_parallel(
     workers: int = 2,
     torch_threads: int = 1,
     seed: int = 0,
+    draws: Sequence[int] = (0,),
     expert: Policy | None = None,
-    cross_play_scenarios: int = 0,
-    pass_k: int = 0,
-    pass_k_scenarios: int = 0,
-    main_only: Collection[str] = (),
+    opponents: Collection[str] = OPPONENTS,
 ) -> HeldoutReport:
     """:func:`evaluate_heldout` with the players dealt to ``workers`` processes (the expert to the last);
     ``judge_factory`` (picklable, e.g. a ``functools.partial`` of ``load_judge``) builds each worker's judge.
@@ -57,12 +52,10 @@ def evaluate_heldout_parallel(
         "scenarios": list(scenarios),
         "settings": settings,
         "seed": seed,
-        "cross_play_scenarios": cross_play_scenarios,
-        "pass_k": pass_k,
-        "pass_k_scenarios": pass_k_scenarios,
-        "main_only": list(main_only),
+        "draws": list(draws),
+        "opponents": list(opponents),
     }
-    groups = deal(agents, main_only, expert is not None, workers)
+    groups = deal(agents, expert is not None, workers)
     if len(groups) <= 1:
         return evaluate_heldout(agents, judge=judge_factory(), expert=expert, **common)
     jobs = [
@@ -85,26 +78,21 @@ def evaluate_heldout_parallel(
     return merge(parts, list(agents), time.perf_counter() - start)
 
 
-def deal(
-    agents: Mapping[str, str | Path], main_only: Collection[str], with_expert: bool, workers: int
-) -> list[dict[str, str | Path]]:
-    """``agents`` cut into at most ``workers`` contiguous groups of near-equal cost (an agent folder under several
-    names counts once and stays in one group); the expert, when playing, weighs on the last group."""
+def deal(agents: Mapping[str, str | Path], with_expert: bool, workers: int) -> list[dict[str, str | Path]]:
+    """``agents`` cut into at most ``workers`` contiguous groups of near-equal size (an agent folder under several
+    names counts once and stays in one group); the expert, when playing, counts as one more on the last group."""
     folders: dict[str, list[str]] = {}
     for name, folder in agents.items():
         folders.setdefault(str(Path(folder).resolve()), []).append(name)
-    costs = [MAIN if all(n in main_only for n in names) else FULL for names in folders.values()]
     units = list(folders.values())
-    total = sum(costs) + (FULL if with_expert else 0.0)
-    n = max(1, min(workers, len(units) + (1 if with_expert else 0)))
+    total = len(units) + (1 if with_expert else 0)
+    n = max(1, min(workers, total))
     groups: list[list[str]] = [[]]
-    spent = 0.0
-    for names, cost in zip(units, costs, strict=True):
+    for spent, names in enumerate(units):
         # start the next group once this one holds its share (the last group keeps the rest and the expert)
-        if groups[-1] and len(groups) < n and spent + cost / 2 > total * len(groups) / n:
+        if groups[-1] and len(groups) < n and spent + 0.5 > total * len(groups) / n:
             groups.append([])
         groups[-1].extend(names)
-        spent += cost
     while len(groups) < n and with_expert:  # the expert alone is worth a process of its own
         groups.append([])
     return [{name: agents[name] for name in group} for group in groups]

@@ -21,9 +21,11 @@ from sparring.evaluate.crossplay import FAILURE_KINDS
 from sparring.evaluate.figures import FIDELITY, OPPONENTS, draw_figures, generations
 
 # (header, metric key) of the summary table, which `sparring run` prints at the end too: strict PASS against the
-# cooperative simulator, the camouflaging customer and the adversary pool; routing against coop; the pool's win
-# rate; strict PASS against the pool as a share of the expert's; pass^k (largest k) against the pool.
+# reference opponent, the cooperative simulator, the camouflaging customer and the adversary pool; routing against
+# coop; the pool's win rate; strict PASS against the pool as a share of the expert's; pass^k (largest k: all k
+# customer draws of a scenario pass) against the pool.
 SUMMARY_COLUMNS = (
+    ("PASS ref", "strict_pass_ref"),
     ("PASS coop", "strict_pass_coop"),
     ("PASS camo", "strict_pass_camo"),
     ("PASS pool", "strict_pass_advpool"),
@@ -66,9 +68,9 @@ def pass_hat_key(row: dict[str, Any], suffix: str) -> str | None:
 
 
 def summary_rows(metrics: dict[str, Any]) -> list[list[str]]:
-    """The summary table (header first): the expert's row, then every agent in generation order, peers last."""
+    """The summary table (header first): the expert's row, then every agent in generation order."""
     agents = metrics.get("agents", {})
-    order = [*generations(metrics), *sorted(a for a in agents if a.startswith("peer_"))]
+    order = generations(metrics)
     rows = [["agent", *(header for header, _ in SUMMARY_COLUMNS)]]
     named = [("expert (ceiling)", metrics["ceiling"])] if metrics.get("ceiling") else []
     for name, row in [*named, *((a, agents[a]) for a in order)]:
@@ -97,13 +99,15 @@ GAIN_LABELS = {"da1-da0": "DA1 − DA0 (agent_rl)", "final-da1": "final − DA1 
 
 
 def rl_verdict(metrics: dict[str, Any]) -> str:
-    """One line: did RL help, and by how much (final − DA0 against the pool, its paired 95% interval)."""
-    pool = metrics.get("gains", {}).get("final-da0", {}).get("advpool")
-    if not pool:
+    """One line: did RL help, and by how much (final − DA0 against the reference opponent, which no compared agent
+    trained against, else the pool; its paired 95% interval over scenarios and draws)."""
+    gains = metrics.get("gains", {}).get("final-da0", {})
+    opponent = "ref" if gains.get("ref") else "advpool"
+    if not gains.get(opponent):
         return "RL's gain: not measured (no DA0 and final agent played on the same episodes)."
-    mean, low, high = pool
+    mean, low, high = gains[opponent]
     verdict = "RL helped" if low > 0 else "RL hurt" if high < 0 else "RL's gain is not distinguishable from 0"
-    return (f"{verdict}: final − DA0 strict PASS against the adversary pool {mean:+.3f} "
+    return (f"{verdict}: final − DA0 strict PASS against the {OPPONENTS[opponent]} {mean:+.3f} "
             f"[95% paired interval {low:+.3f}, {high:+.3f}].")  # fmt: skip
 
 
@@ -173,20 +177,25 @@ def report_blocks(
     b = [
         Block("heading", "sparring: end-of-run report"),
         Block("text", f"Profile `{metrics.get('profile')}`, seed {metrics.get('seed')}, "
-                      f"{metrics.get('n_heldout')} held-out scenarios per opponent. "
+                      f"{metrics.get('n_heldout')} held-out scenarios per opponent, "
+                      f"{metrics.get('draws', 1)} customer draws each against a sampled one. "
                       f"Co-evolution stopped: {metrics.get('stop_reason')}."),  # fmt: skip
         *([Block("text", QUICK_NOTE)] if metrics.get("profile") == "quick" else []),
         Block("heading", "Did RL help?"),
         Block("text", rl_verdict(metrics)),
         *([Block("table", rows=gain_rows(metrics))] if metrics.get("gains") else []),
-        Block("text", "Paired differences of strict PASS on the same held-out scenarios and draws, with 95% "
-                      "bootstrap intervals; the expert's row in the summary is the ceiling."),
+        Block("text", "Paired differences of strict PASS on the same held-out scenarios and customer draws (every "
+                      "agent meets draw j of a scenario with the same seed), with 95% bootstrap intervals that "
+                      "resample scenarios and keep each one's draws together; the reference opponent is adversary "
+                      "generation 0, which no compared agent trained against. The expert's row in the summary is "
+                      "the ceiling."),
         Block("heading", "Summary"),
         Block("table", rows=summary_rows(metrics)),
         Block("text", "PASS: strict PASS (the right tool, lookup first, the world's state as the goal needs, a "
-                      "clean end) against the cooperative simulator, the camouflaging customer and the adversary "
-                      "pool; adv wins: the pool's win rate; of ceiling: PASS pool over the expert's; pass^k: all "
-                      "k sampled runs of a scenario pass."),
+                      "clean end) over every scenario and draw against the reference opponent, the cooperative "
+                      "simulator, the camouflaging customer and the adversary pool (every generation, the "
+                      "simulator included); adv wins: the pool's win rate; of ceiling: PASS pool over the "
+                      "expert's; pass^k: all k customer draws of a scenario pass, the agent greedy (τ-bench)."),
         Block("text", _improvement(metrics)),
         Block("figure", "strict PASS per generation", path=figures.get("strict_pass_by_cycle")),
         Block("figure", "each agent beside the ceiling", path=figures.get("ceiling")),
@@ -198,8 +207,9 @@ def report_blocks(
     if metrics.get("cross_play", {}).get("agents"):
         b += [
             Block("heading", "Cross-play"),
-            Block("text", "Strict PASS [95% Wilson interval] of each agent generation against each opponent, on "
-                          f"the same {metrics['cross_play']['n'][0][0]} held-out scenarios."),
+            Block("text", "Strict PASS [95% interval over scenarios, draws kept together] of each agent "
+                          "against the cooperative simulator, the camouflaging customer and each adversary "
+                          "generation (`adv_0`: the simulator) on the held-out scenarios the pool dealt it."),
             Block("table", rows=_cross_play_rows(metrics["cross_play"])),
             Block("figure", "cross-play heatmap", path=figures.get("cross_play")),
         ]  # fmt: skip

@@ -11,6 +11,7 @@ per-step overhead, not arithmetic, dominates small-batch decoding.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import weakref
 from collections.abc import Hashable, Iterable
@@ -97,15 +98,34 @@ class _Sample(LogitsProcessor):
 
     ``generate`` then runs greedy; temperature and top-p are applied by processors placed before this one. One
     uniform per row instead of Gumbel noise over the whole vocabulary: the cheaper draw per step on a CPU
-    (docs/results.md, "Figures moved out of the code").
+    (docs/results.md, "Figures moved out of the code"). ``uniforms`` (rows x steps), when set for a call, are the
+    rows' own draws (:meth:`LMPolicy.act` with ``episode_draws``); else torch's global stream, shared by the batch.
     """
+
+    def __init__(self) -> None:
+        self.uniforms: torch.Tensor | None = None
+        self.step = 0
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
         cdf = torch.softmax(scores.float(), dim=-1).cumsum_(dim=-1)
-        # u < the row's total, so the first cdf entry above u is a token of non-zero probability
-        u = torch.rand((scores.shape[0], 1), device=scores.device) * cdf[:, -1:]
+        if self.uniforms is not None:
+            u = self.uniforms[:, self.step : self.step + 1].to(scores.device)
+            self.step += 1
+        else:
+            u = torch.rand((scores.shape[0], 1), device=scores.device)
+        u = u * cdf[:, -1:]  # u < the row's total, so the first cdf entry above u is a token of non-zero probability
         drawn = torch.searchsorted(cdf, u, right=True).clamp_(max=scores.shape[-1] - 1)
         return torch.full_like(scores, float("-inf")).scatter_(1, drawn, 0.0)
+
+
+def episode_uniforms(requests: list[TurnRequest], prompts: list[list[int]], steps: int) -> torch.Tensor:
+    """(rows, steps) uniforms in [0, 1), each row from a generator seeded by its request's episode seed, turn and
+    prompt length (an agent speaks several times in a turn): the same for that episode in any batch."""
+    rows = []
+    for r, p in zip(requests, prompts, strict=True):
+        key = hashlib.sha1(f"{r.seed}:{r.turn}:{len(p)}".encode()).digest()
+        rows.append(torch.rand(steps, generator=torch.Generator().manual_seed(int.from_bytes(key[:8], "little"))))
+    return torch.stack(rows)
 
 
 class _LogProbs(LogitsProcessor):
@@ -261,6 +281,11 @@ class LMPolicy:
     ``decoder``: "loop" (default) decodes with :func:`~sparring.lm.decode.decode`, one forward per token over
     the buffered cache, the same tokens as ``generate`` without its per-token bookkeeping; "generate" calls
     ``model.generate`` (as models without a plain cache always do), for comparison.
+
+    ``episode_draws``: each row samples from its own stream, seeded by its episode's seed, turn and prompt length
+    (:func:`episode_uniforms`), so an episode's draws do not depend on which other episodes share its batch or end
+    first: two agents played against this customer with the same rollout seed meet the same random numbers,
+    episode by episode (common random numbers; `evaluate` turns it on). Off, the batch shares torch's stream.
     """
 
     # Over 60 lines: one argument check per sampling option, each with the message a caller needs.
@@ -280,6 +305,7 @@ class LMPolicy:
         max_prompt_tokens: int | None = None,
         kv_cache_dtype: str | None = None,
         decoder: str = "loop",
+        episode_draws: bool = False,
     ) -> None:
         if role not in ROLES:
             raise ValueError(f"role must be one of {ROLES}, got {role!r}")
@@ -326,8 +352,10 @@ class LMPolicy:
                 self._processors.append(TopPLogitsWarper(top_p))
         if self._edges is not None:
             self._processors.append(self._edges)
-        if not greedy:
-            self._processors.append(_Sample())
+        self._sample = _Sample() if not greedy else None
+        if self._sample is not None:
+            self._processors.append(self._sample)
+        self.episode_draws = episode_draws
         self.generation_config = GenerationConfig(
             max_new_tokens=max_new_tokens,
             do_sample=False,
@@ -370,7 +398,13 @@ class LMPolicy:
         self.batch_sizes.append(len(requests))
         if self._edges is not None:
             self._edges.opens = torch.tensor([not r.prefix_ids for r in requests])
-        out, total, pads = self._generate(requests, prompts)
+        if self._sample is not None and self.episode_draws:
+            self._sample.uniforms, self._sample.step = episode_uniforms(requests, prompts, self.max_new_tokens), 0
+        try:
+            out, total, pads = self._generate(requests, prompts)
+        finally:
+            if self._sample is not None:
+                self._sample.uniforms = None
         seqs = out.sequences[:, total:]
         logp = self._logprobs.collect(seqs[:, -1])
         results: list[TurnOutput] = []

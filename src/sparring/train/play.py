@@ -48,11 +48,13 @@ class CheckpointCache:
 class GameModels(CheckpointCache):
     """Checkpoints played as co-evolution plays them (``settings``): an agent shaped by the agent gym, customers by
     the adversary gym (message length, temperature), adversaries with their opening. Cycles and `evaluate` both
-    build their policies here."""
+    build their policies here. ``episode_draws``: sampling customers draw per episode (common random numbers across
+    the agents they meet: :class:`~sparring.lm.policies.LMPolicy`), as `evaluate` plays them."""
 
-    def __init__(self, settings: Any, device: str = "cpu") -> None:
+    def __init__(self, settings: Any, device: str = "cpu", *, episode_draws: bool = False) -> None:
         super().__init__(device)
         self.settings = settings
+        self.episode_draws = episode_draws
 
     def agent_policy_of(self, folder: str | Path, greedy: bool) -> LMPolicy:
         a = self.settings.agent_grpo
@@ -68,14 +70,16 @@ class GameModels(CheckpointCache):
     def customer(self, folder: str | Path, temperature: float | None = None) -> LMPolicy:
         c = self.settings.adversary_grpo
         t = c.temperature if temperature is None else temperature
-        return customer_policy(self.model(folder), self.tokenizer, c.max_new_tokens, t)
+        return customer_policy(self.model(folder), self.tokenizer, c.max_new_tokens, t, self.episode_draws)
 
     def adversary(self, folder: str | Path) -> Policy:
         return adversary_customer(self.customer(folder), self.settings.adversary_opening)
 
 
-def customer_policy(model: Any, tokenizer: Any, max_new_tokens: int, temperature: float) -> LMPolicy:
-    """An LM customer sampling at ``temperature``; 0 plays greedy."""
+def customer_policy(
+    model: Any, tokenizer: Any, max_new_tokens: int, temperature: float, episode_draws: bool = False
+) -> LMPolicy:
+    """An LM customer sampling at ``temperature``; 0 plays greedy. ``episode_draws``: each episode its own stream."""
     return LMPolicy(
         model,
         tokenizer,
@@ -83,6 +87,7 @@ def customer_policy(model: Any, tokenizer: Any, max_new_tokens: int, temperature
         max_new_tokens=max_new_tokens,
         temperature=temperature or 1.0,
         greedy=temperature == 0,
+        episode_draws=episode_draws,
     )
 
 
