@@ -259,16 +259,22 @@ def _agents_summary(root: Path) -> None:
         )
     console.print(cycles)
 
-    from sparring.evaluate.report import summary_rows
+    from sparring.evaluate.report import gain_rows, rl_verdict, summary_rows
 
-    header, *rows = summary_rows(doc)
-    title = f"held-out agents ({doc['n_heldout']} scenarios per opponent, profile {doc['profile']})"
-    agents = Table(title=title, caption=note)
-    for i, column in enumerate(header):
-        agents.add_column(column, justify="left" if i == 0 else "right")
-    for row in rows:
-        agents.add_row(*row)
-    console.print(agents)
+    draws = doc.get("draws", 1)
+    per = f"{doc['n_heldout']} scenarios per opponent, {draws} customer draws each, profile {doc['profile']}"
+    for title, (header, *rows), caption in (
+        (f"held-out agents ({per})", summary_rows(doc), note),
+        ("paired gains of strict PASS [95% interval over scenarios and draws]", gain_rows(doc), rl_verdict(doc)),
+    ):
+        if not rows:
+            continue
+        table = Table(title=title, caption=caption)
+        for i, column in enumerate(header):
+            table.add_column(column or "pair", justify="left" if i == 0 else "right")
+        for row in rows:
+            table.add_row(*row)
+        console.print(table)
     from sparring.catalog import REPORT_HTML, REPORT_MD
 
     if (root / REPORT_HTML).is_file():

@@ -1,0 +1,50 @@
+"""benchmarks/yardstick.py's analysis on hand-made outcomes: the A/A check pairs a draw's first half with its
+second, gains pair agents over (scenario, draw) and split the pool by the generation each scenario was dealt to, the
+minimum detectable effect shrinks with K, and files of other scenarios are refused by name."""
+
+from __future__ import annotations
+
+import pytest
+
+from benchmarks import yardstick
+from sparring.evaluate.episodes import compact_episodes
+
+IDS = ["s0", "s1", "s2", "s3"]
+
+
+def doc(outcomes: dict[str, list[list[int]]], draws: int = 4) -> dict:
+    """A played file: per agent, each scenario's outcomes over ``draws`` draws, the same against ref and the pool."""
+    record = {}
+    for agent, rows in outcomes.items():
+        ids = [sid for _ in range(draws) for sid in IDS]
+        drawn = [d for d in range(draws) for _ in IDS]
+        flags = [rows[i][d] for d in range(draws) for i in range(len(IDS))]
+        one = {"scenario_id": ids, "draw": drawn, "strict_pass": flags, "routed": flags}
+        record[agent] = {"ref": one, "advpool": one}
+    return {"scenario_order": IDS, "generations": 2, "episodes": compact_episodes(record)}
+
+
+def test_the_analysis_pairs_draws_scenarios_and_generations():
+    da0 = [[0, 0, 1, 1], [1, 1, 1, 1], [0, 0, 0, 0], [1, 0, 1, 0]]
+    rl0 = [[1, 1, 1, 1], [1, 1, 1, 1], [0, 0, 0, 0], [1, 0, 1, 0]]  # only s0 gains: +0.5 on average over draws
+    result = yardstick.analyze([doc({"da0": da0, "rl0": rl0})], "da0")
+    aa = result["aa"]["da0"]["ref"]
+    assert aa["k"] == 2 and aa["diff"][0] == pytest.approx(0.25)  # s0: draws 2,3 (1, 1) against 0,1 (0, 0)
+    assert aa["covers_0"] == (aa["diff"][1] <= 0 <= aa["diff"][2])
+    gain = result["gains"]["rl0"]["ref"]
+    assert gain[0] == pytest.approx(0.125) and gain[1] <= 0.125 <= gain[2]
+    by_generation = result["gains"]["rl0"]["by_generation"]
+    assert [g[0] for g in by_generation] == [pytest.approx(0.25), pytest.approx(0.0)]  # s0, s2 went to generation 0
+    mde = {(r["n"], r["k"]): r["mde"] for r in result["mde"]["rl0"]["advpool"]}
+    assert mde[(240, 1)] >= mde[(240, 8)] and mde[(480, 4)] < mde[(240, 4)]
+    assert result["nested"]["ref"]["per_seed"] == [pytest.approx(0.125)]
+    assert set(result["chosen"]) >= {"n", "k"}
+
+
+def test_files_of_other_scenarios_or_without_the_baseline_are_refused():
+    one = doc({"da0": [[0] * 4] * 4})
+    other = {**doc({"rl0": [[1] * 4] * 4}), "scenario_order": ["x", *IDS[1:]]}
+    with pytest.raises(SystemExit, match="other scenarios"):
+        yardstick.analyze([one, other], "da0")
+    with pytest.raises(SystemExit, match="no agent 'da1'"):
+        yardstick.analyze([one], "da1")
