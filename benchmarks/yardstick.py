@@ -14,8 +14,10 @@ K customer draws per scenario shared by every agent (common random numbers), the
 
 Usage: ``python benchmarks/yardstick.py play ROOT --agent da0=models/agent_sft --agent rl0=models/agent_rl
 --draws 8 --out FILE`` (ROOT: a project folder whose cycles ran; the pool is its last cycle's generations, the
-simulator first), then ``python benchmarks/yardstick.py analyze FILE [FILE ...] [--baseline da0]`` (files of one
-ROOT, merged by agent). Every (scenario, draw) outcome is in FILE (ids and 0/1, no texts). Last line: JSON.
+simulator first; ``--batch-draws``: the customers share one random stream per batch, as before draws were per
+episode, to measure what common random numbers per episode save), then ``python benchmarks/yardstick.py analyze
+FILE [FILE ...] [--baseline da0]`` (files of one ROOT, merged by agent: a label's draws may come from several
+files). Every (scenario, draw) outcome is in FILE (ids and 0/1, no texts). Last line: JSON.
 """
 
 from __future__ import annotations
@@ -69,6 +71,7 @@ def play(args: argparse.Namespace) -> dict[str, Any]:
     played = evaluate_heldout_parallel(
         agents, root / state.simulator_dir, [root / d for d in state.adversary_dirs], scenarios, judge,
         p.coevolution, workers=args.workers, torch_threads=1, seed=p.seed, draws=draws, opponents=OPPONENTS,
+        episode_draws=not args.batch_draws,
     )  # fmt: skip
     seconds = time.perf_counter() - start
     figures = {
@@ -82,6 +85,7 @@ def play(args: argparse.Namespace) -> dict[str, Any]:
         "generations": 1 + len(state.adversary_dirs),
         "scenario_order": [s.scenario_id for s in scenarios],
         "draws": draws,
+        "episode_draws": not args.batch_draws,
         "seconds": seconds,
         "episodes_played": sum(ph.get("episodes", 0) for ph in played.phases.values()),
         "figures": figures,
@@ -192,6 +196,7 @@ def main() -> None:
     p.add_argument("--scenarios", type=int, default=240)
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--profile", default=None)
+    p.add_argument("--batch-draws", action="store_true", help="customers share a stream per batch (no CRN per episode)")
     p.add_argument("--out", type=Path, required=True)
     a = sub.add_parser("analyze", help="A/A, MDE and gains from played files")
     a.add_argument("files", type=Path, nargs="+")

@@ -123,18 +123,21 @@ def evaluate_heldout(
     draws: Sequence[int] = (0,),
     expert: Policy | None = None,
     opponents: Collection[str] = OPPONENTS,
+    episode_draws: bool = True,
     progress_label: str = "held-out play",
 ) -> HeldoutReport:
     """``agents`` (name -> checkpoint) against ``opponents`` (module docstring) under ``draws``, every episode shaped
     as co-evolution's (``settings``: the agent gym's turn limits and message length, the adversary gym's for
     customers); plus, with an ``expert``, its figures as the ceiling and every agent's share of it. Progress
-    (episodes played of those planned, per agent and opponent) goes to :mod:`sparring.progress`."""
+    (episodes played of those planned, per agent and opponent) goes to :mod:`sparring.progress`.
+    ``episode_draws=False`` lets the customers share one random stream per batch, as before draws were per episode
+    (benchmarks/yardstick.py measures what common random numbers per episode save)."""
     if not scenarios:
         raise ValueError("no held-out scenarios to evaluate on")
     if unknown := set(opponents) - set(OPPONENTS):
         raise ValueError(f"unknown opponents {sorted(unknown)}; known: {OPPONENTS}")
     draws = check_draws(draws)
-    models, a = GameModels(settings, episode_draws=True), settings.agent_grpo
+    models, a = GameModels(settings, episode_draws=episode_draws), settings.agent_grpo
     turns = {"max_turns": a.max_turns, "max_calls_per_turn": a.max_calls_per_turn}
     phases = Phases()
     with phases.time("load_opponents"):

@@ -41,6 +41,7 @@ def evaluate_heldout_parallel(
     draws: Sequence[int] = (0,),
     expert: Policy | None = None,
     opponents: Collection[str] = OPPONENTS,
+    episode_draws: bool = True,
 ) -> HeldoutReport:
     """:func:`evaluate_heldout` with the players dealt to ``workers`` processes (the expert to the last);
     ``judge_factory`` (picklable, e.g. a ``functools.partial`` of ``load_judge``) builds each worker's judge.
@@ -54,6 +55,7 @@ def evaluate_heldout_parallel(
         "seed": seed,
         "draws": list(draws),
         "opponents": list(opponents),
+        "episode_draws": episode_draws,
     }
     groups = deal(agents, expert is not None, workers)
     if len(groups) <= 1:
