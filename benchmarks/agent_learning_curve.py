@@ -4,45 +4,50 @@ From a run's warm start (``--cycle 0``, the default: DA0 in ``models/agent_sft``
 ``models/simulator_sft``, which then plays the adversary, the pool and the cooperative customer of the gym's mix,
 as before any adversary trained) or a finished cycle's state (``--cycle N``), every arm trains the same starting
 agent against the gym's opponent mix (``coevolution.agent_mix``) on the same gym scenarios with the same seed, and
-keeps the agent every ``--every`` steps. Every kept agent, and the start, then plays the same held-out scenarios
-with the same seed, greedy, against ``_advpool`` and ``_coop`` as ``evaluate`` plays them (strict PASS, routing,
-failure kinds). Beside each curve, per step: the training reward's mean and spread, the share of groups with no
-spread, the mean |advantage|, and TRL's KL, token entropy and clip ratio; and the rollouts' and updates' tokens/s.
+keeps the agent every ``--every`` steps. Every kept agent, and the start, then plays the same held-out scenarios greedy
+against ``_advpool`` and ``_coop`` as ``evaluate`` plays them (strict PASS, routing, failure kinds), each scenario
+``--draws K`` times (default 1; 1..16, else refused) under K customer draws shared by every checkpoint
+(:class:`HeldoutCurve`; ``_coop`` once while greedy): figures are over every (scenario, draw). Beside each curve, per
+step: the training reward's mean and spread, the share of groups with no spread, the mean |advantage|, and TRL's KL,
+token entropy and clip ratio; and the rollouts' and updates' tokens/s.
 
 Arms: ``--arm NAME:key=value,...`` overrides ``coevolution.agent_grpo`` (repeatable; default: learning rates 1e-4,
 3e-4 and 1e-3, the params' other settings), for example ``--arm iapo:credit=iapo`` or
 ``--arm lr1e-3_clip:learning_rate=1e-3,epsilon_high=0.28``. ``--rft`` adds rejection-sampling fine-tuning at equal
 episode budgets: every ``--every`` steps' worth of episodes (steps x scenarios_per_step x num_generations), the
 current agent samples them at the gym's temperature against the same mix, and is SFT'd (agent_sft's phase-2
-settings, ``--rft-set`` overrides) on its own strict passes. ``gain_ci`` is the paired bootstrap 95% interval of
-the last checkpoint's pool strict PASS minus the start's, over the held-out scenarios.
+settings, ``--rft-set`` overrides) on its own strict passes. ``gain`` and ``gain_ci`` are the last checkpoint's pool
+strict PASS minus the start's over (scenario, draw) and its 95% interval resampling scenarios, each with its draws
+(:func:`~sparring.evaluate.intervals.paired_difference`).
 
-A shared warm start leaves out the variance of SFT (DA0's and the simulator's seeds): ``--seed`` varies only the RL
-seed (the gym's scenario draw and sampling). ``--fresh-gym N`` draws the gym's scenarios from training utterances
-that no training scenario opens with, in place of ``coevolution.gym_scenarios`` of the training scenarios.
-``--also-start NAME=DIR`` plays another agent (a changed warm start, say) on the start's held-out episodes and
-prints its paired difference from the start; with ``--steps 0`` no arm trains and only the starts are played.
+A shared warm start leaves out the variance of SFT (DA0's and the simulator's seeds): ``--seed`` varies only the RL seed
+(the gym's scenario draw and sampling). ``--fresh-gym N`` draws the gym's scenarios from training utterances that no
+training scenario opens with, in place of ``coevolution.gym_scenarios`` of the training scenarios. ``--also-start
+NAME=DIR`` plays another agent (a changed warm start, say) on the start's held-out episodes and prints its paired
+difference from the start (``gain_<opp>``, ``gain_<opp>_ci``); with ``--steps 0`` no arm trains and only the starts are
+played.
 Prints a row per checkpoint, writes ``--plot`` (a PNG of the curves), and a JSON last line ``{"start": {...},
-"arms": {"<arm>": {"steps": [0, K, ...], "strict_pass_advpool": [...], "strict_pass_coop": [...],
-"gain_ci": [low, high], "seed": ..., "train": [per-step signals]}}}``.
+"draws": K, "arms": {"<arm>": {"steps": [0, E, ...], "strict_pass_advpool": [...], "strict_pass_coop": [...],
+"gain": ..., "gain_ci": [low, high], "seed": ..., "train": [per-step signals]}}}``.
 
 Usage: ``python benchmarks/agent_learning_curve.py ROOT [--cycle 0] [--steps 40] [--every 10]
-[--eval-scenarios 240] [--arm NAME:k=v,...] [--rft] [--fresh-gym N] [--seed 0] [--also-start NAME=DIR]
+[--eval-scenarios 240] [--draws 1] [--arm NAME:k=v,...] [--rft] [--fresh-gym N] [--seed 0] [--also-start NAME=DIR]
 [--gym-file FILE] [--agent-reward-only] [--reward k=v,...] [--train-seconds S] [--device cpu|cuda]
 [--plot curves.png] [--runs-json starts.json] [--arms-json arms.json]``. ``--runs-json`` writes the start's and every
-``--also-start``'s per-scenario strict PASS vs the pool and ``_coop`` (scenario ids in play order, a 0/1 string per
-agent and opponent).
+``--also-start``'s per-episode strict PASS vs the pool and ``_coop`` (``scenario_ids`` in play order, ``draws`` per
+opponent its draw indices, a 0/1 string per agent and opponent, draw-major: character i is scenario i mod n of
+draw i div n).
 ``--gym-file`` draws the gym from a scenarios JSONL (``data/scenarios/gym.jsonl``: the cycles' unplayed gym).
 ``--agent-reward-only`` holds the judge's learned parts constant (``ConstantStyle``, unloaded): the agent's reward
 reads the world alone.
 ``--reward`` changes the gym's reward weights (``judge.reward``), e.g. ``false_report=1.0``.
-``--arms-json`` writes, after every checkpoint it plays, each arm's per-scenario outcomes (scenario id, opponent,
-strict pass, failure kind) against the pool and ``_coop``, with the start's: ``benchmarks/credit_arms.py`` recomputes
-the intervals from them. Every checkpoint also reports what the agent's influence graph held on its held-out episodes
-(``graph``: E⁺ / E⁻ edges and erring actions per episode, the share of actions IAPO would reweight by more than 10%,
-and w⁻ on the erring actions of refused and misrouted episodes: :func:`~sparring.train.iapo.credit_summary`), and a
-collapsed checkpoint (its agent stopped reaching the act, or one action carries the routed mass) is named under
-``collapsed`` and printed, not averaged in.
+``--arms-json`` writes, after every checkpoint it plays, each arm's per-episode outcomes (rows of scenario id, opponent,
+strict pass, failure kind, draw; draw-major) against the pool and ``_coop``, with the start's:
+``benchmarks/credit_arms.py`` recomputes the intervals from them. Every checkpoint also reports what the agent's
+influence graph held on its held-out episodes (``graph``: E⁺ / E⁻ edges and erring actions per episode, the share of
+actions IAPO would reweight by more than 10%, and w⁻ on the erring actions of refused and misrouted episodes:
+:func:`~sparring.train.iapo.credit_summary`), and a collapsed checkpoint (its agent stopped reaching the act, or one
+action carries the routed mass) is named under ``collapsed`` and printed, not averaged in.
 ``--train-seconds`` stops each GRPO arm at a wall-clock budget and keeps the step it reached; the last kept agent
 is played first, so a run cut short still reports where its arm ended. ``--device cuda`` puts every model
 (and TRL's training) on a lent GPU.
@@ -62,19 +67,20 @@ from typing import Any
 from transformers import TrainerCallback
 
 from benchmarks.agent_gym import overrides
+from benchmarks.credit_arms import paired
 from sparring.agents.leaving import gives_up
 from sparring.atomic import write_json
 from sparring.catalog import load_judge
 from sparring.evaluate.crossplay import failure_kind, failure_rates
-from sparring.evaluate.episodes import paired_bootstrap
-from sparring.evaluate.heldout import heldout_seed
+from sparring.evaluate.heldout import check_draws, draw_seed
+from sparring.evaluate.intervals import paired_difference
 from sparring.judge.rewards import DONE_REPORT, Judge
 from sparring.lm.checkpoints import load_checkpoint, save_checkpoint
 from sparring.lm.policies import LMPolicy
 from sparring.params import ParamsError, load_params
 from sparring.rollout import episode_metrics, run_episodes
 from sparring.runtime import apply_torch_threads
-from sparring.seeds import derive_seed
+from sparring.seeds import DRAW_SET, derive_seed
 from sparring.train.coevolution import CycleModels, agent_opponents, gym_scenarios
 from sparring.train.cycle_state import CycleState
 from sparring.train.cycles import absolute
@@ -138,12 +144,21 @@ def run_params(root: Path, profile: str) -> Any:
 
 class HeldoutCurve:
     """Held-out play of checkpoints against ``_advpool`` and ``_coop``, as ``evaluate`` plays them: the same
-    scenarios and seed for every checkpoint, customers loaded once."""
+    scenarios and customer draws for every checkpoint, customers loaded once. Draw j's rollout seed is
+    ``draw_seed(seed, j)`` (draw 0: ``heldout_seed(seed)``) and the customers draw per episode, so every checkpoint
+    meets the same random numbers (common random numbers); ``_advpool`` plays ``draws`` draws, ``_coop`` one while
+    it is greedy (``coop_temperature`` 0), else as many. The pool is ``state.adversary_dirs`` (the simulator alone
+    when none trained, as at ``--cycle 0``): evaluate's ``_advpool`` also deals generation 0 in once adversaries
+    trained; the acceptance yardstick is benchmarks/yardstick.py."""
 
-    def __init__(self, state: CycleState, co: Any, held: list[Any], seed: int, device: str = "cpu") -> None:
-        self.models, self.held = GameModels(co, device), held
+    def __init__(
+        self, state: CycleState, co: Any, held: list[Any], seed: int, device: str = "cpu", draws: int = 1
+    ) -> None:
+        self.models, self.held, self.seed = GameModels(co, device, episode_draws=True), held, seed
         a = co.agent_grpo
-        self.turns = {"max_turns": a.max_turns, "max_calls_per_turn": a.max_calls_per_turn, "seed": heldout_seed(seed)}
+        self.turns = {"max_turns": a.max_turns, "max_calls_per_turn": a.max_calls_per_turn}
+        self.draws = {"_coop": check_draws(range(draws if co.coop_temperature > 0 else 1))}
+        self.draws["_advpool"] = check_draws(range(draws))
         simulator = self.models.customer(state.simulator_dir, co.coop_temperature)
         self.coop = cooperative_customer(simulator, co.coop_opening)
         dirs = state.adversary_dirs or [state.simulator_dir]
@@ -152,42 +167,59 @@ class HeldoutCurve:
         self.credit = (a.iapo_beta_plus, a.iapo_clip)
 
     @classmethod
-    def of_run(cls, root: Path, p: Any, n: int, device: str = "cpu") -> HeldoutCurve:
+    def of_run(cls, root: Path, p: Any, n: int, device: str = "cpu", draws: int = 1) -> HeldoutCurve:
         """A finished run's warm start (DA0's simulator and pool) on the run's first ``n`` held-out scenarios."""
         held = load_scenarios(root / "data" / "scenarios" / "heldout.jsonl")[:n]
-        return cls(start_state(root, 0), p.coevolution, held, p.seed, device)
+        return cls(start_state(root, 0), p.coevolution, held, p.seed, device, draws)
 
     def play(self, agent: Any) -> dict[str, list[Any]]:
-        """``agent``'s episodes on the held-out scenarios against ``_coop`` and ``_advpool``."""
-        return {
-            "_coop": run_episodes(as_cooperative(self.held), agent, self.coop, **self.turns),
-            "_advpool": against_pool(self.held, agent, self.pool, **self.turns),
-        }
+        """``agent``'s episodes on the held-out scenarios against ``_coop`` and ``_advpool``: draw by draw
+        (draw-major), each draw's in the scenarios' order."""
+        played: dict[str, list[Any]] = {}
+        for suffix, draws in self.draws.items():
+            played[suffix] = []
+            for d in draws:
+                turns = {**self.turns, "seed": draw_seed(self.seed, d)}
+                if suffix == "_coop":
+                    episodes = run_episodes(as_cooperative(self.held), agent, self.coop, **turns)
+                else:
+                    episodes = against_pool(self.held, agent, self.pool, **turns)
+                by_id = {ep.scenario.scenario_id: ep for ep in episodes}
+                played[suffix] += [by_id[s.scenario_id] for s in self.held]
+        return played
 
     def point(self, folder: Path | str) -> dict[str, Any]:
-        played = self.play(self.models.agent_policy_of(folder, greedy=True))
+        """A checkpoint's figures per opponent over every (scenario, draw), and its per-episode ``passes_<opp>`` and
+        ``outcomes_<opp>`` rows (scenario id, opponent, strict pass, failure kind, draw), draw-major."""
+        played, n = self.play(self.models.agent_policy_of(folder, greedy=True)), len(self.held)
         row: dict[str, Any] = {}
         for suffix, episodes in played.items():
             row.update(episode_metrics(episodes, suffix))
             row.update({k: v for k, v in failure_rates(episodes, suffix).items() if v})
             row.update(after_a_no(episodes, suffix))
             row.update(left_after(episodes, suffix))
-            by_id = {ep.scenario.scenario_id: ep for ep in episodes}
-            passed = [int(bool(by_id[s.scenario_id].outcome.strict_pass)) for s in self.held]
-            kinds = [failure_kind(by_id[s.scenario_id]) or "" for s in self.held]
-            names = self.opponents[suffix]
+            passed = [int(bool(ep.outcome.strict_pass)) for ep in episodes]
+            kinds = [failure_kind(ep) or "" for ep in episodes]
+            names, draws = self.opponents[suffix], self.draws[suffix]
+            row[f"draws{suffix}"] = len(draws)
             row[f"passes{suffix}"] = passed
-            row[f"outcomes{suffix}"] = [  # (scenario id, opponent, strict pass, failure kind) for --arms-json
-                [s.scenario_id, names[i % len(names)], passed[i], kinds[i]] for i, s in enumerate(self.held)
+            row[f"outcomes{suffix}"] = [  # for --arms-json
+                [ep.scenario.scenario_id, names[(i % n) % len(names)], passed[i], kinds[i], draws[i // n]]
+                for i, ep in enumerate(episodes)
             ]
             row[f"act_reached{suffix}"] = sum(acted(ep) for ep in episodes) / max(1, len(episodes))
-            graphs = [
-                influence_graph(by_id[s.scenario_id], "agent", by_id[s.scenario_id].agent_mask) for s in self.held
-            ]
+            graphs = [influence_graph(ep, "agent", ep.agent_mask) for ep in episodes]
             row[f"graph{suffix}"] = credit_summary(graphs, *self.credit)
             lost = [gr for gr, kind in zip(graphs, kinds, strict=True) if kind in ("refused", "misroute")]
             row[f"graph_refused_misroute{suffix}"] = failure_weights(lost, *self.credit)
         return row
+
+
+def gain(before: dict[str, Any], after: dict[str, Any], suffix: str, seed: int) -> list[float]:
+    """[mean, low, high]: ``after``'s strict PASS minus ``before``'s against ``suffix`` over (scenario, draw), with
+    the 95% interval that resamples scenarios, each with its draws (:func:`~sparring.evaluate.intervals.
+    paired_difference`)."""
+    return paired_difference(*paired(before[f"outcomes_{suffix}"], after[f"outcomes_{suffix}"]), seed=seed)
 
 
 def acted(episode: Any) -> bool:
@@ -285,11 +317,34 @@ def beside_start(curve: HeldoutCurve, start: dict[str, Any], folder: Path, name:
     figures = {k: v for k, v in row.items() if not k.startswith(("passes_", "outcomes_"))}
     figures["passes"] = {suffix: row[f"passes_{suffix}"] for suffix in ("advpool", "coop")}  # for --runs-json
     for suffix in ("advpool", "coop"):
-        low, high = paired_bootstrap(start[f"passes_{suffix}"], row[f"passes_{suffix}"], seed=seed)
-        gain = row[f"strict_pass_{suffix}"] - start[f"strict_pass_{suffix}"]
-        figures[f"gain_{suffix}_ci"] = [low, high]
-        print(f"  {name} - start, {suffix} strict PASS: {gain:+.3f} [{low:+.3f}, {high:+.3f}]", flush=True)
+        mean, low, high = gain(start, row, suffix, seed)
+        figures[f"gain_{suffix}"], figures[f"gain_{suffix}_ci"] = mean, [low, high]
+        print(f"  {name} - start, {suffix} strict PASS: {mean:+.3f} [{low:+.3f}, {high:+.3f}]", flush=True)
     return figures
+
+
+def arm_summary(name: str, steps: list[int], points: list[dict[str, Any]], arm: dict, seed: int) -> dict[str, Any]:
+    """One arm's curve over its checkpoints (``points[0]``: the start), its last checkpoint's pool gain over the
+    start with the paired interval over (scenario, draw), its collapsed checkpoints (printed), and its training."""
+    mean, low, high = gain(points[0], points[-1], "advpool", seed)
+    start = points[0]
+    collapsed = {step: why for step, row in zip(steps, points, strict=True) if (why := collapse(row, start))}
+    print(f"  {name}: pool strict PASS gain {mean:+.3f} [{low:+.3f}, {high:+.3f}]", flush=True)
+    for step, why in collapsed.items():
+        print(f"  {name} step {step}: COLLAPSED ({why}): report it, do not average it in", flush=True)
+    return {
+        "steps": steps,
+        **{k: [row[k] for row in points] for k in SHOWN},
+        "failures": [{k: v for k, v in row.items() if k.startswith("failure_")} for row in points],
+        "after_no": [{k: v for k, v in row.items() if k.startswith(AFTER_NO)} for row in points],
+        "act_reached_advpool": [row["act_reached_advpool"] for row in points],
+        "graph": [{k: row[k] for k in GRAPH_KEYS} for row in points],
+        "collapsed": collapsed,
+        "gain": mean,
+        "gain_ci": [low, high],
+        "seed": seed,
+        **{k: v for k, v in arm.items() if k != "kept"},
+    }
 
 
 def grpo_arm(
@@ -299,17 +354,8 @@ def grpo_arm(
     training ran out) and the per-step signals."""
     model, _ = load_checkpoint(Path(state.agent_dir))
     keep = KeepEvery(every, ctx["tok"], out, seconds)
-    result = train_side(
-        model,
-        ctx["tok"],
-        "agent",
-        ctx["opponent"],
-        ctx["gym"],
-        ctx["judge"],
-        settings,
-        seed=ctx["seed"],
-        callbacks=[keep],
-    )
+    game = (ctx["tok"], "agent", ctx["opponent"], ctx["gym"], ctx["judge"], settings)
+    result = train_side(model, *game, seed=ctx["seed"], callbacks=[keep])
     signals = step_signals(result, settings.num_iterations)
     rollout_tokens = sum(s["update_tokens"] for s in result.steps)
     return {
@@ -404,16 +450,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default="cpu", help="cpu, or cuda where a GPU is lent (models and training)")
     parser.add_argument("--profile", default="default")
     parser.add_argument("--plot", type=Path, default=None, help="write the curves as a PNG here")
+    parser.add_argument("--draws", type=int, default=1, help=f"K customer draws per held-out scenario, 1..{DRAW_SET}")
     parser.add_argument(
-        "--runs-json", type=Path, default=None, help="write the starts' per-scenario strict PASS (ids, 0/1) here"
+        "--runs-json", type=Path, default=None, help="write the starts' per-episode strict PASS (ids, 0/1) here"
     )
     parser.add_argument(
-        "--arms-json",
-        type=Path,
-        default=None,
-        help="write every checkpoint's per-scenario outcomes (id, opponent, strict pass, failure kind) here",
+        "--arms-json", type=Path, default=None, help="write every checkpoint's per-episode outcomes (rows) here"
     )
     args = parser.parse_args(argv)
+    if not 1 <= args.draws <= DRAW_SET:
+        parser.error(f"--draws {args.draws}: K must be 1..{DRAW_SET} (draw indices 0..{DRAW_SET - 1})")
     if args.every < 1 or (args.steps and args.steps < args.every):
         raise SystemExit("error: --every must be >= 1 and --steps 0 or >= --every")
     if args.gym_file and (args.fresh_gym or not args.gym_file.is_file()):
@@ -436,14 +482,9 @@ def main(argv: list[str] | None = None) -> int:
     seed = derive_seed(p.seed, args.cycle + 1, "grpo", args.seed)
     models = CycleModels(state, co, args.device)
     train = load_scenarios(root / "data" / "scenarios" / "train.jsonl")
+    rng = random.Random(derive_seed(p.seed, args.cycle + 1, "gym", args.seed))
     gym = gym_scenarios(
-        train,
-        state.transcripts,
-        "agent",
-        co.gym_scenarios,
-        co.replay_share,
-        co.replay_failure_share,
-        random.Random(derive_seed(p.seed, args.cycle + 1, "gym", args.seed)),
+        train, state.transcripts, "agent", co.gym_scenarios, co.replay_share, co.replay_failure_share, rng
     )
     if args.fresh_gym:
         gym = fresh_scenarios(root, p, train, args.fresh_gym, derive_seed(p.seed, "fresh-gym", args.seed))
@@ -453,23 +494,19 @@ def main(argv: list[str] | None = None) -> int:
         judge = Judge(ConstantStyle(), judge_params.reward, max_turns=base.max_turns)
     else:
         judge = load_judge(root / "models" / "judge", judge_params, base.max_turns)
-    ctx = {
-        "tok": models.tokenizer,
-        "opponent": agent_opponents(state, dict(co.agent_mix), models.customer, co.coop_opening, co.adversary_opening),
-        "gym": gym,
-        "judge": judge,
-        "seed": seed,
-    }
+    opponent = agent_opponents(state, dict(co.agent_mix), models.customer, co.coop_opening, co.adversary_opening)
+    ctx = {"tok": models.tokenizer, "opponent": opponent, "gym": gym, "judge": judge, "seed": seed}
     held = load_scenarios(root / "data" / "scenarios" / "heldout.jsonl")[: args.eval_scenarios]
-    curve = HeldoutCurve(state, co, held, p.seed, args.device)
+    curve = HeldoutCurve(state, co, held, p.seed, args.device, args.draws)
     start = curve.point(state.agent_dir)
     print("start: " + ", ".join(f"{k} {start[k]:.3f}" for k in SHOWN), flush=True)
     others = {name: beside_start(curve, start, Path(folder), name, args.seed) for name, folder in also.items()}
-    played = {"start": {k: start[f"passes_{k}"] for k in ("advpool", "coop")}}
-    played.update({name: row.pop("passes") for name, row in others.items()})
-    if args.runs_json:  # per-scenario strict PASS of the start and every --also-start (ids and 0/1, no texts)
-        flags = {name: {k: "".join(str(int(v)) for v in p) for k, p in row.items()} for name, row in played.items()}
-        args.runs_json.write_text(json.dumps({"scenario_ids": [s.scenario_id for s in held], "strict_pass": flags}))
+    passes = {"start": {k: start[f"passes_{k}"] for k in ("advpool", "coop")}}
+    passes.update({name: row.pop("passes") for name, row in others.items()})
+    ids = {"scenario_ids": [sc.scenario_id for sc in held], "draws": {k[1:]: v for k, v in curve.draws.items()}}
+    if args.runs_json:  # per-episode strict PASS of the start and every --also-start (ids, draws and 0/1, no texts)
+        flags = {name: {k: "".join(map(str, v)) for k, v in row.items()} for name, row in passes.items()}
+        args.runs_json.write_text(json.dumps({**ids, "strict_pass": flags}))
     outcomes: dict[str, Any] = {"start": {k: start[f"outcomes_{k}"] for k in ("advpool", "coop")}, "arms": {}}
     out: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="sparring-curve-") as scratch:
@@ -492,44 +529,15 @@ def main(argv: list[str] | None = None) -> int:
                 if args.arms_json:  # after every checkpoint: a run cut short keeps what it measured
                     kept = outcomes["arms"].setdefault(name, {"seed": args.seed, "checkpoints": {}})["checkpoints"]
                     kept[str(step)] = {k: row[f"outcomes_{k}"] for k in ("advpool", "coop")}
-                    write_json({"scenario_ids": [sc.scenario_id for sc in held], **outcomes}, args.arms_json)
-            points = [played[step] for step in steps]
-            low, high = paired_bootstrap(start["passes_advpool"], points[-1]["passes_advpool"], seed=args.seed)
-            collapsed = {step: why for step, row in zip(steps, points, strict=True) if (why := collapse(row, start))}
-            out[name] = {
-                "steps": steps,
-                **{k: [row[k] for row in points] for k in SHOWN},
-                "failures": [{k: v for k, v in row.items() if k.startswith("failure_")} for row in points],
-                "after_no": [{k: v for k, v in row.items() if k.startswith(AFTER_NO)} for row in points],
-                "act_reached_advpool": [row["act_reached_advpool"] for row in points],
-                "graph": [{k: row[k] for k in GRAPH_KEYS} for row in points],
-                "collapsed": collapsed,
-                "gain_ci": [low, high],
-                "seed": args.seed,
-                **{k: v for k, v in arm.items() if k != "kept"},
-            }
-            gain = points[-1]["strict_pass_advpool"] - start["strict_pass_advpool"]
-            print(f"  {name}: pool strict PASS gain {gain:+.3f} [{low:+.3f}, {high:+.3f}]", flush=True)
-            for step, why in collapsed.items():
-                print(f"  {name} step {step}: COLLAPSED ({why}): report it, do not average it in", flush=True)
+                    write_json({**ids, **outcomes}, args.arms_json)
+            out[name] = arm_summary(name, steps, [played[step] for step in steps], arm, args.seed)
     if args.plot:
         plot(out, start, args.plot)
     head = {k: v for k, v in start.items() if not k.startswith(("passes_", "outcomes_"))}
     gym_note = {"scenarios": len(gym), "fresh": bool(args.fresh_gym), "file": str(args.gym_file or "")}
-    print(
-        json.dumps(
-            {
-                "root": str(root),
-                "cycle": args.cycle,
-                "eval_scenarios": len(held),
-                "gym": gym_note,
-                "reward": judge_params.reward.model_dump(),
-                "start": head,
-                "also_start": others,
-                "arms": out,
-            }
-        )
-    )
+    summary = {"root": str(root), "cycle": args.cycle, "eval_scenarios": len(held), "draws": args.draws}
+    summary.update(gym=gym_note, reward=judge_params.reward.model_dump(), start=head, also_start=others, arms=out)
+    print(json.dumps(summary))
     return 0
 
 

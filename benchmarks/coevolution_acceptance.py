@@ -6,8 +6,9 @@ Per seed, then on the mean over seeds:
 1. ``expert_ceiling``: the goal-knowing expert's strict PASS against the held-out adversary pool
    (``ceiling.strict_pass_advpool``) >= 0.95: the pool is winnable.
 2. ``pool_half_gap``: the final agent's strict PASS vs the pool >= DA0's + 1/2 (ceiling - DA0's), judged on the
-   mean over seeds; per seed, final - DA0 with a paired bootstrap 95% interval over the held-out scenarios (both
-   agents met the same generation on each scenario with the same seed; 2,000 resamples, seeded).
+   mean over seeds; per seed, final - DA0 over (scenario, draw) with its 95% interval resampling scenarios, each
+   with its draws (both agents met the same generation and customer draws on each scenario; 2,000 resamples,
+   seeded: :func:`~sparring.evaluate.episodes.paired_gain`).
 3. ``coop_routing_camo``: the final agent's routing error vs the cooperative simulator (``1 - routing_acc_coop``)
    <= 0.03 and <= DA0's, and its strict PASS vs the camouflaging customer (``_camo``) >= DA0's.
 4. ``both_sides_trained``: the agent and the adversary each trained in at least one cycle (every seed).
@@ -22,11 +23,17 @@ Per seed, then on the mean over seeds:
 7. ``final_gain``: final - DA0 vs the pool >= +0.08 with its interval above 0 (every seed).
 8. ``coop_camo_held``: final - DA0 vs `_coop` and `_camo` no lower than -0.02 (every seed).
 
-Beside them, not a criterion: ``strict_pass_advpool_by_generation``, DA0's, DA1's and the final agent's strict PASS
-against each adversary generation of the pool (an agent meets generations trained against it).
+Beside them, not criteria: ``strict_pass_advpool_by_generation``, DA0's, DA1's and the final agent's strict PASS
+against each adversary generation of the pool (an agent meets generations trained against it; metrics.json's list,
+generation 0 the simulator first, or for a run from before it, computed from the episodes: trained generations
+only); and ``over_seeds``: for DA1 - DA0 and final - DA0 against ``ref`` and ``advpool``, every run's paired
+difference over its (scenario, draw) beside the nested bootstrap over the runs (seed -> scenario -> draw: mean,
+interval, IQM, probability of improvement; :func:`~sparring.evaluate.intervals.nested_bootstrap`). Runs from before
+draws read as one draw per scenario.
 
-Prints a table per seed, the means, PASS/FAIL/UNMEASURED per criterion and, last, one JSON object:
-``{"seeds": {...}, "mean": {...}, "criteria": {name: true | false | null}}`` (null: unmeasured). Exit 0 whenever
+Prints a table per seed, the means, PASS/FAIL/UNMEASURED per criterion, the nested bootstraps and, last, one JSON
+object: ``{"seeds": {...}, "mean": {...}, "criteria": {name: true | false | null}, "over_seeds": {"da1-da0":
+{"ref": {...}, "advpool": {...}}, "final-da0": {...}}}`` (null: unmeasured). Exit 0 whenever
 the runs could be read (this measures, it does not gate); 2, naming the path, when a run folder or file is
 missing or unreadable.
 Usage: ``python benchmarks/coevolution_acceptance.py --run seed0=DIR --run seed1=DIR [--profile default]``, or
@@ -37,7 +44,8 @@ seed is not run again, so an interrupted benchmark resumes seed by seed (~40 min
 tokenizer, DA0 and simulator) and runs only agent_rl, the cycles and evaluate, so the seeds differ by the RL seed
 alone (the gyms' draws and sampling, the arenas, the held-out opponents' sampling): the variance of SFT (DA0's,
 the simulator's and the judge's seeds) and of the scenario draws is left out. ``--runs-json PATH`` writes every
-run's per-scenario strict PASS (scenario ids, opponent, agent; no texts), so the intervals can be recomputed.
+run's per-episode strict PASS (scenario ids and draws per opponent, agent; no texts), so the intervals can be
+recomputed.
 """
 
 from __future__ import annotations
@@ -51,9 +59,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
+from benchmarks.credit_arms import nested_line
 from benchmarks.run_folders import BadRun, copy_command, parse_runs, prepare_copy
 from pipelines.project import declared_stages
-from sparring.evaluate.episodes import episode_outcomes, paired_gain
+from sparring.evaluate.episodes import episode_outcomes, outcome_matrix, paired_gain
+from sparring.evaluate.intervals import nested_bootstrap
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -61,10 +73,11 @@ EXPERT_FLOOR = 0.95  # the expert's strict PASS vs the pool: the pool must be wi
 ROUTING_ERROR_MAX = 0.03  # the final agent's routing error vs the cooperative simulator
 FAITHFUL = 0.8  # the adversary's faithfulness floor in its first gym
 EPS = 1e-9  # rates equal up to float noise compare as equal
-NOT_AVERAGED = ("seed", "n_heldout", "n_paired", "first_gym_cycle", "pool_generations")
+NOT_AVERAGED = ("seed", "n_heldout", "n_paired", "draws", "first_gym_cycle", "pool_generations")
 CRITERIA = ("expert_ceiling", "pool_half_gap", "coop_routing_camo", "both_sides_trained", "first_gym")
 PER_SEED = ("da1_gain", "final_gain", "coop_camo_held")  # issue 63: judged in every seed
 DA1_GAIN, FINAL_GAIN, HELD = 0.05, 0.08, 0.02  # DA1 - DA0 and final - DA0 vs the pool; coop and camo held within
+NESTED_PAIRS, NESTED_OPPONENTS = (("da1", "da0"), ("final", "da0")), ("ref", "advpool")  # over_seeds
 
 
 def read_json(path: Path) -> dict[str, Any]:
@@ -107,7 +120,8 @@ def load_run(root: Path, profile: str) -> tuple[dict[str, Any], dict[str, Any]]:
 
 
 def pool_difference(evaluate: dict[str, Any], path: Path, seed: int) -> dict[str, Any]:
-    """final - DA0's strict PASS vs the pool, scenario by scenario, with its paired bootstrap interval."""
+    """final - DA0's strict PASS vs the pool over (scenario, draw), with its interval (``paired_gain``);
+    ``n_paired`` scenarios of ``draws`` draws each."""
     episodes = evaluate.get("episodes")
     if not episodes:
         return {"final_minus_da0_advpool_ci": None, "ci_note": f"{path}: no per-episode outcomes (an older run)"}
@@ -116,14 +130,27 @@ def pool_difference(evaluate: dict[str, Any], path: Path, seed: int) -> dict[str
         keys = episode_outcomes(episodes, "da0", "advpool")
     except (KeyError, TypeError, ValueError) as e:
         raise BadRun(f"{path}: episodes of da0/final vs advpool unreadable ({e!r})") from None
-    return {"final_minus_da0_advpool_ci": [low, high], "n_paired": len(keys)}
+    return {
+        "final_minus_da0_advpool_ci": [low, high],
+        "n_paired": len({s for s, _ in keys}),
+        "draws": len({d for _, d in keys}),
+    }
 
 
-def pool_by_generation(evaluate: dict[str, Any], trained: Sequence[str | None]) -> dict[str, Any]:
-    """Strict PASS vs the pool per adversary generation, per agent: the pool holds one generation per adversary gym
-    (``trained``: who trained in each cycle; the simulator alone when none did), ``against_pool`` deals held-out
-    scenario i to generation i % n and plays them oldest generation first. An agent that trained before an adversary
-    did meets generations trained against it."""
+def pool_by_generation(
+    evaluate: dict[str, Any], trained: Sequence[str | None], metrics: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """Strict PASS vs the pool per adversary generation, per agent: metrics.json's per-agent list where evaluate
+    kept it (generation 0, the simulator, first; scenario i dealt to generation i mod G). For a run from before it,
+    computed from the episodes: the pool held one generation per adversary gym (``trained``: who trained in each
+    cycle; the simulator alone when none did) and ``against_pool`` dealt held-out scenario i to generation i % n,
+    played oldest generation first. An agent that trained before an adversary did meets generations trained
+    against it."""
+    agents = (metrics or {}).get("agents") or {}
+    kept = {a: agents[a].get("strict_pass_advpool_by_generation") for a in ("da0", "da1", "final") if a in agents}
+    kept = {a: v for a, v in kept.items() if isinstance(v, list) and v}
+    if kept:
+        return {"pool_generations": max(map(len, kept.values())), "strict_pass_advpool_by_generation": kept}
     episodes = evaluate.get("episodes") or {}
     order = (episodes.get("scenario_ids") or {}).get("advpool")
     if not order:
@@ -138,6 +165,46 @@ def pool_by_generation(evaluate: dict[str, Any], trained: Sequence[str | None]) 
         if agent in ("da0", "da1", "final") and "advpool" in f
     }
     return {"pool_generations": n, "strict_pass_advpool_by_generation": per_gen}
+
+
+def difference_matrices(evaluate: dict[str, Any], path: Path) -> dict[str, dict[str, np.ndarray]]:
+    """One run's ``{"da1-da0": {"ref": later - earlier, "advpool": ...}, "final-da0": ...}``: strict PASS
+    differences as (n_scenarios, K) arrays over (scenario, draw), for the pairs and opponents the run played."""
+    episodes = evaluate.get("episodes") or {}
+    out: dict[str, dict[str, np.ndarray]] = {}
+    for later, earlier in NESTED_PAIRS:
+        for opponent in NESTED_OPPONENTS:
+            try:
+                a, b = (episode_outcomes(episodes, agent, opponent) for agent in (earlier, later))
+            except (KeyError, TypeError):
+                continue  # not played (an older run: no DA1, no _ref)
+            except ValueError as e:
+                raise BadRun(f"{path}: episodes of {earlier}/{later} vs {opponent} unreadable ({e})") from None
+            if sorted(a) != sorted(b):
+                raise BadRun(f"{path}: {later} and {earlier} played other scenarios against {opponent}")
+            order = sorted({sid for sid, _ in a})
+            out.setdefault(f"{later}-{earlier}", {})[opponent] = outcome_matrix(b, order) - outcome_matrix(a, order)
+    return out
+
+
+def nested_over_runs(runs: dict[str, Path], profile: str, bootstrap_seed: int = 0) -> dict[str, dict[str, Any]]:
+    """``over_seeds``: per pair and opponent, every run's (seed's) mean difference (``per_seed``, runs named in
+    ``seeds``) beside the nested bootstrap over the runs that played it (seed -> scenario -> draw)."""
+    per_run = {}
+    for label, root in runs.items():
+        try:
+            per_run[label] = difference_matrices(load_run(root, profile)[1], root / "reports" / "evaluate.json")
+        except BadRun as e:
+            raise BadRun(f"--run {label}: {e}") from None
+    out: dict[str, dict[str, Any]] = {}
+    for later, earlier in NESTED_PAIRS:
+        pair = f"{later}-{earlier}"
+        for opponent in NESTED_OPPONENTS:
+            labels = [label for label, m in per_run.items() if opponent in m.get(pair, {})]
+            if labels:
+                diffs = [per_run[label][pair][opponent] for label in labels]
+                out.setdefault(pair, {})[opponent] = {"seeds": labels, **nested_bootstrap(diffs, seed=bootstrap_seed)}
+    return out
 
 
 def first_gym(cycles: Sequence[dict[str, Any]]) -> dict[str, Any]:
@@ -193,7 +260,7 @@ def seed_figures(root: Path, profile: str, bootstrap_seed: int = 0) -> dict[str,
         "adv_success_trajectory": metrics.get("adv_success_trajectory", [c.get("arena_adv_success") for c in cycles]),
         **first_gym(cycles),
         **rl_gains(metrics),
-        **pool_by_generation(evaluate, trained),
+        **pool_by_generation(evaluate, trained, metrics),
     }
 
 
@@ -301,6 +368,14 @@ def print_tables(seeds: dict[str, dict[str, Any]], mean: dict[str, Any], criteri
         print(f"  {'criterion ' + name:36s} {verdict(ok)}")
 
 
+def print_nested(nested: dict[str, dict[str, Any]]) -> None:
+    if nested:
+        print("\nover seeds: nested bootstrap seed -> scenario -> draw (95%)")
+    for pair, by_opponent in nested.items():
+        for opponent, row in by_opponent.items():
+            print("  " + nested_line(f"{pair} vs {opponent}", row))
+
+
 def finished(root: Path, profile: str, seed: int) -> bool:
     """Whether this copy's reports/metrics.json is complete for ``profile`` and ``seed``."""
     try:
@@ -356,11 +431,12 @@ def n_cycles(root: Path) -> int:
 
 
 def run_outcomes(root: Path, profile: str) -> dict[str, Any]:
-    """A finished run's per-scenario strict PASS of every agent against every opponent, ids and 0/1 only (no
-    texts): ``{"scenario_ids": {opponent: [...]}, "strict_pass": {agent: {opponent: "0110..."}}}``."""
+    """A finished run's per-episode strict PASS of every agent against every opponent, ids, draws and 0/1 only (no
+    texts): ``{"scenario_ids": {opponent: [...]}, "draws": {opponent: [...]}, "strict_pass": {agent: {opponent:
+    "0110..."}}}`` (``draws`` empty for a run from before draws)."""
     _, evaluate = load_run(root, profile)
     episodes = evaluate.get("episodes") or {}
-    return {"scenario_ids": episodes.get("scenario_ids", {}), "strict_pass": episodes.get("strict_pass", {})}
+    return {k: episodes.get(k, {}) for k in ("scenario_ids", "draws", "strict_pass")}
 
 
 def run_seed(workdir: Path, seed: int, profile: str) -> Path:
@@ -410,11 +486,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"error: --run {label}: {e}", file=sys.stderr)
             return 2
     mean, criteria = over_seeds(seeds)
+    try:
+        nested = nested_over_runs(runs, args.profile, args.bootstrap_seed)
+    except BadRun as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     print_tables(seeds, mean, criteria)
+    print_nested(nested)
     if args.runs_json:
         outcomes = {label: run_outcomes(root, args.profile) for label, root in runs.items()}
         args.runs_json.write_text(json.dumps({"profile": args.profile, "runs": outcomes}, indent=1) + "\n")
-    print(json.dumps({"seeds": seeds, "mean": mean, "criteria": criteria}))
+    print(json.dumps({"seeds": seeds, "mean": mean, "criteria": criteria, "over_seeds": nested}))
     return 0
 
 

@@ -1,5 +1,6 @@
-"""benchmarks/coevolution_acceptance.py: the criteria it reads from finished runs, its paired bootstrap, and its
-refusal (exit 2, naming the path) of a run folder or file that is missing or bad."""
+"""benchmarks/coevolution_acceptance.py: the criteria it reads from finished runs, its paired intervals over
+(scenario, draw) and the nested bootstrap over runs, older runs (no draws) still read, and its refusal (exit 2,
+naming the path) of a run folder or file that is missing or bad."""
 
 from __future__ import annotations
 
@@ -134,6 +135,7 @@ def test_over_seeds_judges_the_pool_on_the_mean_and_the_sides_in_every_seed(tmp_
     assert doc["criteria"] == {**dict.fromkeys(acceptance.CRITERIA, True), **dict.fromkeys(acceptance.PER_SEED)}
     older = doc["seeds"]["seed1"]  # runs from before agent_rl: no DA1, no gains, the agent-RL criteria unmeasured
     assert older["final_minus_da0_advpool_ci"] is None and "no per-episode outcomes" in older["ci_note"]
+    assert doc["over_seeds"]["final-da0"]["advpool"]["seeds"] == ["seed0"]  # the run without episodes is left out
     verdicts = re.findall(r"criterion pool_half_gap +(\w+)", out)
     assert verdicts == ["FAIL", "PASS", "PASS"]  # seed0, seed1, the mean
 
@@ -222,3 +224,63 @@ def test_the_pool_is_split_by_the_generation_each_scenario_was_dealt_to():
     split = acceptance.pool_by_generation({"episodes": compact_episodes(record)}, trained)
     assert split == {"pool_generations": 2, "strict_pass_advpool_by_generation": {"da0": [1.0, 0.0], "da1": [0.5, 0.0]}}
     assert acceptance.pool_by_generation({}, trained) == {}  # an older run without per-episode outcomes
+
+
+def test_the_split_by_generation_is_read_from_metrics_where_evaluate_kept_it():
+    """A run with metrics.json's per-agent list (generation 0, the simulator, first) is read as it is; the episodes'
+    split is only for runs from before it."""
+    metrics = {"agents": {"da0": {"strict_pass_advpool_by_generation": [0.5, 0.25, 0.0]}, "final": {}}}
+    split = acceptance.pool_by_generation({}, ["adversary", "agent", "adversary"], metrics)
+    assert split == {"pool_generations": 3, "strict_pass_advpool_by_generation": {"da0": [0.5, 0.25, 0.0]}}
+
+
+def two_draw_run(root: Path, outcomes: dict[str, dict[str, str]], seed: int) -> Path:
+    """A fake run whose evaluate.json holds 2 customer draws: ``outcomes[agent][opponent]`` one 0/1 per (scenario,
+    draw), draw-major (draw 0's N scenarios, then draw 1's), as evaluate writes them."""
+    fake_run(root, {"da0": 8, "final": 15, "expert": 20}, seed=seed)
+    ids, draws = [f"sc_{i}" for i in range(N)] * 2, [0] * N + [1] * N
+    record = {
+        agent: {o: {"scenario_id": ids, "draw": draws, "strict_pass": list(map(int, f)), "routed": [0] * 2 * N}
+                for o, f in by_opponent.items()}
+        for agent, by_opponent in outcomes.items()
+    }  # fmt: skip
+    evaluate = {"profile": "default", "seed": seed, "episodes": compact_episodes(record)}
+    (root / "reports" / "evaluate.json").write_text(json.dumps(evaluate))
+    return root
+
+
+def test_the_nested_bootstrap_over_runs_sits_beside_every_seeds_paired_difference(tmp_path, capsys):
+    """Two runs of 2 draws and an older run (one draw, no draws key, no DA1 nor _ref): DA1 - DA0 and final - DA0
+    against ref and advpool over every run's (scenario, draw), each run's figure beside the nested bootstrap."""
+    none, half, fifth = "0" * N, "1" * (N // 2) + "0" * (N // 2), "1" * 4 + "0" * (N - 4)
+    a = two_draw_run(
+        tmp_path / "a",
+        {"da0": {"advpool": none * 2, "ref": none * 2}, "da1": {"advpool": half * 2, "ref": fifth * 2},
+         "final": {"advpool": "1" * N + half, "ref": half * 2}},
+        seed=0,
+    )  # fmt: skip
+    b = two_draw_run(
+        tmp_path / "b",
+        {"da0": {"advpool": none * 2, "ref": none * 2}, "da1": {"advpool": fifth + none, "ref": none * 2},
+         "final": {"advpool": "1" * N + none, "ref": half + none}},
+        seed=1,
+    )  # fmt: skip
+    old = fake_run(tmp_path / "old", {"da0": 8, "final": 15, "expert": 20}, seed=2)
+    assert acceptance.main(["--run", f"a={a}", "--run", f"b={b}", "--run", f"old={old}"]) == 0
+    out = capsys.readouterr().out
+    doc = json.loads(out.strip().splitlines()[-1])
+    assert (doc["seeds"]["a"]["n_paired"], doc["seeds"]["a"]["draws"]) == (N, 2)
+    assert (doc["seeds"]["old"]["n_paired"], doc["seeds"]["old"]["draws"]) == (N, 1)
+    nested = doc["over_seeds"]
+    da1 = nested["da1-da0"]["advpool"]  # the older run played no DA1: two seeds
+    assert da1["seeds"] == ["a", "b"] and da1["per_seed"] == pytest.approx([0.5, 0.1])
+    assert da1["mean"] == pytest.approx(0.3) and da1["draws"] == [2, 2] and da1["n_scenarios"] == [N, N]
+    assert da1["low"] <= 0.3 <= da1["high"] and da1["iqm_low"] <= da1["iqm"] <= da1["iqm_high"]
+    assert da1["prob_improvement"] == 1.0
+    final = nested["final-da0"]["advpool"]
+    assert final["seeds"] == ["a", "b", "old"] and final["per_seed"] == pytest.approx([0.75, 0.5, 0.35])
+    assert final["draws"] == [2, 2, 1]
+    assert nested["final-da0"]["ref"]["seeds"] == ["a", "b"]
+    assert nested["final-da0"]["ref"]["per_seed"] == pytest.approx([0.5, 0.25])
+    assert nested["da1-da0"]["ref"]["per_seed"] == pytest.approx([0.2, 0.0])
+    assert "da1-da0 vs advpool over 2 seeds: +0.300" in out and "per seed a: +0.500, b: +0.100" in out
