@@ -126,7 +126,7 @@ class Ingest(_Strict):
 
 class Scenarios(_Strict):
     n_train: int = Field(600, ge=1, le=1_000_000)  # from the train split
-    n_heldout: int = Field(240, ge=1, le=1_000_000)  # from the test split; metrics are computed on these
+    n_heldout: int = Field(480, ge=1, le=1_000_000)  # from the test split; metrics are computed on these
     n_customers: int = Field(6, ge=2, le=1000)  # customers per world: the others are what an attacker targets
     n_gym: int = Field(160, ge=0, le=1_000_000)  # from train-split openings no train scenario has: gym.jsonl
     n_validation: int = Field(96, ge=1, le=1_000_000)  # from the validation split: agent_rl picks DA1 on these
@@ -178,8 +178,8 @@ class Tokenizer(_Strict):
 
 
 class Evaluate(_Strict):
-    eval_scenarios: int = Field(240, ge=1)  # held-out scenarios every agent plays per opponent
-    draws: int = Field(4, ge=1, le=DRAW_SET)  # customer draws per scenario against each sampled opponent (K)
+    eval_scenarios: int = Field(480, ge=1)  # held-out scenarios every agent plays per opponent
+    draws: int = Field(2, ge=1, le=DRAW_SET)  # customer draws per scenario against each sampled opponent (K)
     strategy_clusters: int = Field(6, ge=2, le=50)  # most clusters strategy discovery tries
     workers: int = Field(2, ge=1, le=64)  # processes the agents are dealt to (evaluate runs alone: use the cores)
 
