@@ -181,7 +181,7 @@ class Evaluate(_Strict):
     eval_scenarios: int = Field(480, ge=1)  # held-out scenarios every agent plays per opponent
     draws: int = Field(2, ge=1, le=DRAW_SET)  # customer draws per scenario against each sampled opponent (K)
     strategy_clusters: int = Field(6, ge=2, le=50)  # most clusters strategy discovery tries
-    workers: int = Field(2, ge=1, le=64)  # processes the agents are dealt to (evaluate runs alone: use the cores)
+    workers: int = Field(3, ge=1, le=64)  # processes the agents are dealt to (evaluate runs alone: use the cores)
 
 
 class Params(_Strict):
