@@ -16,8 +16,9 @@ Usage: ``python benchmarks/yardstick.py play ROOT --agent da0=models/agent_sft -
 --draws 8 --out FILE`` (ROOT: a project folder whose cycles ran; the pool is its last cycle's generations, the
 simulator first; ``--batch-draws``: the customers share one random stream per batch, as before draws were per
 episode, to measure what common random numbers per episode save), then ``python benchmarks/yardstick.py analyze
-FILE [FILE ...] [--baseline da0]`` (files of one ROOT, merged by agent: a label's draws may come from several
-files). Every (scenario, draw) outcome is in FILE (ids and 0/1, no texts). Last line: JSON.
+FILE [FILE ...] [--run ROOT] [--baseline da0] [--agents da1 ...]`` (files of one ROOT, merged by agent: a label's
+draws may come from several files; ``--run``: ROOT's own evaluate, reports/evaluate.json, as one more file).
+Every (scenario, draw) outcome is in FILE (ids and 0/1, no texts). Last line: JSON.
 """
 
 from __future__ import annotations
@@ -93,6 +94,17 @@ def play(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def from_run(root: Path) -> dict[str, Any]:
+    """A finished run's held-out play (reports/evaluate.json's episodes, metrics.json's pool) as a played file."""
+    try:
+        episodes = json.loads((root / "reports" / "evaluate.json").read_text(encoding="utf-8"))["episodes"]
+        metrics = json.loads((root / "reports" / "metrics.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError, KeyError) as e:
+        sys.exit(f"error: {root}: no finished evaluate there ({e})")
+    order = list(dict.fromkeys(episodes["scenario_ids"]["ref"]))
+    return {"scenario_order": order, "generations": 1 + metrics["adversary_generations"], "episodes": episodes}
+
+
 def _matrices(docs: list[dict[str, Any]]) -> tuple[dict[str, dict[str, dict]], list[str], int]:
     """{agent: {opponent: {(scenario, draw): 0/1}}} merged over ``docs``, the scenario order and the generations."""
     order, generations = docs[0]["scenario_order"], docs[0]["generations"]
@@ -122,10 +134,16 @@ def _aa(outcomes: dict, order: list[str]) -> dict[str, Any]:
     return {"k": half, "diff": [mean, low, high], "width": high - low, "covers_0": bool(low <= 0 <= high)}
 
 
-def analyze(docs: list[dict[str, Any]], baseline: str) -> dict[str, Any]:
+def analyze(docs: list[dict[str, Any]], baseline: str, agents: list[str] | None = None) -> dict[str, Any]:
+    """A/A, gains, MDE and the nested bootstrap of ``agents`` (default: every agent in ``docs``) against
+    ``baseline``."""
     out, order, generations = _matrices(docs)
     if baseline not in out:
         sys.exit(f"error: no agent {baseline!r} in the files (agents: {sorted(out)})")
+    if agents:
+        if missing := set(agents) - set(out):
+            sys.exit(f"error: no agent {sorted(missing)} in the files (agents: {sorted(out)})")
+        out = {a: out[a] for a in [baseline, *agents] if a in out}
     rl = [a for a in out if a != baseline]
     result: dict[str, Any] = {"n": len(order), "generations": generations, "baseline": baseline, "rl_agents": rl}
     result["strict_pass"] = {a: {o: float(outcome_matrix(out[a][o], order).mean()) for o in OPPONENTS} for a in out}
@@ -199,8 +217,10 @@ def main() -> None:
     p.add_argument("--batch-draws", action="store_true", help="customers share a stream per batch (no CRN per episode)")
     p.add_argument("--out", type=Path, required=True)
     a = sub.add_parser("analyze", help="A/A, MDE and gains from played files")
-    a.add_argument("files", type=Path, nargs="+")
+    a.add_argument("files", type=Path, nargs="*")
+    a.add_argument("--run", type=Path, action="append", default=[], help="a finished run's evaluate, as a file")
     a.add_argument("--baseline", default="da0")
+    a.add_argument("--agents", nargs="+", default=None, help="the agents to compare with the baseline (default: all)")
     a.add_argument("--out", type=Path, default=None, help="also write the analysis JSON here")
     args = parser.parse_args()
     if args.mode == "play":
@@ -215,7 +235,10 @@ def main() -> None:
             docs.append(json.loads(f.read_text(encoding="utf-8")))
         except (OSError, ValueError) as e:
             sys.exit(f"error: {f}: unreadable ({e})")
-    result = analyze(docs, args.baseline)
+    docs += [from_run(root) for root in args.run]
+    if not docs:
+        sys.exit("error: analyze needs played files or --run ROOT")
+    result = analyze(docs, args.baseline, args.agents)
     report(result)
     if args.out:
         args.out.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")

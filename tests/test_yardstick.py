@@ -48,3 +48,12 @@ def test_files_of_other_scenarios_or_without_the_baseline_are_refused():
         yardstick.analyze([one, other], "da0")
     with pytest.raises(SystemExit, match="no agent 'da1'"):
         yardstick.analyze([one], "da1")
+
+
+def test_agents_are_picked_by_name_and_an_unknown_one_is_refused():
+    rows = [[1, 0, 1, 0]] * 4
+    played = doc({"da0": rows, "da1": rows, "expert": [[1] * 4] * 4})
+    result = yardstick.analyze([played], "da0", ["da1"])
+    assert result["rl_agents"] == ["da1"] and result["gains"]["da1"]["ref"][0] == 0.0
+    with pytest.raises(SystemExit, match="no agent \\['da9'\\]"):
+        yardstick.analyze([played], "da0", ["da9"])
