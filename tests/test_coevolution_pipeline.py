@@ -205,8 +205,9 @@ def test_quick_run_writes_metrics_json_mlflow_and_dagster(uninterrupted):
             right = [v == g for v, g in zip(peer["votes"][name][when], peer["intents"], strict=True)]
             assert sum(right) / len(right) == pytest.approx(m[when]), (name, when)
     for name, metrics in doc["agents"].items():
-        for opponent in ("coop", "camo", "advpool"):
-            assert metrics[f"n_episodes_{opponent}"] == n, name
+        for opponent in ("coop", "camo", "ref", "advpool"):
+            k = 1 if opponent == "coop" else doc["draws"]  # coop is greedy: one draw; the sampled ones K
+            assert metrics[f"n_episodes_{opponent}"] == n * k and metrics[f"draws_{opponent}"] == k, name
             for key in EPISODE_KEYS:
                 assert f"{key}_{opponent}" in metrics, (name, key, opponent)
         for key in ("strict_pass_advpool", "routing_acc_coop", "adv_success_advpool", "adv_faithfulness_advpool"):
@@ -218,11 +219,12 @@ def test_quick_run_writes_metrics_json_mlflow_and_dagster(uninterrupted):
     assert doc["trained_history"] == [c["trained"] for c in cycles]
     episodes = json.loads((root / "reports" / "evaluate.json").read_text())["episodes"]
     for name in ("da0", "final", "expert"):  # per-episode outcomes beside the figures, for paired comparisons
-        for opponent in ("coop", "camo", "advpool"):
+        for opponent in ("coop", "camo", "ref", "advpool"):
             flags = episodes["strict_pass"][name][opponent]
             figures = doc["ceiling"] if name == "expert" else doc["agents"][name]
-            assert len(flags) == len(episodes["scenario_ids"][opponent]) == n
-            assert flags.count("1") / n == pytest.approx(figures[f"strict_pass_{opponent}"])
+            played = n * figures[f"draws_{opponent}"]  # every scenario once per draw
+            assert len(flags) == len(episodes["scenario_ids"][opponent]) == len(episodes["draws"][opponent]) == played
+            assert flags.count("1") / played == pytest.approx(figures[f"strict_pass_{opponent}"])
     assert doc["stop_reason"] == "max_cycles" and cycles[-1]["stop_reason"] == "max_cycles"
     for c in cycles:
         assert c["trained"] in ("agent", "adversary") and 0.0 <= c["w_da"] <= 1.0
@@ -514,7 +516,7 @@ def test_quick_run_reports_ceiling_cross_play_strategies_and_a_report_that_match
     root, output = uninterrupted
     doc = json.loads((root / "reports" / "metrics.json").read_text())
     n = doc["n_heldout"]
-    assert doc["ceiling"]["n_episodes_advpool"] == n and "strict_pass_advpool" in doc["ceiling"]
+    assert doc["ceiling"]["n_episodes_advpool"] == n * doc["draws"] and "strict_pass_advpool" in doc["ceiling"]
     generations = doc["adversary_generations"]
     cp = doc["cross_play"]
     pipeline_agents = sorted(doc["agents"])
@@ -523,8 +525,8 @@ def test_quick_run_reports_ceiling_cross_play_strategies_and_a_report_that_match
     cells = zip(sum(cp["strict_pass"], []), sum(cp["ci_low"], []), sum(cp["ci_high"], []), strict=True)
     assert all(lo <= v <= hi for v, lo, hi in cells)
     i = cp["agents"].index("final")
-    if cp["n"][i][0] == n:  # cross-play on every held-out scenario (quick): its coop cell is the coop figure
-        assert cp["strict_pass"][i][0] == doc["agents"]["final"]["strict_pass_coop"]
+    assert cp["n"][i][0] == n  # the coop cell is the coop figure: every held-out scenario, one (greedy) draw
+    assert cp["strict_pass"][i][0] == doc["agents"]["final"]["strict_pass_coop"]
     for metrics in [*doc["agents"].values(), doc["ceiling"]]:
         fails = sum(v for k, v in metrics.items() if k.startswith("failure_") and k.endswith("_advpool"))
         assert abs(fails - (1 - metrics["strict_pass_advpool"])) < 1e-9  # one kind per failed episode
