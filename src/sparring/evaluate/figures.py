@@ -73,7 +73,7 @@ def _w_da(ax: Any, metrics: dict[str, Any]) -> None:
 def _cross_play(ax: Any, metrics: dict[str, Any]) -> None:
     cp = metrics.get("cross_play") or {}
     if not cp.get("agents"):
-        return _empty(ax, "no cross-play (evaluate.cross_play_scenarios = 0)")
+        return _empty(ax, "no cross-play (no agent played the pool)")
     grid = [[float("nan") if v is None else v for v in row] for row in cp["strict_pass"]]
     image = ax.imshow(grid, vmin=0, vmax=1, cmap="viridis", aspect="auto")
     ax.set_xticks(range(len(cp["opponents"])), cp["opponents"], rotation=30, ha="right")
