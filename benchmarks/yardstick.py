@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks.credit_arms import nested_line
 from sparring.evaluate.episodes import compact_episodes, episode_outcomes, outcome_matrix
 from sparring.evaluate.intervals import mde_table, nested_bootstrap, paired_difference
 
@@ -119,11 +120,6 @@ def _matrices(docs: list[dict[str, Any]]) -> tuple[dict[str, dict[str, dict]], l
     return out, order, generations
 
 
-def _matrix(outcomes: dict, order: list[str], draws: list[int]) -> np.ndarray:
-    """(n_scenarios, len(draws)) outcomes, scenarios in ``order``."""
-    return np.array([[outcomes[(sid, d)] for d in draws] for sid in order], dtype=float)
-
-
 def _aa(outcomes: dict, order: list[str]) -> dict[str, Any]:
     """The agent against itself: draws' first half vs second half, paired draw j with draw j + K/2."""
     m = outcome_matrix(outcomes, order)
@@ -156,7 +152,7 @@ def analyze(docs: list[dict[str, Any]], baseline: str, agents: list[str] | None 
         gains[a], mde[a] = {}, {}
         for o in OPPONENTS:
             draws = sorted({d for _, d in out[a][o]} & {d for _, d in out[baseline][o]})  # both met these draws
-            before, after = (_matrix(out[x][o], order, draws) for x in (baseline, a))
+            before, after = (outcome_matrix(out[x][o], order, draws) for x in (baseline, a))
             gains[a][o] = paired_difference(before, after)
             diffs[o].append(after - before)
             mde[a][o] = mde_table(after - before, ks=KS, ns=NS)
@@ -164,7 +160,7 @@ def analyze(docs: list[dict[str, Any]], baseline: str, agents: list[str] | None 
         gains[a]["by_generation"] = [paired_difference(np.zeros_like(d[g::generations]), d[g::generations])
                                      for g in range(generations)]  # fmt: skip
     result["gains"], result["mde"] = gains, mde
-    result["nested"] = {o: nested_bootstrap(diffs[o]) for o in OPPONENTS if diffs[o]}
+    result["nested"] = {o: {"seeds": rl, **nested_bootstrap(diffs[o])} for o in OPPONENTS if diffs[o]}
     result["chosen"] = choose(mde)
     return result
 
@@ -197,9 +193,8 @@ def report(result: dict[str, Any]) -> None:
     for a, by in result["mde"].items():
         for o in OPPONENTS:
             print(f"MDE {a} vs {o}: " + ", ".join(f"n={r['n']} K={r['k']} {r['mde']:.3f}" for r in by[o]))
-    for o, nb in result["nested"].items():
-        print(f"nested over {nb['n_seeds']} seeds vs {o}: {nb['mean']:+.3f} [{nb['low']:+.3f}, {nb['high']:+.3f}],"
-              f" IQM {nb['iqm']:+.3f}, P(improvement) {nb['prob_improvement']:.2f}")  # fmt: skip
+    for o, row in result["nested"].items():
+        print(nested_line(f"nested (seed → scenario → draw) vs {o}", row))
     print(f"chosen: {result['chosen']}")
 
 

@@ -88,6 +88,39 @@ def test_the_same_checkpoint_played_apart_meets_the_same_draws_episode_by_episod
     # an episode's draws do not depend on the batch it is played in: alone, the same customer words
     alone = run_episodes(scenarios[1:2], agent, ref, max_turns=2, seed=11)
     assert " | ".join(m["content"] for m in alone[0].messages if m["role"] == "user") == texts[0][1]
+    # the twin (its own model object) in another batch order meets the same customer, word for word: the 0/1
+    # outcomes above could agree by chance (tiny models mostly fail), whole transcripts cannot
+    twin = models.agent_policy_of(folders / "twin", True)
+    backwards = run_episodes(scenarios[::-1], twin, ref, max_turns=2, seed=11)[::-1]
+    assert [[m["content"] for m in ep.messages] for ep in backwards] == [
+        [m["content"] for m in ep.messages] for ep in run_episodes(scenarios, agent, ref, max_turns=2, seed=11)
+    ]
+
+
+def test_the_pool_takes_generation_0s_share_from_ref_and_plays_the_rest_against_its_own_generation(heldout):
+    """_against_pool deals scenario i to generation i mod G: generation 0's scenarios reuse the given `_ref`
+    episodes (the very objects), the others are played against their generation and no other."""
+    from sparring.agents.scripted import CooperativeCustomer
+    from sparring.evaluate.heldout import _against_pool
+
+    class Recording(CooperativeCustomer):
+        def __init__(self) -> None:
+            super().__init__()
+            self.seen: set[str] = set()
+
+        def act(self, requests):
+            self.seen |= {r.scenario.scenario_id for r in requests}
+            return super().act(requests)
+
+    scenarios, pool = heldout[:7], [Recording(), Recording(), Recording()]
+    play = {"max_turns": 2, "seed": 3}
+    ref = run_episodes(scenarios, ExpertAgent(), pool[0], **play)
+    pool[0].seen.clear()
+    episodes = _against_pool(scenarios, ExpertAgent(), pool, play, ref)
+    assert [ep.scenario.scenario_id for ep in episodes] == [s.scenario_id for s in scenarios]
+    assert all(episodes[i] is ref[i] for i in (0, 3, 6)) and not pool[0].seen
+    assert pool[1].seen == {scenarios[i].scenario_id for i in (1, 4)}
+    assert pool[2].seen == {scenarios[i].scenario_id for i in (2, 5)}
 
 
 def test_the_pool_deals_generation_0_and_reports_each_generation(played):

@@ -59,15 +59,21 @@ def episode_outcomes(
     return dict(zip(keys, (int(c) for c in flags), strict=True))
 
 
-def outcome_matrix(outcomes: Mapping[tuple[str, int], int], scenarios: Sequence[str] | None = None) -> Any:
+def outcome_matrix(
+    outcomes: Mapping[tuple[str, int], int],
+    scenarios: Sequence[str] | None = None,
+    draws: Sequence[int] | None = None,
+) -> Any:
     """``{(scenario_id, draw): 0/1}`` as an (n_scenarios, K) array, scenarios in ``scenarios``' order (default:
-    sorted), draws ascending; refused unless every scenario holds the same draws."""
+    sorted), ``draws`` in order (default: every draw, ascending; refused unless every scenario holds the same)."""
     import numpy as np
 
     by: dict[str, dict[int, int]] = {}
     for (sid, draw), v in outcomes.items():
         by.setdefault(sid, {})[draw] = v
     order = list(scenarios) if scenarios is not None else sorted(by)
+    if draws is not None:
+        return np.array([[by[sid][d] for d in draws] for sid in order], dtype=float)
     draws = sorted(by[order[0]]) if order else []
     if any(sorted(by.get(sid, {})) != draws for sid in order):
         raise ValueError("every scenario must hold the same draws")

@@ -158,13 +158,13 @@ def evaluate_heldout(
         with phases.time("episodes") as counts:
             played = _play(player(), opp, scenarios, draws, wanted, seed, turns, tally)
             counts["episodes"] = per_player
-        done[key] = _figures(played, opp, judge, len(scenarios))
+        split = _by_generation(played["advpool"][0], len(opp.pool), len(scenarios)) if "advpool" in played else {}
+        done[key] = _figures(played, split, judge, len(scenarios))
         records[key] = {o: episode_record(eps, ds) for o, (eps, ds) in played.items()}
-        cells[key] = _cross_play_row(played, len(opp.pool), len(scenarios), seed)
-        if key != EXPERT and "advpool" in played:
-            for g, eps in _by_generation(played["advpool"][0], len(opp.pool), len(scenarios)).items():
-                if g:  # trained generations only: strategy discovery reads what adversaries learnt
-                    report.adversary_episodes.setdefault(g, []).extend(eps)
+        cells[key] = _cross_play_row(played, split, seed)
+        for g, eps in split.items() if key != EXPERT else ():
+            if g:  # trained generations only: strategy discovery reads what adversaries learnt
+                report.adversary_episodes.setdefault(g, []).extend(eps)
     meter.finish()
     report.phases = phases.as_dict()
     report.ceiling = done.get(EXPERT, {})
@@ -223,7 +223,7 @@ def _play(
     """{opponent: (episodes, their draws)}, draw by draw, each draw the scenarios in order."""
     played: dict[str, tuple[list[Episode], list[int]]] = {}
     for opponent in wanted:
-        episodes, drawn, ref = [], [], []
+        episodes, drawn = [], []
         mine = opp.draws_of(opponent, draws)
         for d in mine:
             play = {**turns, "seed": draw_seed(seed, d)}
@@ -234,9 +234,9 @@ def _play(
             elif opponent == "ref":
                 eps = run_episodes(scenarios, agent, opp.pool[0], **play)
             else:
-                ref = played["ref"][0][len(episodes) : len(episodes) + len(scenarios)] if "ref" in played else []
-                eps = _against_pool(scenarios, agent, opp.pool, play, ref or None)
-            fresh = len(eps) - (len(range(0, len(eps), len(opp.pool))) if opponent == "advpool" and ref else 0)
+                ref = played["ref"][0][len(episodes) : len(episodes) + len(scenarios)] if "ref" in played else None
+                eps = _against_pool(scenarios, agent, opp.pool, play, ref)
+            fresh = _fresh(opponent, len(scenarios), opp, [d], wanted)  # the pool's gen-0 share is ref's: not played
             tally(opponent if len(mine) == 1 else f"{opponent}, draw {d}", fresh)
             episodes += eps
             drawn += [d] * len(eps)
@@ -270,7 +270,7 @@ def _by_generation(episodes: list[Episode], generations: int, n: int) -> dict[in
 
 
 def _figures(
-    played: dict[str, tuple[list[Episode], list[int]]], opp: _Opponents, judge: Scorer, n: int
+    played: dict[str, tuple[list[Episode], list[int]]], split: dict[int, list[Episode]], judge: Scorer, n: int
 ) -> dict[str, float]:
     """One player's metrics: METRICS.md's per opponent over every (scenario, draw), failure kinds, pass^k over the
     draws against the sampled LM opponents, and the pool's parts per generation and the judge's adversary parts."""
@@ -284,7 +284,6 @@ def _figures(
             metrics.update(pass_hat_metrics([episodes[d * n : (d + 1) * n] for d in range(k)], suffix))
     if "advpool" in played:
         pool = played["advpool"][0]
-        split = _by_generation(pool, len(opp.pool), n)
         metrics["strict_pass_advpool_by_generation"] = [  # type: ignore[assignment]
             sum(ep.outcome.strict_pass for ep in eps) / max(1, len(eps)) for eps in split.values()
         ]
@@ -296,12 +295,10 @@ def _figures(
 
 
 def _cross_play_row(
-    played: dict[str, tuple[list[Episode], list[int]]], generations: int, n: int, seed: int
+    played: dict[str, tuple[list[Episode], list[int]]], split: dict[int, list[Episode]], seed: int
 ) -> dict[str, dict[str, float]]:
     """One player's cross-play cells: coop, camo and each adversary generation's share of the pool (``adv_<g>``),
     strict PASS with its 95% interval over scenarios, each scenario's draws kept together."""
     groups: dict[str, list[Episode]] = {o: played[o][0] for o in ("coop", "camo") if o in played}
-    if "advpool" in played:
-        for g, eps in _by_generation(played["advpool"][0], generations, n).items():
-            groups[f"adv_{g}"] = eps
+    groups.update({f"adv_{g}": eps for g, eps in split.items()})
     return {name: cross_play_cell(eps, seed) for name, eps in groups.items() if eps}
