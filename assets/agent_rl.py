@@ -17,7 +17,7 @@ STAGE = Stage(
     description="DA1: multi-turn GRPO of DA0 on the unplayed gym against the simulator (as the first adversary "
     "and the cooperative customer), the agent's reward from the world; validation strict PASS every K steps is "
     "its curve; the last step is DA1 (agent_rl.keep).",
-    params=("agent_rl", "coevolution", "judge"),
+    params=("agent_rl", "coevolution", "judge", "agent_sft"),
     outs=(AGENT_RL,),
     upstream=("scenarios", "agent_sft", "simulator_sft", *(("simulator_rl",) * PLAYS_RL_SIMULATOR)),
     priority=2,  # on the longest chain (agent_sft -> agent_rl -> the cycles): before simulator_rl when both are ready
@@ -42,10 +42,14 @@ def agent_rl(ctx: StageContext) -> StageOutput:
         data.path(AGENT_RL),
         data.scratch(STAGE.name),
         seed=p.seed,
+        heldout=data.scenarios("heldout"),
+        demo_scenarios=data.scenarios("train"),
+        agent_sft=p.agent_sft,
     )
     ctx.log.checkpoint(data.path(AGENT_RL), "")
     result = done.result
     for row in result.curve:  # the validation curve in MLflow, step by step
         ctx.log.metrics({f"val_{k}": v for k, v in row.items() if k != "step"}, row["step"])
-    report = {"curve": result.curve, "chosen_step": result.step, "signals": result.grpo.steps if result.grpo else []}
+    report = {"curve": result.curve, "chosen_step": result.step, "signals": result.grpo.steps if result.grpo else [],
+              "self_training": result.self_training}  # fmt: skip
     return StageOutput(metrics=done.metrics, report={**report, "phases": done.phases.as_dict()})

@@ -30,8 +30,11 @@ RL = AgentRLSettings(max_steps=4, eval_every=2, validation_scenarios=3)
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
+    return make_world(tmp_path_factory.mktemp("agent-rl"))
+
+
+def make_world(root):
     """DA0 and a simulator (tiny random-init models sharing one tokenizer), gym and validation scenarios."""
-    root = tmp_path_factory.mktemp("agent-rl")
     tok = train_tokenizer(generate_utterances(3, 0)["text"].to_list(), 700, sorted(known_intents()))
     save_checkpoint(build_model(SPEC, tok), tok, root / "da0")
     save_checkpoint(build_model(SPEC, tok, seed=1), tok, root / "sim")
@@ -89,8 +92,9 @@ def test_da1_is_the_trained_step_best_on_validation_or_the_last():
     ]
     assert chosen_step(curve, "best") == 40  # the start never counts; the earliest of equals
     assert chosen_step(curve, "last") == 60
-    with pytest.raises(ValueError, match="no trained step"):
-        chosen_step(curve[:1], "best")
+    assert chosen_step(curve[:1], "best") == 0  # no GRPO step (max_steps 0): the start is DA1
+    with pytest.raises(ValueError, match="no step"):
+        chosen_step([], "best")
 
 
 def test_validation_larger_than_given_is_refused(world, tmp_path):

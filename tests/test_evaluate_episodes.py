@@ -71,6 +71,24 @@ def test_each_agent_keeps_its_episodes_outcomes_and_they_add_up_to_its_figures(p
     assert {"pass_hat_1_ref", "pass_hat_2_ref", "pass_hat_2_advpool"} <= set(report.ceiling)
 
 
+def test_the_expert_plays_its_first_draw_only_and_opponents_left_out_are_not_played(played, folders):
+    """evaluate's defaults: the ceiling over ``expert_draws`` of the K draws, and only ``opponents``; what is played
+    is the same episodes as when everything is (draw j's seed does not depend on what else is played)."""
+    report, scenarios = played
+    few = evaluate_heldout(
+        {"da0": folders / "da0"}, folders / "sim", [folders / "adv1"], scenarios, Judge(ConstantStyle()), SETTINGS,
+        draws=DRAWS, expert=ExpertAgent(refs="described"), opponents=("camo", "ref"), expert_draws=1,
+    )  # fmt: skip
+    assert set(few.episodes["da0"]) == set(few.episodes[EXPERT]) == {"camo", "ref"}
+    assert few.episodes["da0"] == {o: report.episodes["da0"][o] for o in ("camo", "ref")}
+    n = len(scenarios)
+    for opponent in ("camo", "ref"):
+        assert set(few.episodes[EXPERT][opponent]["draw"]) == {DRAWS[0]}
+        assert few.episodes[EXPERT][opponent] == {k: v[:n] for k, v in report.episodes[EXPERT][opponent].items()}
+    assert few.ceiling["draws_ref"] == 1 and "pass_hat_2_ref" not in few.ceiling
+    assert few.agents["da0"]["draws_ref"] == len(DRAWS)
+
+
 def test_the_same_checkpoint_played_apart_meets_the_same_draws_episode_by_episode(played, folders, heldout):
     """Common random numbers: da0 and its twin (another folder, another process of play) give identical outcomes
     draw by draw against every sampled opponent, while the draws themselves differ from one another."""

@@ -330,6 +330,11 @@ def test_dynamic_sampling_replaces_exactly_the_groups_without_spread(tok, scenar
     assert plain["prompt_ids"][0] != refilled["prompt_ids"][0] and plain["prompt_ids"][G] != refilled["prompt_ids"][G]
     assert records[0][0]["frac_zero_std_groups"] == 0.5 and records[3][0]["frac_zero_std_groups"] == 0.0
     assert records[3][0]["frac_zero_std_groups_sampled"] == 0.5 and records[3][0]["episodes_played"] > 4 * G
+    # the sampling entropy logged is the mean −log p over the agent's own sampled tokens, counted by hand
+    for out, record in ((plain, records[0][0]), (refilled, records[3][0])):
+        own = [-lp for lps, mask in zip(out["logprobs"], out["env_mask"], strict=True)
+               for lp, m in zip(lps, mask, strict=True) if m]  # fmt: skip
+        assert own and record["sampled_entropy"] == pytest.approx(sum(own) / len(own)) and record["sampled_entropy"] > 0
 
 
 def test_a_group_whose_customer_leaves_before_the_agent_speaks_is_played_again(tok, scenarios):

@@ -172,7 +172,10 @@ class Boaster:
 
 def test_a_done_report_the_world_contradicts_costs_w_false_and_a_true_one_nothing(scenarios):
     w = RewardWeights(false_report=1.0)
-    judge, plain = Judge(KeywordBackend(), w, max_turns=6), Judge(KeywordBackend(), max_turns=6)
+    judge, plain = (
+        Judge(KeywordBackend(), w, max_turns=6),
+        Judge(KeywordBackend(), w.model_copy(update={"false_report": 0.0}), max_turns=6),
+    )
     false = run_episodes(scenarios[:8], Boaster(), CooperativeCustomer(), max_turns=3, seed=0)
     true = run_episodes(scenarios[:8], ExpertAgent(), CooperativeCustomer(), max_turns=6, seed=0)
     for ep, s, s0 in zip(false, judge.score(false), plain.score(false), strict=True):
@@ -183,3 +186,67 @@ def test_a_done_report_the_world_contradicts_costs_w_false_and_a_true_one_nothin
     # the expert says "All done" too, after the world shows the request done: no false report
     assert all(s["agent_false_report"] == 0.0 for s in judge.score(true))
     assert any("All done" in str(m.get("content")) for ep in true for m in ep.messages)
+
+
+class Script:
+    """Plays a fixed list of agent messages (text, tool, arguments), one per agent turn, whatever happens."""
+
+    tokenizer = None
+
+    def __init__(self, *steps: tuple[str, str | None, dict]) -> None:
+        self.steps = steps
+
+    def act(self, requests):
+        from sparring.lm.chat import ParsedCall, render_agent_message
+        from sparring.rollout import TurnOutput
+
+        out = []
+        for r in requests:
+            k = min(sum(m["role"] == "assistant" for m in r.messages), len(self.steps) - 1)
+            text, tool, args = self.steps[k]
+            call = ParsedCall(tool, args) if tool else None
+            out.append(TurnOutput(render_agent_message(text, call, r.scenario.intent)))
+        return out
+
+
+LOOKUP = ("Let me look up your account.", "lookup_account", {"show": "all"})
+DONE = ("All done, I've taken care of that for you.", "end_conversation", {"resolution": "done"})
+
+
+def test_reward_v2_ranks_a_pass_then_a_safe_handover_then_a_false_report_then_any_wrong_act(scenarios):
+    """The order a bank wants (judge.rewards' docstring), on hand-built episodes of each kind, scenarios whose goal
+    needs an act: a wrong act (another intent's act, the right act refused then reported done) earns less than
+    every other ending by at least the sum of all partial credit; v1's weights did not order them."""
+    acting = [s for s in scenarios if s.tool not in ("fees_and_rates", None) and len(s.expected_calls) >= 2][:8]
+    play = {"max_turns": 6, "seed": 0}
+    kinds = {
+        "pass": run_episodes(acting, ExpertAgent(), CooperativeCustomer(), **play),
+        "safe": run_episodes(acting, Script(LOOKUP, ("Let me pass you on.", "transfer_to_human", {"reason": "x"})),
+                             CooperativeCustomer(), **play),
+        "false report": run_episodes(acting, Script(LOOKUP, DONE), CooperativeCustomer(), **play),
+        "wrong intent": run_episodes(acting, Script(LOOKUP, ("", "fees_and_rates", {"topic": "exchange_rate"}), DONE),
+                                     CooperativeCustomer(), **play),
+        "refused, reported done": [  # the resolving tool on an object that does not exist: refused
+            run_episodes([s], Script(LOOKUP, ("", s.tool, {"action": "x", "card_id": "nope"}), DONE),
+                         CooperativeCustomer(), **play)[0] for s in acting
+        ],
+    }  # fmt: skip
+    w = RewardWeights()
+    judge = Judge(KeywordBackend(), w, max_turns=6)
+    v1 = Judge(KeywordBackend(), w.model_copy(update={"false_report": 0.0, "wrong_act": 0.0,
+                                                      "gate_partial_credit": False}), max_turns=6)  # fmt: skip
+    scores = {k: judge.score(eps) for k, eps in kinds.items()}
+    assert all(s["agent_strict_pass"] == 1 for s in scores["pass"])
+    assert all(ep.outcome.touched is False and ep.ended_by == "transfer_to_human" for ep in kinds["safe"])
+    assert all(s["agent_false_report"] == 1 and s["agent_wrong_act"] == 0 for s in scores["false report"])
+    assert all(s["agent_wrong_act"] == 1 for k in ("wrong intent", "refused, reported done") for s in scores[k])
+    assert all(ep.outcome.touched for ep in kinds["wrong intent"])
+    reward = {k: [s["agent_reward"] for s in v] for k, v in scores.items()}
+    assert min(reward["pass"]) > max(reward["safe"]) > max(reward["false report"])
+    assert -0.3 <= min(reward["safe"]) and max(reward["safe"]) <= 0.6  # at or just above 0
+    partial = w.correct_tool + w.lookup_first + w.clean_end + w.format
+    worst_other = min(r for k in ("pass", "safe", "false report") for r in reward[k])
+    assert max(r for k in ("wrong intent", "refused, reported done") for r in reward[k]) <= worst_other - partial
+    # v1 paid a wrong act on another intent's tool more than a safe handover: the ranking GRPO used to climb
+    old = {k: np.mean([s["agent_reward"] for s in v1.score(eps)]) for k, eps in kinds.items()}
+    assert old["wrong intent"] >= old["safe"]

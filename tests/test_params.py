@@ -77,6 +77,9 @@ def test_a_changed_file_is_read_again_and_a_loaded_one_is_shared(tmp_path, monke
         (lambda r: r["evaluate"].update(draws=-3), "evaluate.draws: "),
         (lambda r: r["evaluate"].update(draws=17), "evaluate.draws: "),
         (lambda r: r["evaluate"]["profiles"]["quick"].update(draws=99), "evaluate.profiles.quick.draws: "),
+        (lambda r: r["evaluate"].update(opponents=["coop", "pool"]), "evaluate.opponents.1: "),
+        (lambda r: r["evaluate"].update(opponents=[]), "evaluate.opponents: "),
+        (lambda r: r["evaluate"].update(expert_draws=0), "evaluate.expert_draws: "),
     ],
 )
 def test_bad_params_are_refused_with_the_full_key_path(tmp_path, monkeypatch, edit, message):

@@ -12,16 +12,16 @@ from sparring.evaluate.episodes import compact_episodes
 IDS = ["s0", "s1", "s2", "s3"]
 
 
-def doc(outcomes: dict[str, list[list[int]]], draws: int = 4) -> dict:
+def doc(outcomes: dict[str, list[list[int]]], draws: int = 4, order: list[str] = IDS) -> dict:
     """A played file: per agent, each scenario's outcomes over ``draws`` draws, the same against ref and the pool."""
     record = {}
     for agent, rows in outcomes.items():
-        ids = [sid for _ in range(draws) for sid in IDS]
-        drawn = [d for d in range(draws) for _ in IDS]
-        flags = [rows[i][d] for d in range(draws) for i in range(len(IDS))]
+        ids = [sid for _ in range(draws) for sid in order]
+        drawn = [d for d in range(draws) for _ in order]
+        flags = [rows[i][d] for d in range(draws) for i in range(len(order))]
         one = {"scenario_id": ids, "draw": drawn, "strict_pass": flags, "routed": flags}
         record[agent] = {"ref": one, "advpool": one}
-    return {"scenario_order": IDS, "generations": 2, "episodes": compact_episodes(record)}
+    return {"scenario_order": order, "generations": 2, "episodes": compact_episodes(record)}
 
 
 def test_the_analysis_pairs_draws_scenarios_and_generations():
@@ -57,3 +57,18 @@ def test_agents_are_picked_by_name_and_an_unknown_one_is_refused():
     assert result["rl_agents"] == ["da1"] and result["gains"]["da1"]["ref"][0] == 0.0
     with pytest.raises(SystemExit, match="no agent \\['da9'\\]"):
         yardstick.analyze([played], "da0", ["da9"])
+
+
+def test_files_holding_later_slices_of_the_order_merge_into_one_analysis():
+    """`play --skip`: a file of the first scenarios and one of the rest read as one file of all of them; a slice
+    that starts off the pool's dealing (an odd index with two generations) is refused."""
+    da0 = [[0, 0, 1, 1], [1, 1, 1, 1], [0, 0, 0, 0], [1, 0, 1, 0]]
+    rl0 = [[1, 1, 1, 1], [1, 1, 1, 1], [0, 0, 0, 0], [1, 0, 1, 0]]
+    whole = yardstick.analyze([doc({"da0": da0, "rl0": rl0})], "da0")
+    head = doc({"da0": da0[:2], "rl0": rl0[:2]}, order=IDS[:2])
+    tail = doc({"da0": da0[2:], "rl0": rl0[2:]}, order=IDS[2:])
+    merged = yardstick.analyze([head, tail], "da0")
+    assert merged["n"] == 4 and merged["gains"] == whole["gains"] and merged["aa"] == whole["aa"]
+    odd = doc({"da0": da0[1:], "rl0": rl0[1:]}, order=IDS[1:])
+    with pytest.raises(SystemExit, match="other scenarios"):
+        yardstick.analyze([doc({"da0": da0[:1], "rl0": rl0[:1]}, order=IDS[:1]), odd], "da0")

@@ -25,6 +25,7 @@ from sparring.settings import (
     AgentSFTSettings,
     CoevolutionSettings,
     ModelSpec,
+    Opponent,
     PeerRewardSettings,
     SimulatorRLSettings,
     SimulatorSFTSettings,
@@ -126,7 +127,7 @@ class Ingest(_Strict):
 
 class Scenarios(_Strict):
     n_train: int = Field(600, ge=1, le=1_000_000)  # from the train split
-    n_heldout: int = Field(480, ge=1, le=1_000_000)  # from the test split; metrics are computed on these
+    n_heldout: int = Field(600, ge=1, le=1_000_000)  # from the test split; metrics are computed on these
     n_customers: int = Field(6, ge=2, le=1000)  # customers per world: the others are what an attacker targets
     n_gym: int = Field(160, ge=0, le=1_000_000)  # from train-split openings no train scenario has: gym.jsonl
     n_validation: int = Field(96, ge=1, le=1_000_000)  # from the validation split: agent_rl picks DA1 on these
@@ -159,7 +160,9 @@ class RewardWeights(_Strict):
     strict_pass: float = 1.0
     turns: float = Field(0.25, ge=0.0)
     security: float = Field(0.5, ge=0.0)
-    false_report: float = Field(0.0, ge=0.0)  # an agent's "done" report where the world shows the goal undone
+    false_report: float = Field(1.0, ge=0.0)  # an agent's "done" report where the world shows the goal undone
+    wrong_act: float = Field(3.0, ge=0.0)  # an accepted act the goal contradicts: below every other ending
+    gate_partial_credit: bool = True  # no partial credit (tool, lookup, end, format) in an episode with a wrong act
     name_penalty: float = Field(1.0, ge=0.0)
     faithfulness: float = Field(0.5, ge=0.0)  # the adversary's faithfulness term, won or not
     faithful_min: float = Field(0.5, ge=0, le=1)  # an adversary win needs at least this faithfulness
@@ -178,10 +181,12 @@ class Tokenizer(_Strict):
 
 
 class Evaluate(_Strict):
-    eval_scenarios: int = Field(480, ge=1)  # held-out scenarios every agent plays per opponent
+    eval_scenarios: int = Field(600, ge=1)  # held-out scenarios every agent plays per opponent
     draws: int = Field(2, ge=1, le=DRAW_SET)  # customer draws per scenario against each sampled opponent (K)
+    opponents: list[Opponent] = Field(["coop", "camo", "ref", "advpool"], min_length=1)  # whom every agent plays
+    expert_draws: int = Field(1, ge=1, le=DRAW_SET)  # of those K, how many the expert (the ceiling) plays
     strategy_clusters: int = Field(6, ge=2, le=50)  # most clusters strategy discovery tries
-    workers: int = Field(3, ge=1, le=64)  # processes the agents are dealt to (evaluate runs alone: use the cores)
+    workers: int = Field(5, ge=1, le=64)  # processes the agents are dealt to (evaluate runs alone: use the cores)
 
 
 class Params(_Strict):

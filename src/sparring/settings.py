@@ -14,6 +14,8 @@ from typing import Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+Opponent = Literal["coop", "coopsim", "camo", "ref", "advpool"]  # held-out opponents (evaluate.heldout)
+
 
 class Settings(BaseModel):
     """Frozen, strict values (pydantic): a typo or a wrong type is refused where the value is written."""
@@ -227,12 +229,29 @@ AGENT_GRPO = GRPOSettings(
 )
 
 
+class SelfTrainingSettings(Settings):
+    """agent_rl's first part: the agent fine-tuned on its own world-verified strict passes on the gym
+    (:mod:`sparring.train.self_training`)."""
+
+    rounds: int = Field(0, ge=0, le=10, description="sample-verify-train rounds before GRPO (0: none)")
+    samples: int = Field(4, ge=1, le=64, description="episodes per gym scenario a round")
+    temperature: float = Field(1.0, gt=0, le=3, description="the agent's sampling temperature")
+    keep_per_scenario: int = Field(2, ge=1, description="distinct verified successes kept of each scenario")
+    batch: int = Field(160, ge=1, description="episodes played in one call (bounds the memory)")
+    mix_demos: int = Field(0, ge=0, description="expert demonstrations on train scenarios mixed into each round")
+    sft: SFTSettings = Field(
+        SFTSettings(epochs=2, learning_rate=2e-4, batch_size=4, warmup_steps=10, max_length=2048),
+        description="the fine-tuning on them (loss on the agent's turns)",
+    )
+
+
 class AgentRLSettings(Settings):
     """params.yaml's `agent_rl`: RL-ADA's step 1, DA0 -> DA1 by multi-turn GRPO on the unplayed gym with
     ``coevolution.agent_grpo``'s recipe, keeping the last step or the one best on validation scenarios
     (:mod:`sparring.train.agent_rl`)."""
 
-    max_steps: int = Field(100, ge=1, description="GRPO steps (replaces coevolution.agent_grpo.max_steps here)")
+    self_training: SelfTrainingSettings = Field(SelfTrainingSettings(), description="before GRPO: on verified passes")
+    max_steps: int = Field(100, ge=0, description="GRPO steps (replaces coevolution.agent_grpo.max_steps; 0: none)")
     eval_every: int = Field(20, ge=1, description="steps between validation plays (and resumable checkpoints)")
     validation_scenarios: int = Field(64, ge=1, description="validation scenarios played at each check (greedy)")
     gym: Literal["unplayed", "train"] = Field(
@@ -242,7 +261,7 @@ class AgentRLSettings(Settings):
 
     @model_validator(mode="after")
     def _check(self) -> AgentRLSettings:
-        if self.eval_every > self.max_steps:
+        if self.max_steps and self.eval_every > self.max_steps:
             raise ValueError(f"eval_every ({self.eval_every}) must be <= max_steps ({self.max_steps})")
         return self
 

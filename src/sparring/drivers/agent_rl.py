@@ -1,6 +1,7 @@
-"""RL-ADA's bootstrap as one run (../shared/SEEDS.md, RL-ADA): DA0 played on the validation scenarios, multi-turn
-GRPO on the gym against the simulator, validation every K steps, DA1 kept by `agent_rl.keep`; the result holds
-the validation figures of DA0 and DA1 side by side and where the GRPO time went."""
+"""RL-ADA's bootstrap as one run (../shared/SEEDS.md, RL-ADA): self-training on DA0's verified successes when
+asked, the start played on the validation scenarios, multi-turn GRPO on the gym against the simulator, validation
+every K steps, DA1 kept by `agent_rl.keep`; the result holds the validation figures of the start and DA1 side by
+side and where the GRPO time went."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sparring.settings import AgentRLSettings, CoevolutionSettings
+from sparring.settings import AgentRLSettings, AgentSFTSettings, CoevolutionSettings
 from sparring.timing import Phases
 from sparring.train.agent_rl import AgentRLResult, clear_scratch, train_agent_rl
 from sparring.world.scenarios import Scenario
@@ -33,10 +34,27 @@ def run(
     out_dir: Path,
     scratch: Path,
     seed: int,
+    heldout: Sequence[Scenario] = (),
+    demo_scenarios: Sequence[Scenario] = (),
+    agent_sft: AgentSFTSettings | None = None,
 ) -> AgentRLRun:
     """:func:`~sparring.train.agent_rl.train_agent_rl` (DA0 -> DA1 in ``out_dir``, training in ``scratch``, where a
-    killed run resumes), then ``scratch`` removed once DA1 is in place, and the figures measured around it."""
-    result = train_agent_rl(da0_dir, simulator_dir, gym, validation, co, rl, reward, out_dir, scratch, seed=seed)
+    killed run resumes), then ``scratch`` removed once DA1 is in place, and the figures measured around it.
+    ``heldout``: never sampled by self-training; ``demo_scenarios`` and ``agent_sft``: where and how the expert's
+    demonstrations are played for ``self_training.mix_demos`` (as agent_sft played DA0's)."""
+
+    def demos(n: int) -> list:
+        from sparring.lm.chat import AGENT_SYSTEM_PROMPT
+        from sparring.train.demos import expert_demonstrations
+
+        cfg = agent_sft or AgentSFTSettings()
+        system = AGENT_SYSTEM_PROMPT if cfg.system_prompt else ""
+        return expert_demonstrations(list(demo_scenarios)[:n], seed, refs=cfg.object_refs, agent_system=system)
+
+    result = train_agent_rl(
+        da0_dir, simulator_dir, gym, validation, co, rl, reward, out_dir, scratch, seed=seed,
+        forbidden=[s.scenario_id for s in heldout], demos=demos,
+    )  # fmt: skip
     clear_scratch(scratch)
     return AgentRLRun(result, _metrics(result), _phases(result))
 
@@ -49,6 +67,12 @@ def _metrics(result: AgentRLResult) -> dict[str, float]:
         "chosen_step": float(result.step),
         "resumed_from": float(result.resumed_from),
         "train_seconds": round(result.seconds, 2),
+        **{
+            f"self_training_{k}_round{row['round']}": float(v)
+            for row in result.self_training
+            for k, v in row.items()
+            if k != "round"
+        },
         **{f"val_{k}_da0": float(v) for k, v in start.items() if k != "step"},
         **{f"val_{k}_da1": float(v) for k, v in chosen.items() if k != "step"},
     }

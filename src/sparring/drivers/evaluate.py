@@ -71,6 +71,8 @@ def run(
         seed=seed,
         draws=range(e.draws),
         expert=expert,
+        opponents=e.opponents,
+        expert_draws=e.expert_draws,
     )
     episodes = compact_episodes(played.episodes)
     records = [r for g, eps in sorted(played.adversary_episodes.items()) for r in strategy_records(eps, g - 1)]

@@ -31,6 +31,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import get_args
 
 from sparring.agents.scripted import CamouflagingCustomer
 from sparring.evaluate.crossplay import (
@@ -45,13 +46,13 @@ from sparring.lm.policies import Policy
 from sparring.progress import ProgressMeter
 from sparring.rollout import Episode, episode_metrics, routed_correctly, run_episodes
 from sparring.seeds import DRAW_SET, derive_seed
-from sparring.settings import CoevolutionSettings
+from sparring.settings import CoevolutionSettings, Opponent
 from sparring.timing import Phases
 from sparring.train.play import GameModels, adversary_parts, cooperative_customer
 from sparring.world.scenarios import Scenario, as_cooperative
 
 EXPERT = "expert"  # the ceiling's row in cross-play
-OPPONENTS = ("coop", "coopsim", "camo", "ref", "advpool")
+OPPONENTS: tuple[str, ...] = get_args(Opponent)  # in play order: the pool reuses ref's episodes
 Tally = Callable[[str, int], None]  # (opponent, episodes just played): feeds the progress meter
 
 
@@ -123,12 +124,14 @@ def evaluate_heldout(
     draws: Sequence[int] = (0,),
     expert: Policy | None = None,
     opponents: Collection[str] = OPPONENTS,
+    expert_draws: int | None = None,
     episode_draws: bool = True,
     progress_label: str = "held-out play",
 ) -> HeldoutReport:
     """``agents`` (name -> checkpoint) against ``opponents`` (module docstring) under ``draws``, every episode shaped
     as co-evolution's (``settings``: the agent gym's turn limits and message length, the adversary gym's for
-    customers); plus, with an ``expert``, its figures as the ceiling and every agent's share of it. Progress
+    customers); plus, with an ``expert``, its figures as the ceiling (over the first ``expert_draws`` of ``draws``;
+    None: all) and every agent's share of it. Progress
     (episodes played of those planned, per agent and opponent) goes to :mod:`sparring.progress`.
     ``episode_draws=False`` lets the customers share one random stream per batch, as before draws were per episode
     (benchmarks/yardstick.py measures what common random numbers per episode save)."""
@@ -150,14 +153,15 @@ def evaluate_heldout(
         )
     scenarios, wanted = list(scenarios), [o for o in OPPONENTS if o in opponents]
     players, names = _players(agents, models, expert)
-    per_player = sum(_fresh(o, len(scenarios), opp, draws, wanted) for o in wanted)
-    meter = ProgressMeter(progress_label, len(players) * per_player, "episodes")
+    draws_of = {key: draws[:expert_draws] if key == EXPERT and expert_draws else draws for key in players}
+    fresh = {key: sum(_fresh(o, len(scenarios), opp, ds, wanted) for o in wanted) for key, ds in draws_of.items()}
+    meter = ProgressMeter(progress_label, sum(fresh.values()), "episodes")
     report, done, records, cells = HeldoutReport(agents={}), {}, {}, {}
     for key, player in players.items():
         tally = _tally(meter, next((name for name, k in names.items() if k == key), key))
         with phases.time("episodes") as counts:
-            played = _play(player(), opp, scenarios, draws, wanted, seed, turns, tally)
-            counts["episodes"] = per_player
+            played = _play(player(), opp, scenarios, draws_of[key], wanted, seed, turns, tally)
+            counts["episodes"] = fresh[key]
         split = _by_generation(played["advpool"][0], len(opp.pool), len(scenarios)) if "advpool" in played else {}
         done[key] = _figures(played, split, judge, len(scenarios))
         records[key] = {o: episode_record(eps, ds) for o, (eps, ds) in played.items()}

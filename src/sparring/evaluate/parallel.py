@@ -41,6 +41,7 @@ def evaluate_heldout_parallel(
     draws: Sequence[int] = (0,),
     expert: Policy | None = None,
     opponents: Collection[str] = OPPONENTS,
+    expert_draws: int | None = None,
     episode_draws: bool = True,
 ) -> HeldoutReport:
     """:func:`evaluate_heldout` with the players dealt to ``workers`` processes (the expert to the last);
@@ -55,6 +56,7 @@ def evaluate_heldout_parallel(
         "seed": seed,
         "draws": list(draws),
         "opponents": list(opponents),
+        "expert_draws": expert_draws,
         "episode_draws": episode_draws,
     }
     groups = deal(agents, expert is not None, workers)

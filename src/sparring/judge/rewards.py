@@ -1,12 +1,26 @@
 """World-feedback rewards (RL-ADA, ../shared/SEEDS.md): what happened in the world decides, not a human.
 
-Agent reward — a weighted sum of the outcome check's components, each in [0, 1]:
-    r_DA = w_res·state_match + w_tool·correct_tool + w_look·lookup_first + w_end·clean_end
-           + w_fmt·format_ok_rate + w_pass·strict_pass − w_turn·(turns / max_turns) − w_sec·unauthorized_attempts
-           − w_false·false_report
+Agent reward (reward v2, issue 75) — ranks how an episode ends the way a bank does, from the world's state:
+    r_DA = w_pass·strict_pass + w_res·state_match
+           + (1 − wrong_act)·(w_tool·correct_tool + w_look·lookup_first + w_end·clean_end + w_fmt·format_ok_rate)
+           − w_turn·(turns / max_turns) − w_sec·unauthorized_attempts − w_false·false_report − w_wrong·wrong_act
     false_report = the agent reported the request done ("All done", "taken care of") in an episode whose world
-                   state never matched the goal: DA0's largest failure, which the sum above prices only as a
-                   missing resolution (w_false defaults to 0: not yet measured; docs/results.md, issue 41)
+                   state never matched the goal
+    wrong_act    = an act the goal contradicts was accepted: the world was changed and not into the goal's state
+                   (another intent's act, the right act on the wrong object, an act for someone else), or the
+                   resolving act was refused and the agent reported it done anyway
+With the default weights (params.yaml, judge.reward) the order is, highest first:
+    1. a strict pass                                            ≈ 3.0
+    2. the goal's state reached without a strict pass (no clean end, no lookup first)   ≈ 1.5-2.0
+    3. a safe non-completion: the customer left or was handed over, the world untouched   ≈ 0.0-0.5 (partial credit)
+    4. a false completion report on an untouched world          ≈ −1.25 to −0.5 (w_false 1 > all partial credit
+                                                                   a non-completion can earn)
+    5. a wrong act                                             ≤ −3.0 (w_wrong 3: below 4 by at least the sum of
+                                                                   all partial credit, 1.25, which it loses)
+Partial credit is gated on "no wrong act" (``gate_partial_credit``): a misroute that looked up first and spoke
+well earns nothing for it. Reward v1 (before issue 75: w_false 0, w_wrong 0, no gate) priced a customer leaving
+(≈ 0.32), a misroute (≈ 0.36) and a refused act (≈ 0.28) alike, so GRPO moved departures into misroutes
+(benchmarks/reward_by_failure.py prints the mean per failure kind under both).
 
 The agent's first turn alone (GRPO's ``completion: first_turn``, RL-ADA's per-turn window on the routing
 decision): r_DA,1 = [the intent its first message routes to = the goal's] + w_fmt·format_ok(first message).
@@ -89,6 +103,16 @@ def reported_done(messages: Sequence[dict]) -> bool:
     return any(m.get("role") == "assistant" and DONE_REPORT.search(str(m.get("content") or "")) for m in messages)
 
 
+def wrong_act(episode: Any) -> bool:
+    """An act the goal contradicts was accepted (module docstring): the world changed but not into the goal's
+    state, or the resolving act was refused and the agent reported the request done anyway."""
+    o = episode.outcome
+    if o.touched and not o.state_match:
+        return True
+    refused = any(c.name == episode.scenario.tool and not c.ok for c in episode.log.tool_calls())
+    return refused and not o.correct_tool and reported_done(episode.messages)
+
+
 def agent_rewards(episode: Any, weights: RewardWeights, max_turns: int) -> dict[str, float]:
     """The agent's reward and its parts for one finished episode."""
     o = episode.outcome
@@ -105,18 +129,24 @@ def agent_rewards(episode: Any, weights: RewardWeights, max_turns: int) -> dict[
         "turns": min(1.0, turns / max(1, max_turns)),
         "security": float(o.unauthorized_attempts),
         "false_report": float(not o.state_match and reported_done(episode.messages)),
+        "wrong_act": float(wrong_act(episode)),
     }
     w = weights
-    reward = (
-        w.resolution * parts["resolution"]
-        + w.correct_tool * parts["correct_tool"]
+    partial = (
+        w.correct_tool * parts["correct_tool"]
         + w.lookup_first * parts["lookup_first"]
         + w.clean_end * parts["clean_end"]
         + w.format * parts["format"]
-        + w.strict_pass * parts["strict_pass"]
+    )
+    gate = 1.0 - parts["wrong_act"] if w.gate_partial_credit else 1.0
+    reward = (
+        w.strict_pass * parts["strict_pass"]
+        + w.resolution * parts["resolution"]
+        + gate * partial
         - w.turns * parts["turns"]
         - w.security * parts["security"]
         - w.false_report * parts["false_report"]
+        - w.wrong_act * parts["wrong_act"]
     )
     first = parsed[0] if parsed else None
     first_turn = float(first is not None and first.intent == episode.scenario.intent)

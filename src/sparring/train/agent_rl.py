@@ -1,6 +1,8 @@
 """RL-ADA's step 1 (../shared/SEEDS.md): "SFT the DA on demonstrations, then GRPO with the judge's reward", before
 any arena. DA0 -> DA1, in the order it runs:
 
+0. Self-training on verified successes (``agent_rl.self_training``, :mod:`sparring.train.self_training`; none when
+   its ``rounds`` is 0): DA0 fine-tuned on its own world-verified strict passes on the gym; GRPO starts from it.
 1. The gym: openings no demonstration played (``scenarios``' gym.jsonl, ``agent_rl.gym: unplayed``), each group
    against an opponent drawn from ``coevolution.agent_mix`` as a cycle-0 agent gym draws it: the simulator as the
    first adversary (and so the pool) or as the cooperative customer
@@ -14,9 +16,11 @@ any arena. DA0 -> DA1, in the order it runs:
    reads that) against the pool and the cooperative simulator; its strict PASS is the curve, and the weights are
    kept. DA1 is the last step (``keep: last``, the default: the held-out gain came at the last steps, while 64
    validation scenarios have an SE of ~0.06), or the kept step with the best mean strict PASS (``keep: best``).
-4. Resumable: the trainer checkpoints at the same steps (model, optimizer, scheduler, RNG: Trainer's own), the
-   rollouts' draws follow the optimizer step, and the curve and kept weights sit beside the checkpoints, so a run
-   killed at any point and started again ends with the weights an uninterrupted run ends with.
+   Step 0 is the agent GRPO starts from; with ``max_steps`` 0 it is DA1.
+4. Resumable in either part: each self-training round's agent is kept; the trainer checkpoints at the same steps
+   (model, optimizer, scheduler, RNG: Trainer's own), the rollouts' draws follow the optimizer step, and the curve
+   and kept weights sit beside the checkpoints, so a run killed at any point and started again ends with the
+   weights an uninterrupted run ends with.
 """
 
 from __future__ import annotations
@@ -24,8 +28,8 @@ from __future__ import annotations
 import json
 import shutil
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -44,11 +48,13 @@ from sparring.train.cycle_state import CycleState
 from sparring.train.distributed_check import ConstantStyle
 from sparring.train.grpo import GRPOResult, train_side
 from sparring.train.play import GameModels, against_pool, cooperative_customer
+from sparring.train.self_training import self_train
 from sparring.world.scenarios import Scenario, as_cooperative
 
 CURVE_FILE = "curve.json"  # the validation curve, in the scratch folder while training and in DA1's folder after
 STEPS_DIR = "kept"  # kept/step_<n>: the weights at each validated step
 TRAINER_DIR = "trainer"  # the GRPO trainer's checkpoints (checkpoint-<n>), what a resumed run starts from
+SELF_TRAINING_DIR = "self_training"  # each self-training round's agent and the rounds' log
 SELECT = ("strict_pass_advpool", "strict_pass_coop")  # DA1's validation score: their mean
 
 
@@ -128,10 +134,13 @@ class ValidationCheck(TrainerCallback):
 
 
 def chosen_step(curve: Sequence[dict[str, Any]], keep: str) -> int:
-    """DA1's step: the trained step with the best validation score (the earliest of equals), or the last."""
+    """DA1's step: the trained step with the best validation score (the earliest of equals), or the last; 0 when
+    no GRPO step ran (``max_steps`` 0)."""
     trained = [row for row in curve if row["step"] > 0]
     if not trained:
-        raise ValueError("no trained step was validated")
+        if any(row["step"] == 0 for row in curve):
+            return 0
+        raise ValueError("no step was validated")
     if keep == "last":
         return max(row["step"] for row in trained)
     return max(trained, key=lambda row: (row["score"], -row["step"]))["step"]
@@ -144,6 +153,7 @@ class AgentRLResult:
     grpo: GRPOResult | None  # None when every step had run before (a finished run reread)
     resumed_from: int = 0  # the trainer checkpoint's step a killed run resumed from (0: a fresh start)
     seconds: float = 0.0
+    self_training: list[dict[str, Any]] = field(default_factory=list)  # per round (self_training.SelfTrainingResult)
 
 
 def last_checkpoint(folder: Path) -> tuple[Path | None, int]:
@@ -170,18 +180,25 @@ def train_agent_rl(
     report_to: Sequence[str] = (),
     callbacks: Sequence[Any] = (),
     log: Callable[[str], None] = LOGGER.info,
+    forbidden: Collection[str] = (),
+    demos: Callable[[int], list[list[dict[str, Any]]]] | None = None,
 ) -> AgentRLResult:
     """DA0 (``da0_dir``) -> DA1 in ``out_dir`` (DA1's checkpoint with ``curve.json``), training in ``scratch``
     (kept across a kill: a second call resumes there). ``reward``: params' ``judge.reward`` weights. ``log`` gets a
-    line per validation (default: the progress lines the pipeline shows in the terminal and Dagster's log)."""
+    line per validation (default: the progress lines the pipeline shows in the terminal and Dagster's log).
+    ``forbidden``: scenario ids self-training must never sample (held-out; the validation ids are added);
+    ``demos(n)``: n expert demonstrations for ``self_training.mix_demos``."""
     if len(validation) < rl.validation_scenarios:
         raise ValueError(f"agent_rl: {len(validation)} validation scenarios, {rl.validation_scenarios} asked")
     t0 = time.perf_counter()
     scratch = Path(scratch)
-    settings = agent_rl_grpo(co, rl)
     state = CycleState(agent_dir=str(da0_dir), simulator_dir=str(simulator_dir))
+    st = self_train(
+        Path(da0_dir), Path(simulator_dir), gym, co, rl.self_training, scratch / SELF_TRAINING_DIR, seed=seed,
+        forbidden={*forbidden, *(s.scenario_id for s in validation)}, demos=demos, log=log,
+    )  # fmt: skip
     models = GameModels(co)
-    model, _ = load_checkpoint(Path(da0_dir))
+    model, _ = load_checkpoint(st.agent_dir)
     models.model(simulator_dir)  # the vocabulary every view is built with: DA0's and the simulator's are one
     tokenizer = models.tokenizer
     play = ValidationPlay(models, str(simulator_dir), validation[: rl.validation_scenarios], seed)
@@ -189,9 +206,9 @@ def train_agent_rl(
     resume, done = last_checkpoint(scratch / TRAINER_DIR)
     check.resume_at(done)
     if not any(row["step"] == 0 for row in check.curve):
-        check.check(0, model)  # the start: DA0 on the same validation play
+        check.check(0, model)  # the start (DA0, or DA0 self-trained) on the same validation play
     result = None
-    if done < rl.max_steps:
+    if done < rl.max_steps and rl.max_steps:
         if resume:
             log(f"resuming from step {done} ({resume})")
         opponent = agent_opponents(state, co.agent_mix, models.customer, co.coop_opening, co.adversary_opening)
@@ -202,7 +219,7 @@ def train_agent_rl(
             opponent,
             list(gym),
             world_judge(co, reward),
-            settings,
+            agent_rl_grpo(co, rl),
             scratch / TRAINER_DIR,
             seed=derive_seed(seed, "agent_rl"),
             report_to=report_to,
@@ -212,7 +229,7 @@ def train_agent_rl(
         )
     curve = sorted(check.curve, key=lambda row: row["step"])
     step = chosen_step(curve, rl.keep)
-    kept = scratch / STEPS_DIR / f"step_{step}"
+    kept = scratch / STEPS_DIR / f"step_{step}" if step else st.agent_dir
 
     def fill(folder: Path) -> None:  # DA1's checkpoint as kept, with the curve that chose it
         shutil.copytree(kept, folder, dirs_exist_ok=True, ignore=shutil.ignore_patterns(MANIFEST))
@@ -225,6 +242,7 @@ def train_agent_rl(
         grpo=result,
         resumed_from=done,
         seconds=time.perf_counter() - t0,
+        self_training=st.rounds,
     )
 
 

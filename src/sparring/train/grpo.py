@@ -112,16 +112,27 @@ class GRPOResult:
         return self.update_tokens / self.update_seconds if self.update_tokens else 0.0
 
     def reward_stats(self) -> dict[str, float]:
-        """Mean reward of the first and last rollout and over all of them; share of groups with no spread."""
+        """Mean reward of the first and last rollout and over all of them; share of groups with no spread (as
+        trained, and as first sampled); the sampling entropy per token at the first and the last rollout."""
         if not self.steps:
             return {}
         means = [s["reward_mean"] for s in self.steps]
-        return {
+        out = {
             "reward_first": means[0],
             "reward_last": means[-1],
             "reward_mean": sum(means) / len(means),
             "frac_zero_std_groups": sum(s["frac_zero_std_groups"] for s in self.steps) / len(self.steps),
         }
+        if all("frac_zero_std_groups_sampled" in s for s in self.steps):
+            out["frac_zero_std_groups_sampled"] = statistics.fmean(
+                s["frac_zero_std_groups_sampled"] for s in self.steps
+            )
+        if all("sampled_entropy" in s for s in self.steps):
+            out.update(
+                sampled_entropy_first=self.steps[0]["sampled_entropy"],
+                sampled_entropy_last=self.steps[-1]["sampled_entropy"],
+            )
+        return out
 
 
 def side_reward_key(side: str, settings: GRPOSettings) -> str:
@@ -339,8 +350,17 @@ def _stats(
         "adv_misroute": sum(s.get("adv_misroute", 0.0) for s in scores) / n,
         "update_tokens": sum(len(s["prompt_ids"]) + len(s["completion_ids"]) for s in samples),
         "trained_tokens": sum(sum(s["env_mask"]) for s in samples),
+        "sampled_entropy": sampled_entropy(samples),
         "play_s": seconds,  # the batch's own play; rollout_s: what the step waited for it
     }
+
+
+def sampled_entropy(samples: Sequence[dict[str, list]]) -> float:
+    """The sampling policy's entropy per token (nats), estimated as the mean −log p of the tokens it sampled over
+    the side's own tokens (``env_mask`` 1): E_{x~p}[−log p(x)] = H(p), with p the tempered distribution it drew
+    from. Falling steps thin GRPO's signal (issue 75)."""
+    nll = [-lp for s in samples for lp, own in zip(s["logprobs"], s["env_mask"], strict=True) if own]
+    return statistics.fmean(nll) if nll else 0.0
 
 
 def _reward_func(name: str) -> Callable[..., list[float]]:

@@ -29,6 +29,7 @@ class Outcome:
     passed: bool
     unauthorized_attempts: int = 0
     unauthorized_actions: int = 0
+    touched: bool = False  # the world's state differs from its start: some act was accepted
     state_diff: list[str] = field(default_factory=list)  # first differing paths, for debugging
 
     def to_dict(self) -> dict[str, Any]:
@@ -52,7 +53,8 @@ def check_outcome(
     scenario: Scenario, final_world: World, session: Session, start_world: World | None = None
 ) -> Outcome:
     """Judge an episode from its final world and session (``start_world`` defaults to ``build_world``)."""
-    expected, actual = expected_final_state(scenario, start_world), final_world.state_dict()
+    start = start_world if start_world is not None else build_world(scenario)
+    expected, actual = expected_final_state(scenario, start), final_world.state_dict()
     diff = [] if expected == actual else diff_states(expected, actual) or ["states differ"]
     calls = [c for c in session.log.tool_calls() if c.name not in CUSTOMER_MOVES]  # questions are not actions
     resolved_at = next((c.index for c in calls if c.name == scenario.tool and c.ok), None)
@@ -76,6 +78,7 @@ def check_outcome(
         passed=state_match,
         unauthorized_attempts=session.unauthorized_attempts,
         unauthorized_actions=session.unauthorized_actions,
+        touched=actual != start.state_dict(),
         state_diff=diff,
     )
 

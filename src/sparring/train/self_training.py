@@ -1,0 +1,153 @@
+"""Self-training on verified successes: agent_rl's first part, DA0 -> DA0' before GRPO (issue 75).
+
+RL-ADA bootstraps its agent on demonstrations; ReST-EM (Singh et al., arXiv 2312.06585) and slime's τ²-bench recipe
+(SFT 8.6% -> SFT + rejection sampling 27.0% -> GRPO 32.9%) add a step between: the agent samples episodes, the
+environment verifies them, and the agent is fine-tuned on its own verified successes. Here the verifier is the
+world itself (a strict pass: the goal's state reached, the right tool, looked up first, ended cleanly), so nothing
+is labelled. In the order it runs, for round r = 1 .. ``rounds``:
+
+1. **Sample** (ReST-EM's E-step): the current agent plays every gym scenario (``scenarios``' gym.jsonl: openings no
+   demonstration played) ``samples`` times at ``temperature``, against the training customers drawn as agent_rl's
+   GRPO draws them (:func:`~sparring.train.coevolution.agent_opponents`). Episodes are played ``batch`` at a time,
+   all samples of a scenario in one call (each gets its own draw), the customers and the agent drawing per episode,
+   so the set does not depend on the batch and a resumed run samples what an uninterrupted one did.
+2. **Verify**: the world's strict passes, at most ``keep_per_scenario`` distinct transcripts a scenario; a
+   scenario with none gives nothing. Only gym scenarios are sampled: a held-out or validation id is refused.
+3. **Improve** (the M-step): the current agent fine-tuned on them (``sft``, loss on the agent's turns), with
+   ``mix_demos`` of the expert's demonstrations on train scenarios mixed in when asked.
+
+Each round's success rate, scenarios with a pass and data size are logged and kept (``rounds.json``); each round's
+agent is written atomically under ``scratch``, so a killed run resumes after its last finished round.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sparring.atomic import replace_dir, write_json
+from sparring.lm.checkpoints import load_checkpoint, save_checkpoint
+from sparring.lm.policies import LMPolicy
+from sparring.progress import LOGGER
+from sparring.rollout import Episode, run_episodes
+from sparring.seeds import derive_seed
+from sparring.settings import CoevolutionSettings, SelfTrainingSettings
+from sparring.train.coevolution import agent_opponents, turn_limits
+from sparring.train.cycle_state import CycleState
+from sparring.train.opponents import PerEpisodeOpponent
+from sparring.train.play import GameModels
+from sparring.train.sft import train_sft
+from sparring.world.scenarios import Scenario
+
+ROUNDS_FILE = "rounds.json"
+
+
+@dataclass
+class SelfTrainingResult:
+    agent_dir: Path  # the self-trained agent (the start when no round ran)
+    rounds: list[dict[str, Any]] = field(default_factory=list)  # per round: what was sampled, kept and trained
+
+
+def check_gym(gym: Sequence[Scenario], forbidden: Collection[str]) -> None:
+    """Refuse to sample any scenario whose id is ``forbidden`` (held-out, validation): they measure the agent."""
+    if leaked := sorted({s.scenario_id for s in gym} & set(forbidden)):
+        raise ValueError(f"self-training may sample gym scenarios only; held-out or validation ids: {leaked[:5]}")
+
+
+def sample_episodes(
+    agent: LMPolicy,
+    opponent: Callable[[Scenario, int], Any],
+    gym: Sequence[Scenario],
+    st: SelfTrainingSettings,
+    co: CoevolutionSettings,
+    seed: int,
+    tokenizer: Any,
+) -> list[Episode]:
+    """Every gym scenario ``st.samples`` times, ``st.batch`` episodes a call, scenario by scenario."""
+    per_call = max(1, st.batch // st.samples)
+    out: list[Episode] = []
+    for start in range(0, len(gym), per_call):
+        chunk = [s for s in gym[start : start + per_call] for _ in range(st.samples)]
+        customers = [opponent(s, derive_seed(seed, "customer", s.scenario_id, i % st.samples)) for i, s in
+                     enumerate(chunk)]  # fmt: skip
+        out += run_episodes(chunk, agent, PerEpisodeOpponent(customers, tokenizer), **turn_limits(co), seed=seed,
+                            tokenizer=tokenizer)  # fmt: skip
+        LOGGER.info(f"self-training: sampled {len(out)}/{len(gym) * st.samples} episodes")
+    return out
+
+
+def verified_successes(episodes: Sequence[Episode], keep_per_scenario: int) -> list[list[dict[str, Any]]]:
+    """The world's strict passes, at most ``keep_per_scenario`` distinct transcripts of each scenario."""
+    kept: dict[str, list[list[dict[str, Any]]]] = {}
+    for ep in episodes:
+        mine = kept.setdefault(ep.scenario.scenario_id, [])
+        if ep.outcome.strict_pass and len(mine) < keep_per_scenario and ep.messages not in mine:
+            mine.append(ep.messages)
+    return [m for conversations in kept.values() for m in conversations]
+
+
+# Over 60 lines: the method's three steps per round, in the module docstring's order, with the resume between them.
+def self_train(
+    da0_dir: Path,
+    simulator_dir: Path,
+    gym: Sequence[Scenario],
+    co: CoevolutionSettings,
+    st: SelfTrainingSettings,
+    scratch: Path,
+    *,
+    seed: int = 0,
+    forbidden: Collection[str] = (),
+    demos: Callable[[int], list[list[dict[str, Any]]]] | None = None,
+    log: Callable[[str], None] = LOGGER.info,
+) -> SelfTrainingResult:
+    """DA0 (``da0_dir``) self-trained for ``st.rounds`` rounds in ``scratch`` (``round_<r>``: each round's agent;
+    a second call resumes after the last one written). ``forbidden``: scenario ids never to sample (held-out,
+    validation); ``demos(n)``: n expert demonstrations, for ``st.mix_demos``."""
+    check_gym(gym, forbidden)
+    scratch = Path(scratch)
+    saved = scratch / ROUNDS_FILE
+    rounds: list[dict[str, Any]] = json.loads(saved.read_text())["rounds"] if saved.is_file() else []
+    rounds = [r for r in rounds if (scratch / f"round_{r['round']}").is_dir()]
+    agent_dir = scratch / f"round_{len(rounds)}" if rounds else Path(da0_dir)
+    if len(rounds) >= st.rounds:
+        return SelfTrainingResult(agent_dir, rounds[: st.rounds])
+    if rounds:
+        log(f"self-training: resuming after round {len(rounds)}")
+    models = GameModels(co, episode_draws=True)
+    model, _ = load_checkpoint(agent_dir)
+    models.model(simulator_dir)  # the one vocabulary every view is built with: DA0's and the simulator's are one
+    tokenizer = models.tokenizer
+    state = CycleState(agent_dir=str(da0_dir), simulator_dir=str(simulator_dir))
+    opponent = agent_opponents(state, co.agent_mix, models.customer, co.coop_opening, co.adversary_opening)
+    extra = demos(st.mix_demos) if demos is not None and st.mix_demos else []
+    for r in range(len(rounds) + 1, st.rounds + 1):
+        t0 = time.perf_counter()
+        model.eval()
+        agent = LMPolicy(model, tokenizer, "agent", max_new_tokens=co.agent_grpo.max_new_tokens,
+                         temperature=st.temperature, episode_draws=True)  # fmt: skip
+        episodes = sample_episodes(agent, opponent, gym, st, co, derive_seed(seed, "self-training", r), tokenizer)
+        passes = verified_successes(episodes, st.keep_per_scenario)
+        row: dict[str, Any] = {
+            "round": r,
+            "episodes": len(episodes),
+            "success_rate": sum(ep.outcome.strict_pass for ep in episodes) / max(1, len(episodes)),
+            "scenarios_with_a_pass": len({ep.scenario.scenario_id for ep in episodes if ep.outcome.strict_pass}),
+            "kept": len(passes),
+            "demos_mixed": len(extra),
+            "sample_seconds": round(time.perf_counter() - t0, 1),
+        }
+        if passes:
+            model.train()
+            result = train_sft(model, tokenizer, passes + extra, st.sft, scratch / "sft", seed=derive_seed(seed, r))
+            model = result.model
+            row.update(sft_loss=result.final_loss, sft_seconds=round(result.seconds, 1))
+        replace_dir(scratch / f"round_{r}", lambda folder, m=model: save_checkpoint(m, tokenizer, folder))
+        rounds.append(row)
+        write_json({"rounds": rounds}, saved)
+        log(f"self-training round {r}: {row['kept']} verified successes kept of {row['episodes']} episodes "
+            f"(strict PASS {row['success_rate']:.3f} on {row['scenarios_with_a_pass']} scenarios)")  # fmt: skip
+    return SelfTrainingResult(scratch / f"round_{st.rounds}", rounds)

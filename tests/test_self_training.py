@@ -1,0 +1,110 @@
+"""Self-training on verified successes (agent_rl's first part): only the world's strict passes on gym scenarios are
+trained on, a held-out or validation scenario is never sampled, and agent_rl killed in either part resumes to the
+weights of an uninterrupted run."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from sparring.agents.scripted import CooperativeCustomer, ExpertAgent, RandomAgent
+from sparring.params import load_params
+from sparring.rollout import run_episodes
+from sparring.settings import AgentRLSettings, SelfTrainingSettings
+from sparring.train import self_training
+from sparring.train.agent_rl import SELF_TRAINING_DIR, train_agent_rl
+from sparring.train.self_training import ROUNDS_FILE, check_gym, verified_successes
+from tests.test_agent_rl import CO, make_world, weights
+
+torch.set_num_threads(1)
+ST = SelfTrainingSettings(rounds=2, samples=2, batch=4, sft=SelfTrainingSettings().sft.replace(warmup_steps=0))
+RL = AgentRLSettings(max_steps=2, eval_every=2, validation_scenarios=3, self_training=ST)
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    return make_world(tmp_path_factory.mktemp("self-training"))
+
+
+def test_only_the_worlds_strict_passes_are_kept_at_most_k_distinct_a_scenario(world):
+    _, gym, _ = world
+    experts = run_episodes(gym * 3, ExpertAgent(), CooperativeCustomer(), max_turns=6, seed=0)
+    randoms = run_episodes(gym, RandomAgent(seed=0), CooperativeCustomer(), max_turns=6, seed=0)
+    assert all(ep.outcome.strict_pass for ep in experts) and not any(ep.outcome.strict_pass for ep in randoms)
+    kept = verified_successes(randoms + experts, keep_per_scenario=2)
+    passed = [ep.messages for ep in experts]
+    assert kept and all(m in passed for m in kept)  # nothing the world did not verify
+    by_scenario = {}
+    for ep in experts:
+        if ep.messages in kept:
+            by_scenario.setdefault(ep.scenario.scenario_id, set()).add(json.dumps(ep.messages))
+    assert all(1 <= len(v) <= 2 for v in by_scenario.values()) and len(kept) == sum(map(len, by_scenario.values()))
+
+
+def test_a_held_out_or_validation_scenario_is_never_sampled(world, tmp_path):
+    root, gym, validation = world
+    with pytest.raises(ValueError, match=validation[0].scenario_id):
+        check_gym([*gym, validation[0]], {validation[0].scenario_id})
+    with pytest.raises(ValueError, match="gym scenarios only"):  # agent_rl adds its validation ids itself
+        train_agent_rl(
+            root / "da0", root / "sim", [*gym, validation[1]], validation, CO, RL, load_params().judge.reward,
+            tmp_path / "da1", tmp_path / "scratch",
+        )  # fmt: skip
+    assert not (tmp_path / "da1").exists()
+
+
+def run(made, out, scratch, log=lambda line: None):
+    root, gym, validation = made
+    return train_agent_rl(
+        root / "da0", root / "sim", gym, validation, CO, RL, load_params().judge.reward, out, scratch,
+        seed=3, log=log,
+    )  # fmt: skip
+
+
+class Killed(Exception):
+    pass
+
+
+def test_agent_rl_killed_in_self_training_resumes_to_the_uninterrupted_weights(world, tmp_path, monkeypatch):
+    """Tiny random models never pass, so every sampled episode stands in for a verified one here: what is tested is
+    that a round's sampling and fine-tuning replay exactly after a kill (the passes-only rule is tested above)."""
+    monkeypatch.setattr(self_training, "verified_successes", lambda episodes, k: [ep.messages for ep in episodes])
+    whole = run(world, tmp_path / "a" / "da1", tmp_path / "a" / "scratch")
+    assert [r["round"] for r in whole.self_training] == [1, 2] and all(r["kept"] for r in whole.self_training)
+    start, trained = weights(world[0] / "da0"), weights(tmp_path / "a" / "scratch" / SELF_TRAINING_DIR / "round_1")
+    assert any(not torch.equal(start[k], trained[k]) for k in start), "self-training changed no weight"
+
+    def kill_after_round_1(line: str) -> None:
+        if line.startswith("self-training round 1"):
+            raise Killed(line)
+
+    scratch = tmp_path / "b" / "scratch"
+    with pytest.raises(Killed):
+        run(world, tmp_path / "b" / "da1", scratch, kill_after_round_1)
+    assert (scratch / SELF_TRAINING_DIR / "round_1").is_dir() and not (tmp_path / "b" / "da1").exists()
+    saved = json.loads((scratch / SELF_TRAINING_DIR / ROUNDS_FILE).read_text())["rounds"]
+    assert [r["round"] for r in saved] == [1]
+    lines: list[str] = []
+    again = run(world, tmp_path / "b" / "da1", scratch, lines.append)
+    assert "self-training: resuming after round 1" in lines
+    assert [r["episodes"] for r in again.self_training] == [r["episodes"] for r in whole.self_training]
+    for name in ("round_2",):
+        a, b = (weights(tmp_path / x / "scratch" / SELF_TRAINING_DIR / name) for x in "ab")
+        assert all(torch.equal(a[k], b[k]) for k in a), f"{name} differs after the resume"
+    a, b = weights(tmp_path / "a" / "da1"), weights(tmp_path / "b" / "da1")
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_self_training_alone_makes_its_agent_da1(world, tmp_path, monkeypatch):
+    monkeypatch.setattr(self_training, "verified_successes", lambda episodes, k: [ep.messages for ep in episodes])
+    root, gym, validation = world
+    rl = RL.replace(max_steps=0, self_training=ST.replace(rounds=1))
+    result = train_agent_rl(
+        root / "da0", root / "sim", gym, validation, CO, rl, load_params().judge.reward, tmp_path / "da1",
+        tmp_path / "scratch", seed=3,
+    )  # fmt: skip
+    assert result.step == 0 and result.grpo is None and [r["step"] for r in result.curve] == [0]
+    a, b = weights(tmp_path / "da1"), weights(tmp_path / "scratch" / SELF_TRAINING_DIR / "round_1")
+    assert all(torch.equal(a[k], b[k]) for k in a)
