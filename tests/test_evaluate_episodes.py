@@ -87,6 +87,14 @@ def test_the_expert_plays_its_first_draw_only_and_opponents_left_out_are_not_pla
         assert few.episodes[EXPERT][opponent] == {k: v[:n] for k, v in report.episodes[EXPERT][opponent].items()}
     assert few.ceiling["draws_ref"] == 1 and "pass_hat_2_ref" not in few.ceiling
     assert few.agents["da0"]["draws_ref"] == len(DRAWS)
+    # kept compactly as evaluate keeps them, whichever comes first: the expert's outcomes are its first draw's
+    for order in ([EXPERT, "da0"], ["da0", EXPERT]):
+        compact = compact_episodes({name: few.episodes[name] for name in order})
+        mine = episode_outcomes(compact, EXPERT, "ref")
+        assert {d for _, d in mine} == {DRAWS[0]} and len(mine) == n
+        assert episode_outcomes(compact, "da0", "ref") == episode_outcomes(
+            compact_episodes(report.episodes), "da0", "ref"
+        )
 
 
 def test_the_same_checkpoint_played_apart_meets_the_same_draws_episode_by_episode(played, folders, heldout):

@@ -16,19 +16,21 @@ OUTCOMES = ("strict_pass", "routed")  # the per-episode outcomes kept, each 0 or
 def compact_episodes(episodes: Mapping[str, Mapping[str, Mapping[str, list]]]) -> dict[str, dict]:
     """``{agent: {opponent: {"scenario_id": [...], "draw": [...], outcome: [0/1, ...]}}}``
     (``HeldoutReport.episodes``) as the report keeps it: per opponent the scenario ids and draws once, in play order
-    (every agent plays the same list in the same order), and per outcome, agent and opponent a string of 0/1, one
-    character per episode."""
+    (every agent plays the same list in the same order, draw by draw), and per outcome, agent and opponent a string
+    of 0/1, one character per episode. A player of fewer draws (the expert: ``evaluate.expert_draws``) holds a
+    prefix of the list: its first draws."""
     ids: dict[str, list[str]] = {}
     drawn: dict[str, list[int]] = {}
     out: dict[str, dict] = {"scenario_ids": ids, "draws": drawn, **{k: {} for k in OUTCOMES}}
     for agent, by_opponent in episodes.items():
         for opponent, record in by_opponent.items():
-            draws = list(record["draw"]) if "draw" in record else _occurrences(record["scenario_id"])
-            if (
-                ids.setdefault(opponent, list(record["scenario_id"])) != list(record["scenario_id"])
-                or drawn.setdefault(opponent, draws) != draws
-            ):
+            mine = list(record["scenario_id"])
+            draws = list(record["draw"]) if "draw" in record else _occurrences(mine)
+            have, have_draws = ids.setdefault(opponent, mine), drawn.setdefault(opponent, draws)
+            short, long = sorted(((mine, draws), (have, have_draws)), key=lambda pair: len(pair[0]))
+            if long[0][: len(short[0])] != short[0] or long[1][: len(short[1])] != short[1]:
                 raise ValueError(f"{agent} played other scenarios against {opponent} than the agents before it")
+            ids[opponent], drawn[opponent] = long
             for k in OUTCOMES:
                 out[k].setdefault(agent, {})[opponent] = "".join(str(int(v)) for v in record[k])
     return out
@@ -48,14 +50,16 @@ def episode_outcomes(
     compact: Mapping[str, Any], agent: str, opponent: str, outcome: str = "strict_pass"
 ) -> dict[tuple[str, int], int]:
     """``{(scenario_id, draw): 0 or 1}`` of ``agent`` against ``opponent`` (``coop``, ``coopsim``, ``camo``,
-    ``ref``, ``advpool``) from :func:`compact_episodes`'s form. A record from before draws (no ``draws``) counts a
-    scenario's repeats as its draws 0, 1, ... KeyError when that agent or opponent was not played."""
+    ``ref``, ``advpool``) from :func:`compact_episodes`'s form (a player of fewer draws: its first ones). A record
+    from before draws (no ``draws``) counts a scenario's repeats as its draws 0, 1, ... KeyError when that agent or
+    opponent was not played."""
     flags = compact[outcome][agent][opponent]
     ids = compact["scenario_ids"][opponent]
     draws = (compact.get("draws") or {}).get(opponent) or _occurrences(ids)
     keys = list(zip(ids, draws, strict=True))
-    if len(keys) != len(flags):
+    if len(flags) > len(keys):
         raise ValueError(f"{agent} vs {opponent}: {len(flags)} outcomes for {len(keys)} scenarios")
+    keys = keys[: len(flags)]  # a player of fewer draws played the first ones
     return dict(zip(keys, (int(c) for c in flags), strict=True))
 
 
