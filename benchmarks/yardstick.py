@@ -174,13 +174,14 @@ def analyze(docs: list[dict[str, Any]], baseline: str, agents: list[str] | None 
 
 
 def choose(mde: dict[str, Any]) -> dict[str, Any]:
-    """The smallest K (then n) whose mean MDE over the RL agents against the pool is within :data:`MDE_GOAL`."""
+    """The cheapest (n, K), fewest episodes n·K first, whose mean MDE over the RL agents against the pool is within
+    :data:`MDE_GOAL`."""
     rows = {}
     for n in NS:
         for k in KS:
             values = [next(r["mde"] for r in mde[a]["advpool"] if r["n"] == n and r["k"] == k) for a in mde]
             rows[(n, k)] = float(np.mean(values)) if values else float("nan")
-    for (n, k), value in rows.items():
+    for (n, k), value in sorted(rows.items(), key=lambda item: (item[0][0] * item[0][1], item[0][1])):
         if value <= MDE_GOAL:
             return {"n": n, "k": k, "mean_mde_advpool": value}
     return {"n": None, "k": None, "smallest_mean_mde_advpool": min(rows.values())}
