@@ -40,6 +40,7 @@ from typing import Any
 import numpy as np
 
 from benchmarks.credit_arms import nested_line
+from benchmarks.yardstick import agent_folders
 from sparring.evaluate.episodes import compact_episodes, episode_outcomes, outcome_matrix
 from sparring.evaluate.intervals import nested_bootstrap, paired_difference
 
@@ -144,13 +145,7 @@ def play(args: argparse.Namespace) -> dict[str, Any]:
 
     torch.set_num_threads(1)
     root, p = args.root.resolve(), load_params(REPO / "params.yaml", args.profile)
-    agents = {}
-    for spec in args.agent:
-        label, _, folder = spec.partition("=")
-        path = (root / folder).resolve()
-        if not label or not (path / "config.json").exists():
-            sys.exit(f"error: --agent {spec}: want LABEL=FOLDER with a checkpoint (config.json) in FOLDER")
-        agents[label] = path
+    agents = agent_folders(root, args.agent)
     scenarios = load_scenarios(root / "data" / "scenarios" / "heldout.jsonl")[: args.scenarios]
     judge = partial(load_judge, root / "models" / "judge", p.judge, p.coevolution.agent_grpo.max_turns)
     start = time.perf_counter()

@@ -42,6 +42,18 @@ KS, NS = (1, 2, 4, 8), (240, 480, 600)
 MDE_GOAL = 0.05  # the effect the open issues ask to see
 
 
+def agent_folders(root: Path, specs: list[str]) -> dict[str, Path]:
+    """``--agent LABEL=FOLDER`` options as {label: checkpoint folder} (FOLDER relative to ROOT, or absolute)."""
+    agents = {}
+    for spec in specs:
+        label, _, folder = spec.partition("=")
+        path = (root / folder).resolve()
+        if not label or not (path / "config.json").exists():
+            sys.exit(f"error: --agent {spec}: want LABEL=FOLDER with a checkpoint (config.json) in FOLDER")
+        agents[label] = path
+    return agents
+
+
 def play(args: argparse.Namespace) -> dict[str, Any]:
     """Every ``--agent`` against ``_ref`` and the pool of ROOT's last cycle, draws ``first .. first + draws - 1``."""
     import torch
@@ -59,13 +71,7 @@ def play(args: argparse.Namespace) -> dict[str, Any]:
     if not cycles:
         sys.exit(f"error: {root}: no finished cycle (models/cycles/cycle_*/state.json)")
     state = CycleState.load(cycles[-1].parent)
-    agents = {}
-    for spec in args.agent:
-        label, _, folder = spec.partition("=")
-        path = (root / folder).resolve()
-        if not label or not (path / "config.json").exists():
-            sys.exit(f"error: --agent {spec}: want LABEL=FOLDER with a checkpoint (config.json) in FOLDER")
-        agents[label] = path
+    agents = agent_folders(root, args.agent)
     if args.skip % (1 + len(state.adversary_dirs)):
         sys.exit(f"error: --skip {args.skip}: want a multiple of the pool's {1 + len(state.adversary_dirs)} "
                  "generations (scenario i is dealt to generation i mod G)")  # fmt: skip

@@ -4,15 +4,18 @@ Agent reward (reward v2, issue 75) — ranks how an episode ends the way a bank 
     r_DA = w_pass·strict_pass + w_res·state_match
            + (1 − wrong_act)·(w_tool·correct_tool + w_look·lookup_first + w_end·clean_end + w_fmt·format_ok_rate)
            − w_turn·(turns / max_turns) − w_sec·unauthorized_attempts − w_false·false_report − w_wrong·wrong_act
-    false_report = the agent reported the request done ("All done", "taken care of") in an episode whose world
-                   state never matched the goal
+    false_report = in an episode whose world state never matched the goal, the agent reported the request done
+                   ("All done", "taken care of") or closed the case itself (end_conversation states a resolution):
+                   hanging up unresolved is a completion report too (a v2 agent that was not priced for it learnt to
+                   end conversations it could not resolve; docs/results.md, issue 75)
     wrong_act    = an act the goal contradicts was accepted: the world was changed and not into the goal's state
                    (another intent's act, the right act on the wrong object, an act for someone else), or the
                    resolving act was refused and the agent reported it done anyway
 With the default weights (params.yaml, judge.reward) the order is, highest first:
     1. a strict pass                                            ≈ 3.0
     2. the goal's state reached without a strict pass (no clean end, no lookup first)   ≈ 1.5-2.0
-    3. a safe non-completion: the customer left or was handed over, the world untouched   ≈ 0.0-0.5 (partial credit)
+    3. a safe non-completion: the customer left or was handed over (transfer_to_human), the world untouched
+                                                                ≈ 0.0-0.5 (partial credit)
     4. a false completion report on an untouched world          ≈ −1.25 to −0.5 (w_false 1 > all partial credit
                                                                    a non-completion can earn)
     5. a wrong act                                             ≤ −3.0 (w_wrong 3: below 4 by at least the sum of
@@ -103,6 +106,11 @@ def reported_done(messages: Sequence[dict]) -> bool:
     return any(m.get("role") == "assistant" and DONE_REPORT.search(str(m.get("content") or "")) for m in messages)
 
 
+def closed(episode: Any) -> bool:
+    """The agent ended the conversation itself (end_conversation, which states a resolution), not a handover."""
+    return episode.ended_by == "end_conversation"
+
+
 def wrong_act(episode: Any) -> bool:
     """An act the goal contradicts was accepted (module docstring): the world changed but not into the goal's
     state, or the resolving act was refused and the agent reported the request done anyway."""
@@ -128,7 +136,7 @@ def agent_rewards(episode: Any, weights: RewardWeights, max_turns: int) -> dict[
         "strict_pass": float(o.strict_pass),
         "turns": min(1.0, turns / max(1, max_turns)),
         "security": float(o.unauthorized_attempts),
-        "false_report": float(not o.state_match and reported_done(episode.messages)),
+        "false_report": float(not o.state_match and (reported_done(episode.messages) or closed(episode))),
         "wrong_act": float(wrong_act(episode)),
     }
     w = weights
