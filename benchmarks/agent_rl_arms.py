@@ -43,18 +43,19 @@ from benchmarks.credit_arms import nested_line
 from benchmarks.yardstick import agent_folders
 from sparring.evaluate.episodes import compact_episodes, episode_outcomes, outcome_matrix
 from sparring.evaluate.intervals import nested_bootstrap, paired_difference
+from sparring.judge.rewards import REWARD_V2
 
 REPO = Path(__file__).resolve().parents[1]
 BANKING77 = REPO.parent / "shared" / "data" / "banking77" / "train.csv"
 OPPONENTS = ("ref", "camo", "coop")
 WRONG_ACTS = ("misroute", "refused", "undescribed")  # an act the goal contradicts, tried or done
-V1 = {"judge.reward.false_report": 0.0, "judge.reward.wrong_act": 0.0, "judge.reward.gate_partial_credit": False}
+V2 = {f"judge.reward.{k}": v for k, v in REWARD_V2.items()}
 ARMS: dict[str, dict[str, Any]] = {
-    "v1_grpo": V1,  # the recipe before issue 75: GRPO on reward v1
-    "v2_grpo": {},  # GRPO on reward v2 (ranks failures)
+    "v1_grpo": {},  # today's recipe: GRPO on reward v1 (the default)
+    "v2_grpo": V2,  # GRPO on reward v2 (ranks failures)
     "st": {"agent_rl.self_training.rounds": 1, "agent_rl.max_steps": 0},  # self-training alone
     "st2": {"agent_rl.self_training.rounds": 2, "agent_rl.max_steps": 0},
-    "st_v2_grpo": {"agent_rl.self_training.rounds": 1},  # self-training, then GRPO on reward v2
+    "st_v2_grpo": {"agent_rl.self_training.rounds": 1, **V2},  # self-training, then GRPO on reward v2
 }
 
 

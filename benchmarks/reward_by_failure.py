@@ -3,8 +3,8 @@
 A finished run's agent (DA0 by default, or ``--agent DIR``) plays ``--eval-scenarios`` held-out scenarios against
 the pool (the simulator as generation 0) and ``_coop``, sampled at the agent gym's temperature as the gym samples it
 (``--greedy``: as evaluated), with evaluate's seed; each episode is scored by the judge the agent's RL uses (the
-world's state alone) under this project's reward (params.yaml's ``judge.reward``: reward v2) and under reward v1
-(before issue 75: no false-report or wrong-act price, partial credit ungated), and grouped two ways: by how it ended
+world's state alone) under reward v2 (``judge.rewards.REWARD_V2`` on params.yaml's ``judge.reward``) and reward
+v1 (no false-report or wrong-act price, partial credit ungated: the default), and grouped two ways: by how it ended
 (evaluate's failure kinds; "pass" for a strict pass), and by reward v2's order (``sparring.judge.rewards``): pass,
 goal reached, safe non-completion, false report, wrong act. Credit assignment only moves an episode's advantage
 between its own actions; which episodes get a positive advantage is set by this ranking.
@@ -27,6 +27,7 @@ from typing import Any
 
 from benchmarks.agent_learning_curve import HeldoutCurve, run_params, start_state
 from sparring.evaluate.crossplay import failure_kind
+from sparring.judge.rewards import REWARD_V2
 from sparring.params import load_params
 from sparring.runtime import apply_torch_threads
 from sparring.train.agent_rl import world_judge
@@ -35,7 +36,7 @@ REPO = Path(__file__).resolve().parents[1]
 PARTS = ("resolution", "correct_tool", "lookup_first", "clean_end", "format", "strict_pass", "turns")
 FLAGS = ("false_report", "wrong_act")
 TIERS = ("pass", "goal reached", "safe", "false report", "wrong act")  # reward v2's order, highest first
-V1 = {"false_report": 0.0, "wrong_act": 0.0, "gate_partial_credit": False}  # the reward before issue 75
+V1 = {"false_report": 0.0, "wrong_act": 0.0, "gate_partial_credit": False}  # reward v1, the default
 
 
 def tier(score: dict[str, float]) -> str:
@@ -94,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     played = curve.play(curve.models.agent_policy_of(agent_dir, greedy=args.greedy))
     episodes = played["_coop"] + played["_advpool"]
     reward = load_params(REPO / "params.yaml", args.profile).judge.reward  # this project's, not the run's own
-    v2 = world_judge(p.coevolution, reward).score(episodes)
+    v2 = world_judge(p.coevolution, reward.model_copy(update=REWARD_V2)).score(episodes)
     v1 = world_judge(p.coevolution, reward.model_copy(update=V1)).score(episodes)
     kinds: dict[str, list[tuple[dict, dict]]] = defaultdict(list)
     tiers: dict[str, list[tuple[dict, dict]]] = defaultdict(list)

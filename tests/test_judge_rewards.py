@@ -12,7 +12,7 @@ import torch
 from sparring.agents.scripted import CamouflagingCustomer, CooperativeCustomer, ExpertAgent, RandomAgent
 from sparring.data.synthetic import generate_utterances
 from sparring.judge.llm import LLMJudgeBackend
-from sparring.judge.rewards import Judge, customer_turns
+from sparring.judge.rewards import REWARD_V2, Judge, customer_turns
 from sparring.lm.chat import known_intents
 from sparring.lm.models import ModelSpec, build_model
 from sparring.lm.tokenizer import train_tokenizer
@@ -233,10 +233,9 @@ def test_reward_v2_ranks_a_pass_then_a_safe_handover_then_a_false_report_then_an
                          CooperativeCustomer(), **play)[0] for s in acting
         ],
     }  # fmt: skip
-    w = RewardWeights()
+    w = RewardWeights(**REWARD_V2)
     judge = Judge(KeywordBackend(), w, max_turns=6)
-    v1 = Judge(KeywordBackend(), w.model_copy(update={"false_report": 0.0, "wrong_act": 0.0,
-                                                      "gate_partial_credit": False}), max_turns=6)  # fmt: skip
+    v1 = Judge(KeywordBackend(), RewardWeights(), max_turns=6)  # the default
     scores = {k: judge.score(eps) for k, eps in kinds.items()}
     assert all(s["agent_strict_pass"] == 1 for s in scores["pass"])
     assert all(ep.outcome.touched is False and ep.ended_by == "transfer_to_human" for ep in kinds["safe"])

@@ -160,9 +160,9 @@ class RewardWeights(_Strict):
     strict_pass: float = 1.0
     turns: float = Field(0.25, ge=0.0)
     security: float = Field(0.5, ge=0.0)
-    false_report: float = Field(1.0, ge=0.0)  # an agent's "done" report where the world shows the goal undone
-    wrong_act: float = Field(3.0, ge=0.0)  # an accepted act the goal contradicts: below every other ending
-    gate_partial_credit: bool = True  # no partial credit (tool, lookup, end, format) in an episode with a wrong act
+    false_report: float = Field(0.0, ge=0.0)  # a "done" report or a close where the world shows the goal undone
+    wrong_act: float = Field(0.0, ge=0.0)  # an accepted act the goal contradicts (reward v2: below every other ending)
+    gate_partial_credit: bool = False  # no partial credit (tool, lookup, end, format) in an episode with a wrong act
     name_penalty: float = Field(1.0, ge=0.0)
     faithfulness: float = Field(0.5, ge=0.0)  # the adversary's faithfulness term, won or not
     faithful_min: float = Field(0.5, ge=0, le=1)  # an adversary win needs at least this faithfulness

@@ -11,7 +11,7 @@ Agent reward (reward v2, issue 75) — ranks how an episode ends the way a bank 
     wrong_act    = an act the goal contradicts was accepted: the world was changed and not into the goal's state
                    (another intent's act, the right act on the wrong object, an act for someone else), or the
                    resolving act was refused and the agent reported it done anyway
-With the default weights (params.yaml, judge.reward) the order is, highest first:
+Reward v2 is :data:`REWARD_V2`'s weights on top of params.yaml's; under them the order is, highest first:
     1. a strict pass                                            ≈ 3.0
     2. the goal's state reached without a strict pass (no clean end, no lookup first)   ≈ 1.5-2.0
     3. a safe non-completion: the customer left or was handed over (transfer_to_human), the world untouched
@@ -21,9 +21,12 @@ With the default weights (params.yaml, judge.reward) the order is, highest first
     5. a wrong act                                             ≤ −3.0 (w_wrong 3: below 4 by at least the sum of
                                                                    all partial credit, 1.25, which it loses)
 Partial credit is gated on "no wrong act" (``gate_partial_credit``): a misroute that looked up first and spoke
-well earns nothing for it. Reward v1 (before issue 75: w_false 0, w_wrong 0, no gate) priced a customer leaving
-(≈ 0.32), a misroute (≈ 0.36) and a refused act (≈ 0.28) alike, so GRPO moved departures into misroutes
-(benchmarks/reward_by_failure.py prints the mean per failure kind under both).
+well earns nothing for it. Reward v1, the default that runs (w_false 0, w_wrong 0, no gate), prices a customer
+leaving (≈ 0.32), a misroute (≈ 0.36) and a refused act (≈ 0.28) alike and a wrong act above them (≈ 0.43);
+benchmarks/reward_by_failure.py prints the mean per failure kind and tier under both. Yet agent_rl's GRPO on v2
+lost to GRPO on v1 over the held-out draws (docs/results.md, issue 75's first round: v2 without the close priced
+taught the agent to hang up, −0.055 against the reference opponent over three seeds; with it, −0.058 and +0.010),
+so v1 stays the default until a v2 recipe measures better.
 
 The agent's first turn alone (GRPO's ``completion: first_turn``, RL-ADA's per-turn window on the routing
 decision): r_DA,1 = [the intent its first message routes to = the goal's] + w_fmt·format_ok(first message).
@@ -60,6 +63,7 @@ from sparring.params import RewardWeights
 from sparring.world.answers import answers_against_goal
 from sparring.world.session import CUSTOMER_LEFT
 
+REWARD_V2 = {"false_report": 1.0, "wrong_act": 3.0, "gate_partial_credit": True}  # judge.reward overrides (issue 75)
 DONE_REPORT = re.compile(r"\b(?:all done|taken care of)\b", re.I)  # the expert's completion report, as DA0 says it
 
 
