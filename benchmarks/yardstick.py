@@ -123,9 +123,8 @@ def _matrices(docs: list[dict[str, Any]]) -> tuple[dict[str, dict[str, dict]], l
     out: dict[str, dict[str, dict]] = {}
     for doc in docs:
         start = order.index(doc["scenario_order"][0])
-        if doc["scenario_order"] != order[start : start + len(doc["scenario_order"])] or start % generations:
-            sys.exit("error: the files played other scenarios or another pool; analyze files of one ROOT together")
-        if doc["generations"] != generations:
+        slice_of_order = doc["scenario_order"] == order[start : start + len(doc["scenario_order"])]
+        if not slice_of_order or start % generations or doc["generations"] != generations:
             sys.exit("error: the files played other scenarios or another pool; analyze files of one ROOT together")
         for agent in doc["episodes"]["strict_pass"]:
             for opponent in OPPONENTS:

@@ -108,3 +108,13 @@ def test_self_training_alone_makes_its_agent_da1(world, tmp_path, monkeypatch):
     assert result.step == 0 and result.grpo is None and [r["step"] for r in result.curve] == [0]
     a, b = weights(tmp_path / "da1"), weights(tmp_path / "scratch" / SELF_TRAINING_DIR / "round_1")
     assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_no_round_asked_is_da0_whatever_an_earlier_run_left(world, tmp_path, monkeypatch):
+    monkeypatch.setattr(self_training, "verified_successes", lambda episodes, k: [ep.messages for ep in episodes])
+    root, gym, _ = world
+    scratch = tmp_path / "st"
+    one = self_training.self_train(root / "da0", root / "sim", gym, CO, ST.replace(rounds=1), scratch, seed=3)
+    assert one.agent_dir == scratch / "round_1" and len(one.rounds) == 1
+    none = self_training.self_train(root / "da0", root / "sim", gym, CO, ST.replace(rounds=0), scratch, seed=3)
+    assert none.agent_dir == root / "da0" and none.rounds == []

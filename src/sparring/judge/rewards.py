@@ -1,6 +1,7 @@
 """World-feedback rewards (RL-ADA, ../shared/SEEDS.md): what happened in the world decides, not a human.
 
-Agent reward (reward v2, issue 75) — ranks how an episode ends the way a bank does, from the world's state:
+Agent reward — a weighted sum of the world's checks; with reward v2's weights (issue 75) it ranks how an episode
+ends the way a bank does:
     r_DA = w_pass·strict_pass + w_res·state_match
            + (1 − wrong_act)·(w_tool·correct_tool + w_look·lookup_first + w_end·clean_end + w_fmt·format_ok_rate)
            − w_turn·(turns / max_turns) − w_sec·unauthorized_attempts − w_false·false_report − w_wrong·wrong_act

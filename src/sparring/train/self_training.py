@@ -111,10 +111,10 @@ def self_train(
     scratch = Path(scratch)
     saved = scratch / ROUNDS_FILE
     rounds: list[dict[str, Any]] = json.loads(saved.read_text())["rounds"] if saved.is_file() else []
-    rounds = [r for r in rounds if (scratch / f"round_{r['round']}").is_dir()]
+    rounds = [r for r in rounds if (scratch / f"round_{r['round']}").is_dir()][: st.rounds]
     agent_dir = scratch / f"round_{len(rounds)}" if rounds else Path(da0_dir)
-    if len(rounds) >= st.rounds:
-        return SelfTrainingResult(agent_dir, rounds[: st.rounds])
+    if len(rounds) == st.rounds:  # all done (none asked: DA0, whatever an earlier run left in scratch)
+        return SelfTrainingResult(agent_dir, rounds)
     if rounds:
         log(f"self-training: resuming after round {len(rounds)}")
     models = GameModels(co, episode_draws=True)
