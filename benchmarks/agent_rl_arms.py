@@ -50,12 +50,17 @@ BANKING77 = REPO.parent / "shared" / "data" / "banking77" / "train.csv"
 OPPONENTS = ("ref", "camo", "coop")
 WRONG_ACTS = ("misroute", "refused", "undescribed")  # an act the goal contradicts, tried or done
 V2 = {f"judge.reward.{k}": v for k, v in REWARD_V2.items()}
+DAGGER = {"agent_rl.self_training.rounds": 1, "agent_rl.self_training.corrections": True}
 ARMS: dict[str, dict[str, Any]] = {
     "v1_grpo": {},  # today's recipe: GRPO on reward v1 (the default)
     "v2_grpo": V2,  # GRPO on reward v2 (ranks failures)
     "st": {"agent_rl.self_training.rounds": 1, "agent_rl.max_steps": 0},  # self-training alone
     "st2": {"agent_rl.self_training.rounds": 2, "agent_rl.max_steps": 0},
     "st_v2_grpo": {"agent_rl.self_training.rounds": 1, **V2},  # self-training, then GRPO on reward v2
+    "dagger": {**DAGGER, "agent_rl.max_steps": 0},  # self-training with the expert's corrections, alone
+    "dagger2": {**DAGGER, "agent_rl.self_training.rounds": 2, "agent_rl.max_steps": 0},
+    "dagger_grpo": DAGGER,  # ... then GRPO on reward v1
+    "dagger_v2_grpo": {**DAGGER, **V2},  # ... then GRPO on reward v2
 }
 
 

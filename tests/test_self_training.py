@@ -1,9 +1,10 @@
 """Self-training on verified successes (agent_rl's first part): only the world's strict passes on gym scenarios are
-trained on, a held-out or validation scenario is never sampled, and agent_rl killed in either part resumes to the
-weights of an uninterrupted run."""
+trained on, a held-out or validation scenario is never sampled, the expert's corrections (DAgger) are its replies on
+the agent's failed states, and agent_rl killed in either part resumes to the weights of an uninterrupted run."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -15,7 +16,7 @@ from sparring.rollout import run_episodes
 from sparring.settings import AgentRLSettings, SelfTrainingSettings
 from sparring.train import self_training
 from sparring.train.agent_rl import SELF_TRAINING_DIR, train_agent_rl
-from sparring.train.self_training import ROUNDS_FILE, check_gym, verified_successes
+from sparring.train.self_training import READS, ROUNDS_FILE, check_gym, expert_corrections, verified_successes
 from tests.test_agent_rl import CO, make_world, weights
 
 torch.set_num_threads(1)
@@ -41,6 +42,38 @@ def test_only_the_worlds_strict_passes_are_kept_at_most_k_distinct_a_scenario(wo
         if ep.messages in kept:
             by_scenario.setdefault(ep.scenario.scenario_id, set()).add(json.dumps(ep.messages))
     assert all(1 <= len(v) <= 2 for v in by_scenario.values()) and len(kept) == sum(map(len, by_scenario.values()))
+
+
+def test_the_expert_corrects_only_where_it_would_act_otherwise_and_stops_at_the_agents_first_act(world):
+    _, gym, _ = world
+    expert = ExpertAgent()
+    experts = run_episodes(gym, expert, CooperativeCustomer(), max_turns=6, seed=0)
+    failed = [dataclasses.replace(ep, outcome=dataclasses.replace(ep.outcome, strict_pass=False)) for ep in experts]
+    assert expert_corrections(failed, expert) == []  # the expert's own turns are never corrected
+    assert expert_corrections(experts, expert) == []  # and passes are not looked at
+    randoms = run_episodes(gym, RandomAgent(seed=1), CooperativeCustomer(), max_turns=6, seed=0)
+    for ep in randoms:
+        fixes = expert_corrections([ep], expert)
+        assert fixes  # a random episode fails, and its first turn is not the expert's
+        for *prefix, target in fixes:
+            assert all(m.get("train") is False for m in prefix if m["role"] == "assistant")  # the agent's: no loss
+            shown = [{k: v for k, v in m.items() if k != "train"} for m in prefix]
+            assert target == {"role": "assistant", "content": expert.reply(ep.scenario, shown)}
+            calls = [c["function"]["name"] for m in prefix for c in m.get("tool_calls") or []]
+            assert all(name in READS for name in calls)  # nothing labelled past the agent's first act
+
+
+def test_corrections_train_the_agent_and_need_the_expert(world, tmp_path):
+    root, gym, _ = world
+    st = ST.replace(rounds=1, corrections=True)
+    with pytest.raises(ValueError, match="corrections needs the expert"):
+        self_training.self_train(root / "da0", root / "sim", gym, CO, st, tmp_path / "none", seed=3)
+    done = self_training.self_train(root / "da0", root / "sim", gym, CO, st, tmp_path / "st", seed=3,
+                                    expert=ExpertAgent())  # fmt: skip
+    (row,) = done.rounds
+    assert row["kept"] == 0 and row["corrections"] > 0  # tiny random models never pass: corrections alone train
+    start, trained = weights(root / "da0"), weights(done.agent_dir)
+    assert any(not torch.equal(start[k], trained[k]) for k in start)
 
 
 def test_a_held_out_or_validation_scenario_is_never_sampled(world, tmp_path):

@@ -239,6 +239,9 @@ class SelfTrainingSettings(Settings):
     keep_per_scenario: int = Field(2, ge=1, description="distinct verified successes kept of each scenario")
     batch: int = Field(160, ge=1, description="episodes played in one call (bounds the memory)")
     mix_demos: int = Field(0, ge=0, description="expert demonstrations on train scenarios mixed into each round")
+    corrections: bool = Field(
+        False, description="also the expert's turn at each failed state the agent reached (DAgger)"
+    )
     sft: SFTSettings = Field(
         SFTSettings(epochs=2, learning_rate=2e-4, batch_size=4, warmup_steps=10, max_length=2048),
         description="the fine-tuning on them (loss on the agent's turns)",

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sparring.agents.scripted import ExpertAgent
 from sparring.settings import AgentRLSettings, AgentSFTSettings, CoevolutionSettings
 from sparring.timing import Phases
 from sparring.train.agent_rl import AgentRLResult, clear_scratch, train_agent_rl
@@ -51,9 +52,10 @@ def run(
         system = AGENT_SYSTEM_PROMPT if cfg.system_prompt else ""
         return expert_demonstrations(list(demo_scenarios)[:n], seed, refs=cfg.object_refs, agent_system=system)
 
+    expert = ExpertAgent(refs=(agent_sft or AgentSFTSettings()).object_refs)  # the one that wrote DA0's demos
     result = train_agent_rl(
         da0_dir, simulator_dir, gym, validation, co, rl, reward, out_dir, scratch, seed=seed,
-        forbidden=[s.scenario_id for s in heldout], demos=demos,
+        forbidden=[s.scenario_id for s in heldout], demos=demos, expert=expert,
     )  # fmt: skip
     clear_scratch(scratch)
     return AgentRLRun(result, _metrics(result), _phases(result))

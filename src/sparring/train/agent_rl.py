@@ -2,7 +2,9 @@
 any arena. DA0 -> DA1, in the order it runs:
 
 0. Self-training on verified successes (``agent_rl.self_training``, :mod:`sparring.train.self_training`; none when
-   its ``rounds`` is 0): DA0 fine-tuned on its own world-verified strict passes on the gym; GRPO starts from it.
+   its ``rounds`` is 0): DA0 fine-tuned on its own world-verified strict passes on the gym, and with
+   ``self_training.corrections`` on the expert's turns at the states its failed episodes reached (DAgger); GRPO
+   starts from it.
 1. The gym: openings no demonstration played (``scenarios``' gym.jsonl, ``agent_rl.gym: unplayed``), each group
    against an opponent drawn from ``coevolution.agent_mix`` as a cycle-0 agent gym draws it: the simulator as the
    first adversary (and so the pool) or as the cooperative customer
@@ -182,12 +184,14 @@ def train_agent_rl(
     log: Callable[[str], None] = LOGGER.info,
     forbidden: Collection[str] = (),
     demos: Callable[[int], list[list[dict[str, Any]]]] | None = None,
+    expert: Any = None,
 ) -> AgentRLResult:
     """DA0 (``da0_dir``) -> DA1 in ``out_dir`` (DA1's checkpoint with ``curve.json``), training in ``scratch``
     (kept across a kill: a second call resumes there). ``reward``: params' ``judge.reward`` weights. ``log`` gets a
     line per validation (default: the progress lines the pipeline shows in the terminal and Dagster's log).
     ``forbidden``: scenario ids self-training must never sample (held-out; the validation ids are added);
-    ``demos(n)``: n expert demonstrations for ``self_training.mix_demos``."""
+    ``demos(n)``: n expert demonstrations for ``self_training.mix_demos``; ``expert``: the policy that corrects the
+    agent's failed states for ``self_training.corrections``."""
     if len(validation) < rl.validation_scenarios:
         raise ValueError(f"agent_rl: {len(validation)} validation scenarios, {rl.validation_scenarios} asked")
     t0 = time.perf_counter()
@@ -195,7 +199,7 @@ def train_agent_rl(
     state = CycleState(agent_dir=str(da0_dir), simulator_dir=str(simulator_dir))
     st = self_train(
         Path(da0_dir), Path(simulator_dir), gym, co, rl.self_training, scratch / SELF_TRAINING_DIR, seed=seed,
-        forbidden={*forbidden, *(s.scenario_id for s in validation)}, demos=demos, log=log,
+        forbidden={*forbidden, *(s.scenario_id for s in validation)}, demos=demos, expert=expert, log=log,
     )  # fmt: skip
     models = GameModels(co)
     model, _ = load_checkpoint(st.agent_dir)

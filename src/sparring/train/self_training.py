@@ -13,7 +13,13 @@ is labelled. In the order it runs, for round r = 1 .. ``rounds``:
    so the set does not depend on the batch and a resumed run samples what an uninterrupted one did.
 2. **Verify**: the world's strict passes, at most ``keep_per_scenario`` distinct transcripts a scenario; a
    scenario with none gives nothing. Only gym scenarios are sampled: a held-out or validation id is refused.
-3. **Improve** (the M-step): the current agent fine-tuned on them (``sft``, loss on the agent's turns), with
+3. **Correct** (DAgger, Ross, Gordon & Bagnell, AISTATS 2011, when ``corrections`` is on): in each episode that
+   failed, every state the agent reached where the expert (the scripted policy DA0's demonstrations came from, which
+   sees the conversation as the agent does plus the goal its demonstrations carried) would have said something
+   else becomes an example: the agent's own turns before it kept out of the loss, the expert's turn the target.
+   Labelling stops at the agent's first diverging act (a call that is neither a read nor a question): past it the
+   world may hold a wrong act the expert's script was never written for.
+4. **Improve** (the M-step): the current agent fine-tuned on them (``sft``, loss on the agent's turns), with
    ``mix_demos`` of the expert's demonstrations on train scenarios mixed in when asked.
 
 Each round's success rate, scenarios with a pass and data size are logged and kept (``rounds.json``); each round's
@@ -30,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from sparring.atomic import replace_dir, write_json
+from sparring.lm.chat import parse_agent_message
 from sparring.lm.checkpoints import load_checkpoint, save_checkpoint
 from sparring.lm.policies import LMPolicy
 from sparring.progress import LOGGER
@@ -42,6 +49,9 @@ from sparring.train.opponents import PerEpisodeOpponent
 from sparring.train.play import GameModels
 from sparring.train.sft import train_sft
 from sparring.world.scenarios import Scenario
+from sparring.world.vocab import CUSTOMER_MOVES
+
+READS = frozenset({"lookup_account", "payment_details", *CUSTOMER_MOVES})  # calls that change nothing in the world
 
 ROUNDS_FILE = "rounds.json"
 
@@ -90,7 +100,51 @@ def verified_successes(episodes: Sequence[Episode], keep_per_scenario: int) -> l
     return [m for conversations in kept.values() for m in conversations]
 
 
-# Over 60 lines: the method's three steps per round, in the module docstring's order, with the resume between them.
+def _action(intent: str | None, name: str | None, arguments: dict[str, Any], text: str) -> tuple:
+    """What a turn does: its intent tag and call, or its words when it makes no call."""
+    return intent, name, sorted((k, str(v)) for k, v in arguments.items()), "" if name else text.strip()
+
+
+def _agent_action(message: dict[str, Any]) -> tuple:
+    calls = [c.get("function", c) for c in message.get("tool_calls") or []]
+    call = calls[0] if calls else {}
+    return _action(message.get("intent"), call.get("name"), dict(call.get("arguments") or {}),
+                   str(message.get("content") or ""))  # fmt: skip
+
+
+def expert_corrections(episodes: Sequence[Episode], expert: Any) -> list[list[dict[str, Any]]]:
+    """DAgger's labels on the failed ``episodes``: each state where ``expert.reply(scenario, messages)`` differs from
+    the agent's turn, up to the agent's first diverging act, as the conversation so far (the agent's turns out of
+    the loss) ending in the expert's turn. Distinct examples only."""
+    out: list[list[dict[str, Any]]] = []
+    seen: set[str] = set()
+    for ep in episodes:
+        if ep.outcome.strict_pass:
+            continue
+        for i, message in enumerate(ep.messages):
+            if message["role"] != "assistant":
+                continue
+            try:
+                said = expert.reply(ep.scenario, ep.messages[:i])
+            except (IndexError, KeyError, ValueError):  # a state its script has no branch for (a malformed turn)
+                break
+            parsed = parse_agent_message(said)
+            wanted = _action(parsed.intent, parsed.call.name if parsed.call else None,
+                             dict(parsed.call.arguments) if parsed.call else {}, parsed.text)  # fmt: skip
+            done = _agent_action(message)
+            if wanted == done:
+                continue
+            example = [{**m, "train": False} if m["role"] == "assistant" else m for m in ep.messages[:i]]
+            example.append({"role": "assistant", "content": said})
+            if (key := json.dumps(example, sort_keys=True, default=str)) not in seen:
+                seen.add(key)
+                out.append(example)
+            if done[1] is not None and done[1] not in READS:
+                break
+    return out
+
+
+# Over 60 lines: the method's steps per round, in the module docstring's order, with the resume between them.
 def self_train(
     da0_dir: Path,
     simulator_dir: Path,
@@ -102,12 +156,16 @@ def self_train(
     seed: int = 0,
     forbidden: Collection[str] = (),
     demos: Callable[[int], list[list[dict[str, Any]]]] | None = None,
+    expert: Any = None,
     log: Callable[[str], None] = LOGGER.info,
 ) -> SelfTrainingResult:
     """DA0 (``da0_dir``) self-trained for ``st.rounds`` rounds in ``scratch`` (``round_<r>``: each round's agent;
     a second call resumes after the last one written). ``forbidden``: scenario ids never to sample (held-out,
-    validation); ``demos(n)``: n expert demonstrations, for ``st.mix_demos``."""
+    validation); ``demos(n)``: n expert demonstrations, for ``st.mix_demos``; ``expert``: the policy whose
+    ``reply(scenario, messages)`` corrects the agent's failed states, for ``st.corrections``."""
     check_gym(gym, forbidden)
+    if st.rounds and st.corrections and expert is None:
+        raise ValueError("agent_rl.self_training.corrections needs the expert that corrects the agent (none given)")
     scratch = Path(scratch)
     saved = scratch / ROUNDS_FILE
     rounds: list[dict[str, Any]] = json.loads(saved.read_text())["rounds"] if saved.is_file() else []
@@ -131,23 +189,28 @@ def self_train(
                          temperature=st.temperature, episode_draws=True)  # fmt: skip
         episodes = sample_episodes(agent, opponent, gym, st, co, derive_seed(seed, "self-training", r), tokenizer)
         passes = verified_successes(episodes, st.keep_per_scenario)
+        fixes = expert_corrections(episodes, expert) if st.corrections else []
         row: dict[str, Any] = {
             "round": r,
             "episodes": len(episodes),
             "success_rate": sum(ep.outcome.strict_pass for ep in episodes) / max(1, len(episodes)),
             "scenarios_with_a_pass": len({ep.scenario.scenario_id for ep in episodes if ep.outcome.strict_pass}),
             "kept": len(passes),
+            "corrections": len(fixes),
             "demos_mixed": len(extra),
             "sample_seconds": round(time.perf_counter() - t0, 1),
         }
-        if passes:
+        if passes or fixes:
             model.train()
-            result = train_sft(model, tokenizer, passes + extra, st.sft, scratch / "sft", seed=derive_seed(seed, r))
+            result = train_sft(
+                model, tokenizer, passes + fixes + extra, st.sft, scratch / "sft", seed=derive_seed(seed, r)
+            )
             model = result.model
             row.update(sft_loss=result.final_loss, sft_seconds=round(result.seconds, 1))
         replace_dir(scratch / f"round_{r}", lambda folder, m=model: save_checkpoint(m, tokenizer, folder))
         rounds.append(row)
         write_json({"rounds": rounds}, saved)
-        log(f"self-training round {r}: {row['kept']} verified successes kept of {row['episodes']} episodes "
+        log(f"self-training round {r}: {row['kept']} verified successes and {row['corrections']} expert corrections "
+            f"kept of {row['episodes']} episodes "
             f"(strict PASS {row['success_rate']:.3f} on {row['scenarios_with_a_pass']} scenarios)")  # fmt: skip
     return SelfTrainingResult(scratch / f"round_{st.rounds}", rounds)
