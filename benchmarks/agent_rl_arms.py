@@ -59,7 +59,20 @@ ARMS: dict[str, dict[str, Any]] = {
     "st_v2_grpo": {"agent_rl.self_training.rounds": 1, **V2},  # self-training, then GRPO on reward v2
     "dagger": {**DAGGER, "agent_rl.max_steps": 0},  # self-training with the expert's corrections, alone
     "dagger2": {**DAGGER, "agent_rl.self_training.rounds": 2, "agent_rl.max_steps": 0},
+    "dagger2_mix": {
+        **DAGGER,
+        "agent_rl.self_training.rounds": 2,
+        "agent_rl.self_training.mix_demos": 300,
+        "agent_rl.max_steps": 0,
+    },  # ... with DA0's kind of demonstrations kept in the mix
+    "dagger2_wide": {
+        **DAGGER,
+        "agent_rl.self_training.rounds": 2,
+        "agent_rl.self_training.samples": 2,
+        "agent_rl.max_steps": 0,
+    },  # for a larger gym (train --gym, from the gym command): 2 draws each
     "dagger_grpo": DAGGER,  # ... then GRPO on reward v1
+    "dagger2_grpo": {**DAGGER, "agent_rl.self_training.rounds": 2},
     "dagger_v2_grpo": {**DAGGER, **V2},  # ... then GRPO on reward v2
 }
 
@@ -97,6 +110,8 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
     label = f"{args.arm}_s{args.seed}"
     out = args.out.resolve() / label
     sets = {n: load_scenarios(root / "data" / "scenarios" / f"{n}.jsonl") for n in ("gym", "validation", "heldout")}
+    if args.gym is not None:  # a larger unplayed gym, made as the scenarios stage makes its own (n_gym)
+        sets["gym"] = load_scenarios(args.gym)
     done = run_agent_rl(
         root / AGENT_SFT, root / SIMULATORS[p.coevolution.simulator], sets["gym"], sets["validation"],
         p.coevolution, p.agent_rl, p.judge.reward, out, args.out.resolve() / f"scratch_{label}", args.seed,
@@ -109,6 +124,7 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
         "arm": args.arm,
         "seed": args.seed,
         "overrides": {**ARMS[args.arm], **dict(kv.split("=", 1) for kv in args.set)},
+        "gym": str(args.gym) if args.gym else "ROOT's gym.jsonl",
         "seconds": result.seconds,
         "self_training": result.self_training,
         "curve": result.curve,
@@ -117,6 +133,29 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
     }
     (out / "arm.json").write_text(json.dumps(doc, indent=1) + "\n")
     return doc
+
+
+def make_gym(args: argparse.Namespace) -> dict[str, Any]:
+    """ROOT's unplayed gym drawn larger (``--n`` scenarios), as the scenarios stage draws it: its first
+    ``scenarios.n_gym`` are ROOT's gym.jsonl; no held-out, validation or arena scenario (checked)."""
+    import polars as pl
+
+    from sparring.agents.leaving import gives_up
+    from sparring.params import load_params
+    from sparring.seeds import derive_seed
+    from sparring.world.scenarios import check_disjoint, load_scenarios, save_scenarios, unplayed_scenarios
+
+    root = args.root.resolve()
+    p, sets = load_params(root / "params.yaml"), root / "data" / "scenarios"
+    utterances = pl.read_parquet(root / "data" / "ingest" / "train.parquet")
+    gym = unplayed_scenarios(
+        utterances, load_scenarios(sets / "train.jsonl"), args.n, derive_seed(p.seed, "fresh-gym", 0),
+        dict(p.scenarios.personas), n_customers=p.scenarios.n_customers, skip=gives_up,
+    )  # fmt: skip
+    for name in ("heldout", "validation", "arena"):
+        check_disjoint(gym, load_scenarios(sets / f"{name}.jsonl"))
+    save_scenarios(gym, args.out)
+    return {"gym": len(gym), "out": str(args.out)}
 
 
 def banking77_routing(folders: dict[str, Path], n: int, seed: int) -> dict[str, Any]:
@@ -277,7 +316,12 @@ def main(argv: list[str] | None = None) -> int:
     t.add_argument("--seed", type=int, default=0)
     t.add_argument("--set", action="append", default=[], help="dotted.key=value on top of the arm's overrides")
     t.add_argument("--profile", default="default")
+    t.add_argument("--gym", type=Path, help="the gym's scenarios from this jsonl instead of ROOT's gym.jsonl")
     t.add_argument("--out", type=Path, required=True)
+    g = sub.add_parser("gym", help="ROOT's unplayed gym drawn larger")
+    g.add_argument("root", type=Path)
+    g.add_argument("--n", type=int, default=1000)
+    g.add_argument("--out", type=Path, required=True)
     pl = sub.add_parser("play", help="DA0 and the arms' DA1s on the held-out scenarios")
     pl.add_argument("root", type=Path)
     pl.add_argument("--agent", action="append", required=True, help="LABEL=FOLDER (relative to ROOT)")
@@ -294,6 +338,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "train":
         doc = train(args)
         print(json.dumps({k: doc[k] for k in ("arm", "seed", "seconds", "self_training")}))
+    elif args.command == "gym":
+        print(json.dumps(make_gym(args)))
     elif args.command == "play":
         doc = play(args)
         args.out.parent.mkdir(parents=True, exist_ok=True)

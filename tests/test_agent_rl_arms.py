@@ -57,6 +57,9 @@ def test_an_arm_is_the_projects_params_with_its_overrides_and_a_bad_key_is_refus
     assert p.agent_rl.self_training.rounds == 1 and p.agent_rl.max_steps == 0 and p.agent_rl.self_training.samples == 3
     v1 = arms.arm_params("v1_grpo", [], "default")
     assert v1.judge.reward.wrong_act == 0 and not v1.judge.reward.gate_partial_credit
+    assert all(arms.arm_params(arm, [], "default") for arm in arms.ARMS)  # every arm's overrides are valid params
+    dagger = arms.arm_params("dagger2_grpo", [], "default").agent_rl
+    assert dagger.self_training.corrections and dagger.self_training.rounds == 2 and dagger.max_steps == 100
     with pytest.raises(SystemExit, match="unknown arm"):
         arms.arm_params("nope", [], "default")
     with pytest.raises(SystemExit, match="agent_rl.self_training.sample"):
