@@ -54,6 +54,8 @@ DAGGER = {"agent_rl.self_training.rounds": 1, "agent_rl.self_training.correction
 ARMS: dict[str, dict[str, Any]] = {
     "v1_grpo": {},  # today's recipe: GRPO on reward v1 (the default)
     "v2_grpo": V2,  # GRPO on reward v2 (ranks failures)
+    "v1_gate": {"judge.reward.gate_partial_credit": True},  # v1, a wrong act's partial credit taken away
+    "v1_gate_wa1": {"judge.reward.gate_partial_credit": True, "judge.reward.wrong_act": 1.0},  # ... and priced at -1
     "st": {"agent_rl.self_training.rounds": 1, "agent_rl.max_steps": 0},  # self-training alone
     "st2": {"agent_rl.self_training.rounds": 2, "agent_rl.max_steps": 0},
     "st_v2_grpo": {"agent_rl.self_training.rounds": 1, **V2},  # self-training, then GRPO on reward v2

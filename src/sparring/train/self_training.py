@@ -112,35 +112,51 @@ def _agent_action(message: dict[str, Any]) -> tuple:
                    str(message.get("content") or ""))  # fmt: skip
 
 
+@dataclass(frozen=True)
+class Divergence:
+    index: int  # the agent's turn in ``Episode.messages``
+    said: str  # the expert's turn there, as a model writes it
+    wanted: tuple  # what the expert's turn does (intent tag, call, arguments; its words when it calls nothing)
+    done: tuple  # what the agent's turn did, the same way
+
+
+def divergences(episode: Episode, expert: Any) -> list[Divergence]:
+    """The agent's turns in ``episode`` where ``expert.reply(scenario, messages so far)`` does something else, up to
+    and including the agent's first diverging act (a call that is neither a read nor a question: past it the world
+    may hold a wrong act the expert's script was never written for)."""
+    out: list[Divergence] = []
+    for i, message in enumerate(episode.messages):
+        if message["role"] != "assistant":
+            continue
+        try:
+            said = expert.reply(episode.scenario, episode.messages[:i])
+        except (IndexError, KeyError, ValueError):  # a state its script has no branch for (a malformed turn)
+            break
+        parsed = parse_agent_message(said)
+        wanted = _action(parsed.intent, parsed.call.name if parsed.call else None,
+                         dict(parsed.call.arguments) if parsed.call else {}, parsed.text)  # fmt: skip
+        done = _agent_action(message)
+        if wanted != done:
+            out.append(Divergence(i, said, wanted, done))
+            if done[1] is not None and done[1] not in READS:
+                break
+    return out
+
+
 def expert_corrections(episodes: Sequence[Episode], expert: Any) -> list[list[dict[str, Any]]]:
-    """DAgger's labels on the failed ``episodes``: each state where ``expert.reply(scenario, messages)`` differs from
-    the agent's turn, up to the agent's first diverging act, as the conversation so far (the agent's turns out of
-    the loss) ending in the expert's turn. Distinct examples only."""
+    """DAgger's labels on the failed ``episodes``: at each of their :func:`divergences`, the conversation so far
+    (the agent's turns out of the loss) ending in the expert's turn. Distinct examples only."""
     out: list[list[dict[str, Any]]] = []
     seen: set[str] = set()
     for ep in episodes:
         if ep.outcome.strict_pass:
             continue
-        for i, message in enumerate(ep.messages):
-            if message["role"] != "assistant":
-                continue
-            try:
-                said = expert.reply(ep.scenario, ep.messages[:i])
-            except (IndexError, KeyError, ValueError):  # a state its script has no branch for (a malformed turn)
-                break
-            parsed = parse_agent_message(said)
-            wanted = _action(parsed.intent, parsed.call.name if parsed.call else None,
-                             dict(parsed.call.arguments) if parsed.call else {}, parsed.text)  # fmt: skip
-            done = _agent_action(message)
-            if wanted == done:
-                continue
-            example = [{**m, "train": False} if m["role"] == "assistant" else m for m in ep.messages[:i]]
-            example.append({"role": "assistant", "content": said})
+        for d in divergences(ep, expert):
+            example = [{**m, "train": False} if m["role"] == "assistant" else m for m in ep.messages[: d.index]]
+            example.append({"role": "assistant", "content": d.said})
             if (key := json.dumps(example, sort_keys=True, default=str)) not in seen:
                 seen.add(key)
                 out.append(example)
-            if done[1] is not None and done[1] not in READS:
-                break
     return out
 
 
