@@ -144,16 +144,13 @@ def make_gym(args: argparse.Namespace) -> dict[str, Any]:
 
     from sparring.agents.leaving import gives_up
     from sparring.params import load_params
-    from sparring.seeds import derive_seed
-    from sparring.world.scenarios import check_disjoint, load_scenarios, save_scenarios, unplayed_scenarios
+    from sparring.world.scenarios import check_disjoint, gym_scenarios, load_scenarios, save_scenarios
 
     root = args.root.resolve()
     p, sets = load_params(root / "params.yaml"), root / "data" / "scenarios"
     utterances = pl.read_parquet(root / "data" / "ingest" / "train.parquet")
-    gym = unplayed_scenarios(
-        utterances, load_scenarios(sets / "train.jsonl"), args.n, derive_seed(p.seed, "fresh-gym", 0),
-        dict(p.scenarios.personas), n_customers=p.scenarios.n_customers, skip=gives_up,
-    )  # fmt: skip
+    gym = gym_scenarios(utterances, load_scenarios(sets / "train.jsonl"), args.n, p.seed, dict(p.scenarios.personas),
+                        n_customers=p.scenarios.n_customers, skip=gives_up)  # fmt: skip
     for name in ("heldout", "validation", "arena"):
         check_disjoint(gym, load_scenarios(sets / f"{name}.jsonl"))
     save_scenarios(gym, args.out)

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sparring.agents.transcript import tool_calls
 from sparring.atomic import replace_dir, write_json
 from sparring.lm.chat import parse_agent_message
 from sparring.lm.checkpoints import load_checkpoint, save_checkpoint
@@ -106,10 +107,9 @@ def _action(intent: str | None, name: str | None, arguments: dict[str, Any], tex
 
 
 def _agent_action(message: dict[str, Any]) -> tuple:
-    calls = [c.get("function", c) for c in message.get("tool_calls") or []]
-    call = calls[0] if calls else {}
-    return _action(message.get("intent"), call.get("name"), dict(call.get("arguments") or {}),
-                   str(message.get("content") or ""))  # fmt: skip
+    call = next(iter(tool_calls([message])), {})
+    text = str(message.get("content") or "")
+    return _action(message.get("intent"), call.get("name"), call.get("arguments", {}), text)
 
 
 @dataclass(frozen=True)

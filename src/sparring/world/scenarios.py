@@ -170,6 +170,24 @@ def unplayed_scenarios(
     return sample_scenarios(rows, n, seed, personas, n_customers=n_customers)
 
 
+def gym_scenarios(
+    utterances: Any,
+    train: Sequence[Scenario],
+    n: int,
+    seed: int,
+    personas: dict[str, float] | None = None,
+    *,
+    n_customers: int = 6,
+    skip: Callable[[str], bool] = lambda text: False,
+) -> list[Scenario]:
+    """The agent gym as the `scenarios` stage draws it: ``n`` train-split openings no ``train`` scenario has (the
+    first ``n`` of a longer draw are a shorter one's)."""
+    from sparring.seeds import derive_seed
+
+    return unplayed_scenarios(utterances, train, n, derive_seed(seed, "fresh-gym", 0), personas,
+                              n_customers=n_customers, skip=skip)  # fmt: skip
+
+
 def scenario_sets(
     splits: dict[str, Any],
     sizes: dict[str, int],
@@ -191,8 +209,7 @@ def scenario_sets(
         "train": sample_scenarios(splits["train"], sizes["train"], seed, **draw),
         "heldout": sample_scenarios(splits["test"], sizes["heldout"], seed, **draw),
     }
-    gym_seed = derive_seed(seed, "fresh-gym", 0)
-    sets["gym"] = unplayed_scenarios(splits["train"], sets["train"], sizes["gym"], gym_seed, skip=skip, **draw)
+    sets["gym"] = gym_scenarios(splits["train"], sets["train"], sizes["gym"], seed, skip=skip, **draw)
     n = sizes["validation"]
     unseen = sample_scenarios(splits["validation"], n + sizes["arena"], derive_seed(seed, "validation"), **draw)
     sets["validation"], sets["arena"] = unseen[:n], unseen[n:]
