@@ -45,6 +45,7 @@ def agent_rl(ctx: StageContext) -> StageOutput:
         heldout=data.scenarios("heldout"),
         demo_scenarios=data.scenarios("train"),
         agent_sft=p.agent_sft,
+        utterances=data.utterances("train"),
     )
     ctx.log.checkpoint(data.path(AGENT_RL), "")
     result = done.result

@@ -73,6 +73,13 @@ ARMS: dict[str, dict[str, Any]] = {
         "agent_rl.self_training.samples": 2,
         "agent_rl.max_steps": 0,
     },  # for a larger gym (train --gym, from the gym command): 2 draws each
+    "dagger2_wide_r": {
+        **DAGGER,
+        "agent_rl.self_training.rounds": 2,
+        "agent_rl.self_training.samples": 2,
+        "agent_rl.self_training.intent_rehearsal": 2000,
+        "agent_rl.max_steps": 0,
+    },  # ... agent_sft's intent exchanges replayed each round
     "dagger_grpo": DAGGER,  # ... then GRPO on reward v1
     "dagger2_grpo": {**DAGGER, "agent_rl.self_training.rounds": 2},
     "dagger_v2_grpo": {**DAGGER, **V2},  # ... then GRPO on reward v2
@@ -103,7 +110,7 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
     """One arm's DA1 for one RL seed from ROOT's warm start, in ``OUT/ARM_sSEED``."""
     import torch
 
-    from sparring.catalog import AGENT_SFT, SIMULATORS
+    from sparring.catalog import AGENT_SFT, SIMULATORS, Catalog
     from sparring.drivers.agent_rl import run as run_agent_rl
     from sparring.world.scenarios import load_scenarios
 
@@ -118,7 +125,7 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
         root / AGENT_SFT, root / SIMULATORS[p.coevolution.simulator], sets["gym"], sets["validation"],
         p.coevolution, p.agent_rl, p.judge.reward, out, args.out.resolve() / f"scratch_{label}", args.seed,
         heldout=sets["heldout"], demo_scenarios=load_scenarios(root / "data" / "scenarios" / "train.jsonl"),
-        agent_sft=p.agent_sft,
+        agent_sft=p.agent_sft, utterances=Catalog(root).utterances("train"),
     )  # fmt: skip
     result = done.result
     signals = result.grpo.steps if result.grpo else []

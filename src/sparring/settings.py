@@ -242,6 +242,9 @@ class SelfTrainingSettings(Settings):
     corrections: bool = Field(
         False, description="also the expert's turn at each failed state the agent reached (DAgger)"
     )
+    intent_rehearsal: int = Field(
+        0, ge=0, description="agent_sft's utterance -> intent exchanges replayed in each round (against forgetting)"
+    )
     sft: SFTSettings = Field(
         SFTSettings(epochs=2, learning_rate=2e-4, batch_size=4, warmup_steps=10, max_length=2048),
         description="the fine-tuning on them (loss on the agent's turns)",

@@ -8,13 +8,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sparring.agents.scripted import ExpertAgent
 from sparring.settings import AgentRLSettings, AgentSFTSettings, CoevolutionSettings
 from sparring.timing import Phases
 from sparring.train.agent_rl import AgentRLResult, clear_scratch, train_agent_rl
 from sparring.world.scenarios import Scenario
+
+if TYPE_CHECKING:
+    import polars as pl
+
+REPLY_DEMOS = 50  # demonstrations whose commonest first reply answers a rehearsed opening (as agent_sft's)
 
 
 @dataclass
@@ -38,11 +43,13 @@ def run(
     heldout: Sequence[Scenario] = (),
     demo_scenarios: Sequence[Scenario] = (),
     agent_sft: AgentSFTSettings | None = None,
+    utterances: pl.DataFrame | None = None,
 ) -> AgentRLRun:
     """:func:`~sparring.train.agent_rl.train_agent_rl` (DA0 -> DA1 in ``out_dir``, training in ``scratch``, where a
     killed run resumes), then ``scratch`` removed once DA1 is in place, and the figures measured around it.
     ``heldout``: never sampled by self-training; ``demo_scenarios`` and ``agent_sft``: where and how the expert's
-    demonstrations are played for ``self_training.mix_demos`` (as agent_sft played DA0's)."""
+    demonstrations are played for ``self_training.mix_demos`` (as agent_sft played DA0's); ``utterances``:
+    agent_sft's train split, whose utterance -> intent exchanges ``self_training.intent_rehearsal`` replays."""
 
     def demos(n: int) -> list:
         from sparring.lm.chat import AGENT_SYSTEM_PROMPT
@@ -52,10 +59,19 @@ def run(
         system = AGENT_SYSTEM_PROMPT if cfg.system_prompt else ""
         return expert_demonstrations(list(demo_scenarios)[:n], seed, refs=cfg.object_refs, agent_system=system)
 
+    def rehearsal(n: int, draw: int) -> list:
+        from sparring.lm.chat import AGENT_SYSTEM_PROMPT
+        from sparring.train.demos import intent_examples, rehearsal
+
+        system = AGENT_SYSTEM_PROMPT if (agent_sft or AgentSFTSettings()).system_prompt else None
+        examples = intent_examples(utterances["text"].to_list(), utterances["intent"].to_list(), system)
+        return rehearsal(examples, demos(REPLY_DEMOS), n, draw)
+
     expert = ExpertAgent(refs=(agent_sft or AgentSFTSettings()).object_refs)  # the one that wrote DA0's demos
     result = train_agent_rl(
         da0_dir, simulator_dir, gym, validation, co, rl, reward, out_dir, scratch, seed=seed,
         forbidden=[s.scenario_id for s in heldout], demos=demos, expert=expert,
+        rehearsal=rehearsal if utterances is not None else None,
     )  # fmt: skip
     clear_scratch(scratch)
     return AgentRLRun(result, _metrics(result), _phases(result))

@@ -185,13 +185,15 @@ def train_agent_rl(
     forbidden: Collection[str] = (),
     demos: Callable[[int], list[list[dict[str, Any]]]] | None = None,
     expert: Any = None,
+    rehearsal: Callable[[int, int], list[list[dict[str, Any]]]] | None = None,
 ) -> AgentRLResult:
     """DA0 (``da0_dir``) -> DA1 in ``out_dir`` (DA1's checkpoint with ``curve.json``), training in ``scratch``
     (kept across a kill: a second call resumes there). ``reward``: params' ``judge.reward`` weights. ``log`` gets a
     line per validation (default: the progress lines the pipeline shows in the terminal and Dagster's log).
     ``forbidden``: scenario ids self-training must never sample (held-out; the validation ids are added);
     ``demos(n)``: n expert demonstrations for ``self_training.mix_demos``; ``expert``: the policy that corrects the
-    agent's failed states for ``self_training.corrections``."""
+    agent's failed states for ``self_training.corrections``; ``rehearsal(n, seed)``: n of agent_sft's intent
+    exchanges for ``self_training.intent_rehearsal``."""
     if len(validation) < rl.validation_scenarios:
         raise ValueError(f"agent_rl: {len(validation)} validation scenarios, {rl.validation_scenarios} asked")
     t0 = time.perf_counter()
@@ -200,6 +202,7 @@ def train_agent_rl(
     st = self_train(
         Path(da0_dir), Path(simulator_dir), gym, co, rl.self_training, scratch / SELF_TRAINING_DIR, seed=seed,
         forbidden={*forbidden, *(s.scenario_id for s in validation)}, demos=demos, expert=expert, log=log,
+        rehearsal=rehearsal,
     )  # fmt: skip
     models = GameModels(co)
     model, _ = load_checkpoint(st.agent_dir)

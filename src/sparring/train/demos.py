@@ -195,13 +195,18 @@ def warm_start_phases(
     examples = intent_examples(texts, intents, system)
     if settings.intent is not None and examples:
         out["intent"] = (examples, settings.intent)
-    # Rehearsed exchanges end as the demos' first replies do: ending at the intent instead, they taught the agent
-    # to stop there in episodes.
-    picked = random.Random(seed).sample(range(len(examples)), min(settings.intent_rehearsal, len(examples)))
-    reply = first_reply(demos)
-    rehearsed = [[*examples[i][:-1], {**examples[i][-1], "content": reply}] for i in picked]
-    out["demos"] = ([*demos, *rehearsed], settings.sft)
+    out["demos"] = ([*demos, *rehearsal(examples, demos, settings.intent_rehearsal, seed)], settings.sft)
     return out
+
+
+def rehearsal(
+    examples: Sequence[Sequence[dict[str, Any]]], demos: Sequence[Sequence[dict[str, Any]]], n: int, seed: int
+) -> list[list[dict[str, Any]]]:
+    """``n`` of :func:`intent_examples`' exchanges (a seeded sample), each answered as the demos answer an opening
+    (:func:`first_reply`): ending at the intent instead, they taught the agent to stop there in episodes."""
+    picked = random.Random(seed).sample(range(len(examples)), min(n, len(examples)))
+    reply = first_reply(demos)
+    return [[*examples[i][:-1], {**examples[i][-1], "content": reply}] for i in picked]
 
 
 def first_reply(demos: Sequence[Sequence[dict[str, Any]]]) -> str:

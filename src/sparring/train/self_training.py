@@ -17,10 +17,13 @@ is labelled. In the order it runs, for round r = 1 .. ``rounds``:
    failed, every state the agent reached where the expert (the scripted policy DA0's demonstrations came from, which
    sees the conversation as the agent does plus the goal its demonstrations carried) would have said something
    else becomes an example: the agent's own turns before it kept out of the loss, the expert's turn the target.
-   Labelling stops at the agent's first diverging act (a call that is neither a read nor a question): past it the
-   world may hold a wrong act the expert's script was never written for.
+   Labelling stops at the agent's first diverging act the world carried out (a call that is neither a read nor a
+   question, and did not fail): past it the world may hold a wrong act the expert's script was never written for.
+   A failed or refused call changes nothing, so the expert's way on from it (the right call) is labelled too.
 4. **Improve** (the M-step): the current agent fine-tuned on them (``sft``, loss on the agent's turns), with
-   ``mix_demos`` of the expert's demonstrations on train scenarios mixed in when asked.
+   ``mix_demos`` of the expert's demonstrations on train scenarios and ``intent_rehearsal`` of agent_sft's
+   utterance -> intent exchanges mixed in when asked (the rounds see synthetic dialogues only; agent_sft replays
+   its intent phase against the same wearing down of what it learnt).
 
 Each round's success rate, scenarios with a pass and data size are logged and kept (``rounds.json``); each round's
 agent is written atomically under ``scratch``, so a killed run resumes after its last finished round.
@@ -120,10 +123,22 @@ class Divergence:
     done: tuple  # what the agent's turn did, the same way
 
 
+def _carried_out(messages: Sequence[dict[str, Any]], i: int) -> bool:
+    """Whether the world carried out the call of the agent's turn ``i`` (its result, the next message, is ok)."""
+    result = messages[i + 1] if i + 1 < len(messages) else None
+    if result is None or result["role"] != "tool":
+        return True  # no result read back (the episode ended on it): assume the world changed
+    try:
+        return bool(json.loads(result["content"]).get("ok"))
+    except (ValueError, AttributeError):
+        return True
+
+
 def divergences(episode: Episode, expert: Any) -> list[Divergence]:
     """The agent's turns in ``episode`` where ``expert.reply(scenario, messages so far)`` does something else, up to
-    and including the agent's first diverging act (a call that is neither a read nor a question: past it the world
-    may hold a wrong act the expert's script was never written for)."""
+    and including the agent's first diverging act the world carried out (a call that is neither a read nor a
+    question: past it the world may hold a wrong act the expert's script was never written for; a failed or refused
+    call changes nothing)."""
     out: list[Divergence] = []
     for i, message in enumerate(episode.messages):
         if message["role"] != "assistant":
@@ -138,7 +153,7 @@ def divergences(episode: Episode, expert: Any) -> list[Divergence]:
         done = _agent_action(message)
         if wanted != done:
             out.append(Divergence(i, said, wanted, done))
-            if done[1] is not None and done[1] not in READS:
+            if done[1] is not None and done[1] not in READS and _carried_out(episode.messages, i):
                 break
     return out
 
@@ -173,15 +188,19 @@ def self_train(
     forbidden: Collection[str] = (),
     demos: Callable[[int], list[list[dict[str, Any]]]] | None = None,
     expert: Any = None,
+    rehearsal: Callable[[int, int], list[list[dict[str, Any]]]] | None = None,
     log: Callable[[str], None] = LOGGER.info,
 ) -> SelfTrainingResult:
     """DA0 (``da0_dir``) self-trained for ``st.rounds`` rounds in ``scratch`` (``round_<r>``: each round's agent;
     a second call resumes after the last one written). ``forbidden``: scenario ids never to sample (held-out,
     validation); ``demos(n)``: n expert demonstrations, for ``st.mix_demos``; ``expert``: the policy whose
-    ``reply(scenario, messages)`` corrects the agent's failed states, for ``st.corrections``."""
+    ``reply(scenario, messages)`` corrects the agent's failed states, for ``st.corrections``; ``rehearsal(n, seed)``:
+    n of agent_sft's intent exchanges, for ``st.intent_rehearsal``."""
     check_gym(gym, forbidden)
     if st.rounds and st.corrections and expert is None:
         raise ValueError("agent_rl.self_training.corrections needs the expert that corrects the agent (none given)")
+    if st.rounds and st.intent_rehearsal and rehearsal is None:
+        raise ValueError("agent_rl.self_training.intent_rehearsal needs agent_sft's utterances (none given)")
     scratch = Path(scratch)
     saved = scratch / ROUNDS_FILE
     rounds: list[dict[str, Any]] = json.loads(saved.read_text())["rounds"] if saved.is_file() else []
@@ -206,6 +225,7 @@ def self_train(
         episodes = sample_episodes(agent, opponent, gym, st, co, derive_seed(seed, "self-training", r), tokenizer)
         passes = verified_successes(episodes, st.keep_per_scenario)
         fixes = expert_corrections(episodes, expert) if st.corrections else []
+        replayed = rehearsal(st.intent_rehearsal, derive_seed(seed, "rehearsal", r)) if st.intent_rehearsal else []
         row: dict[str, Any] = {
             "round": r,
             "episodes": len(episodes),
@@ -214,12 +234,13 @@ def self_train(
             "kept": len(passes),
             "corrections": len(fixes),
             "demos_mixed": len(extra),
+            "intent_rehearsed": len(replayed),
             "sample_seconds": round(time.perf_counter() - t0, 1),
         }
         if passes or fixes:
             model.train()
             result = train_sft(
-                model, tokenizer, passes + fixes + extra, st.sft, scratch / "sft", seed=derive_seed(seed, r)
+                model, tokenizer, passes + fixes + extra + replayed, st.sft, scratch / "sft", seed=derive_seed(seed, r)
             )
             model = result.model
             row.update(sft_loss=result.final_loss, sft_seconds=round(result.seconds, 1))
