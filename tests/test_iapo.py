@@ -4,6 +4,7 @@ event logs, and the trainer hook that turns per-token weights into (B, T) advant
 from __future__ import annotations
 
 import random
+import re
 
 import pytest
 
@@ -366,3 +367,62 @@ def test_a_misrouted_act_is_an_error_its_report_repeats(tok, scenarios, wrong):
         assert graph.errors[:3] == [0, 1, 1] and (1, 2) in graph.failed and (0, 1) in graph.support
         _, w_neg = routing_weights(graph, 0.05, 0.25)
         assert w_neg[1] == max(w_neg) > w_neg[0] and w_neg[2] >= w_neg[0]  # the clip (c) may level the rest
+
+
+class FreezesACard:
+    """An agent that looks up, freezes the customer's card (an act no intent resolves with), reports it done and
+    ends: the wrong call the first graph missed, for it is no intent's resolving call."""
+
+    tokenizer = None
+
+    def act(self, requests: list[TurnRequest]) -> list[TurnOutput]:
+        out = []
+        for r in requests:
+            done = sum(m["role"] == "assistant" for m in r.messages)
+            card = re.search(r"card_\d+", str(r.messages[-1].get("content")))
+            plan = [("One moment.", ParsedCall("lookup_account", {"show": "cards"}))]
+            plan += [("One moment.", ParsedCall("card_services", {"action": "freeze", "card_id": card and card[0]}))]
+            plan += [("All done, I've taken care of that for you.", None)]
+            words, call = plan[done] if done < len(plan) else ("Goodbye!", ParsedCall("end_conversation", {}))
+            out.append(TurnOutput(render_agent_message(words, call)))
+        return out
+
+
+def test_an_act_no_intent_asks_for_is_an_error_its_report_repeats(tok, scenarios):
+    """A call the world accepted on a tool intents resolve with, though no intent's action (freezing a card), in an
+    episode whose state never matched the goal: e_i = 1 at it and E⁻ to the report, as for a misroute."""
+    episodes = run_episodes(scenarios[:6], FreezesACard(), CooperativeCustomer(), seed=0, tokenizer=tok)
+    for ep in episodes:
+        calls = ep.log.tool_calls()
+        assert (calls[1].name, calls[1].arguments["action"], calls[1].ok) == ("card_services", "freeze", True)
+        assert not ep.outcome.state_match and ("card_services", "freeze") not in {
+            (s.tool, s.action) for s in INTENT_SPECS.values()
+        }
+        graph = influence_graph(ep, "agent", ep.agent_mask)
+        assert graph.errors[:3] == [0, 1, 1] and (1, 2) in graph.failed
+        _, w_neg = routing_weights(graph, 0.05, 0.25)
+        assert w_neg[1] == max(w_neg) > w_neg[0]
+
+
+class ClosesWithNothingDone:
+    """An agent that looks up and closes the case without acting or saying it is done."""
+
+    tokenizer = None
+
+    def act(self, requests: list[TurnRequest]) -> list[TurnOutput]:
+        done = [sum(m["role"] == "assistant" for m in r.messages) for r in requests]
+        look, close = ParsedCall("lookup_account", {}), ParsedCall("end_conversation", {"resolution": "closed"})
+        return [TurnOutput(render_agent_message("One moment." if d == 0 else "Goodbye.", look if d == 0 else close))
+                for d in done]  # fmt: skip
+
+
+def test_a_close_that_leaves_the_case_unresolved_is_the_error_when_nothing_else_erred(tok, scenarios):
+    """No act, no report, no refusal: the close is the one action that left the case unresolved, so a failure's
+    blame goes there (before, such an episode held no erring action and w⁻ stayed 1 everywhere)."""
+    episodes = run_episodes(scenarios[:6], ClosesWithNothingDone(), CooperativeCustomer(), seed=0, tokenizer=tok)
+    for ep in episodes:
+        assert not ep.outcome.state_match and ep.log.tool_calls()[-1].name == "end_conversation"
+        graph = influence_graph(ep, "agent", ep.agent_mask)
+        assert graph.errors == [0, 1]
+        _, w_neg = routing_weights(graph, 0.05, 0.25)
+        assert w_neg[1] > 1 > w_neg[0]

@@ -15,8 +15,9 @@ L = Σ L_i):
                      the intent the customer refused at a_i;
    e_i               1 when a_i's message was malformed, its call failed or was refused, the customer answered
                      its confirmation with a no (the paper's explicit rejection), or, in an episode whose world
-                     state never matched the goal, it acted (an intent's resolving call the world accepted: a
-                     misroute or the wrong object) or reported the request done ("All done": a rule failure);
+                     state never matched the goal, it acted (a call of a tool some intent resolves with that the
+                     world accepted: a misroute, the wrong object, an act no intent asks for) or reported the
+                     request done ("All done": a rule failure), or, where nothing else erred, it closed the case;
                      a report after such an act is a failed use of it (E⁻);
    direct inputs     arguments a_j took from a customer message no action elicited (the opening).
 2. Features: φ⁺_i = log(1 + d⁺_i + d^in_i), φ⁻_i = log(1 + e_i (1 + d⁻_i + d^in_i)), d⁺/d⁻ out-degrees on
@@ -157,25 +158,29 @@ def _agent_edges(
                 graph.failed.add((i, retry))
 
 
-ACTS = {(spec.tool, spec.action) for spec in INTENT_SPECS.values() if spec.action is not None}  # state-changing calls
+# Calls that do something for the customer: every tool an intent resolves with, whatever its selector says (a card
+# frozen that no intent asked for is a wrong act too), the reads aside.
+ACT_TOOLS = frozenset(spec.tool for spec in INTENT_SPECS.values()) - {"lookup_account", "payment_details"}
 
 
 def _unresolved_errors(
     graph: InfluenceGraph, events: Sequence[Any], turns: Sequence[Any], made: dict[int, int]
 ) -> None:
-    """An episode whose world state never matched the goal: each accepted act (an intent's resolving call) changed
-    the wrong thing and each "done" report is a rule failure (e_i = 1), and a report after an act relied on it (E⁻).
-    Without the act's error a misroute's blame went to the report and spared the act that caused it."""
-    acts = [
-        made[e.index]
-        for e in events
-        if isinstance(e, ToolCallEvent) and e.ok and e.index in made
-        and (e.name, e.arguments.get(TOOLS[e.name].selector or "")) in ACTS
-    ]  # fmt: skip
+    """An episode whose world state never matched the goal: each accepted act (a call of a tool some intent
+    resolves with, on any action) changed the wrong thing and each "done" report is a rule failure (e_i = 1), and a
+    report after an act relied on it (E⁻). Without the act's error a misroute's blame went to the report and spared
+    the act that caused it. When nothing else erred, the agent's close that left the case unresolved is the error:
+    without it such a failure held no erring action and its blame stayed uniform."""
+    calls = [e for e in events if isinstance(e, ToolCallEvent) and e.ok and e.index in made]
+    acts = [made[e.index] for e in calls if e.name in ACT_TOOLS]
     reports = [i for i, turn in enumerate(turns) if DONE_REPORT.search(turn.text)]
     for i in acts + reports:
         graph.errors[i] = 1
     graph.failed.update((i, j) for i in acts for j in reports if j > i)
+    if not any(graph.errors):
+        for e in calls:
+            if e.name == "end_conversation":
+                graph.errors[made[e.index]] = 1
 
 
 def _identity_edges(graph: InfluenceGraph, events: Sequence[Any], made: dict[int, int]) -> None:
