@@ -3,7 +3,8 @@
 Every arm starts from the same DA0, simulator, judge and scenario sets (a finished run's folder, ROOT), so what an
 arm's seeds share is the warm start: the variance left out is DA0's own (one agent_sft seed). An arm is the
 project's params.yaml (its ``agent_rl``, ``coevolution`` and ``judge.reward``: the recipe as the main job runs it)
-with the overrides :data:`ARMS` gives, trained by ``sparring.train.agent_rl.train_agent_rl`` with the RL seed S
+set back to :data:`BEFORE` (the recipe before issue 75), then the overrides :data:`ARMS` gives, trained by
+``sparring.train.agent_rl.train_agent_rl`` with the RL seed S
 (what ``seed: S`` in params.yaml gives the stage). Held-out play pits DA0 and every arm's DA1 against the reference
 opponent (``_ref``: adversary generation 0, the SFT simulator sampled, which no arm trained against), the scripted
 camouflaging customer (``_camo``) and the cooperative simulator (``_coop``), K draws each (one for the greedy
@@ -50,9 +51,18 @@ BANKING77 = REPO.parent / "shared" / "data" / "banking77" / "train.csv"
 OPPONENTS = ("ref", "camo", "coop")
 WRONG_ACTS = ("misroute", "refused", "undescribed")  # an act the goal contradicts, tried or done
 V2 = {f"judge.reward.{k}": v for k, v in REWARD_V2.items()}
+# The recipe before issue 75 (GRPO on reward v1, no self-training): every arm is it plus its own overrides, so an arm
+# keeps meaning what it measured whatever the defaults become.
+BEFORE = {
+    "agent_rl.self_training.rounds": 0,
+    "agent_rl.self_training.samples": 4,
+    "agent_rl.self_training.corrections": False,
+    "agent_rl.self_training.intent_rehearsal": 0,
+    "agent_rl.max_steps": 100,
+}
 DAGGER = {"agent_rl.self_training.rounds": 1, "agent_rl.self_training.corrections": True}
 ARMS: dict[str, dict[str, Any]] = {
-    "v1_grpo": {},  # today's recipe: GRPO on reward v1 (the default)
+    "v1_grpo": {},  # the recipe before issue 75: GRPO on reward v1
     "v2_grpo": V2,  # GRPO on reward v2 (ranks failures)
     "v1_gate": {"judge.reward.gate_partial_credit": True},  # v1, a wrong act's partial credit taken away
     "v1_gate_wa1": {"judge.reward.gate_partial_credit": True, "judge.reward.wrong_act": 1.0},  # ... and priced at -1
@@ -79,7 +89,7 @@ ARMS: dict[str, dict[str, Any]] = {
         "agent_rl.self_training.samples": 2,
         "agent_rl.self_training.intent_rehearsal": 2000,
         "agent_rl.max_steps": 0,
-    },  # ... agent_sft's intent exchanges replayed each round
+    },  # ... agent_sft's intent exchanges replayed each round: agent_rl's default since issue 75
     "dagger_grpo": DAGGER,  # ... then GRPO on reward v1
     "dagger2_grpo": {**DAGGER, "agent_rl.self_training.rounds": 2},
     "dagger_v2_grpo": {**DAGGER, **V2},  # ... then GRPO on reward v2
@@ -95,7 +105,7 @@ def arm_params(arm: str, extra: list[str], profile: str) -> Any:
     if arm not in ARMS:
         sys.exit(f"error: unknown arm {arm!r}; known: {', '.join(ARMS)}")
     raw = load_params(REPO / "params.yaml", profile).model_dump()
-    for key, value in [*ARMS[arm].items(), *(kv.split("=", 1) for kv in extra)]:
+    for key, value in [*BEFORE.items(), *ARMS[arm].items(), *(kv.split("=", 1) for kv in extra)]:
         *path, last = key.split(".")
         node = raw
         for part in path:
@@ -132,7 +142,7 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
     doc = {
         "arm": args.arm,
         "seed": args.seed,
-        "overrides": {**ARMS[args.arm], **dict(kv.split("=", 1) for kv in args.set)},
+        "overrides": {**BEFORE, **ARMS[args.arm], **dict(kv.split("=", 1) for kv in args.set)},
         "gym": str(args.gym) if args.gym else "ROOT's gym.jsonl",
         "seconds": result.seconds,
         "self_training": result.self_training,

@@ -58,6 +58,10 @@ def test_an_arm_is_the_projects_params_with_its_overrides_and_a_bad_key_is_refus
     v1 = arms.arm_params("v1_grpo", [], "default")
     assert v1.judge.reward.wrong_act == 0 and not v1.judge.reward.gate_partial_credit
     assert all(arms.arm_params(arm, [], "default") for arm in arms.ARMS)  # every arm's overrides are valid params
+    assert v1.agent_rl.self_training.rounds == 0 and v1.agent_rl.max_steps == 100  # whatever the defaults are
+    wide = arms.arm_params("dagger2_wide_r", [], "default").agent_rl
+    assert (wide.self_training.rounds, wide.self_training.samples, wide.max_steps) == (2, 2, 0)
+    assert wide.self_training.corrections and wide.self_training.intent_rehearsal == 2000
     dagger = arms.arm_params("dagger2_grpo", [], "default").agent_rl
     assert dagger.self_training.corrections and dagger.self_training.rounds == 2 and dagger.max_steps == 100
     with pytest.raises(SystemExit, match="unknown arm"):

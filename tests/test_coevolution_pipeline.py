@@ -245,7 +245,9 @@ def test_quick_run_writes_metrics_json_mlflow_and_dagster(uninterrupted):
     assert "stage_wall_seconds" not in doc and "critical_path" not in doc  # report depends on metrics.json
     assert "stage_wall_seconds" not in timed and "critical_path" not in timed  # evaluate no longer times the run
     rl_phases = json.loads((root / "reports" / "timings" / "agent_rl.json").read_text())["phases"]
-    assert {"grpo_rollouts", "grpo_updates_and_validation"} <= set(rl_phases)  # main_job_profile splits agent_rl
+    assert {"self_training_sampling", "self_training_sft", "grpo_rollouts", "grpo_updates_and_validation"} <= set(
+        rl_phases
+    )  # main_job_profile splits agent_rl
     assert all(c["grpo_tokens_per_s"] > 0 for c in timed["cycles"]) and "grpo_tokens_per_s" not in cycles[0]
     assert "held-out agents" in output and "co-evolution" in output
 

@@ -106,9 +106,13 @@ def _metrics(result: AgentRLResult) -> dict[str, float]:
 
 
 def _phases(result: AgentRLResult) -> Phases:
-    """Where the GRPO time went (main_job_profile reads it): rollouts (episodes and the judge), then the updates
-    with the validation plays the trainer's callback runs between them."""
+    """Where agent_rl's time went (main_job_profile reads it): self-training's sampling (episodes, the expert's
+    corrections) and fine-tuning, then GRPO's rollouts (episodes and the judge) and its updates with the validation
+    plays the trainer's callback runs between them."""
     phases = Phases()
+    for row in result.self_training:
+        phases.add("self_training_sampling", row["sample_seconds"], episodes=row["episodes"])
+        phases.add("self_training_sft", row.get("sft_seconds", 0.0))
     if result.grpo is not None:
         g = result.grpo
         phases.add("grpo_rollouts", g.rollout_seconds, episodes=g.rollout_episodes)
