@@ -12,11 +12,14 @@ import torch
 
 from sparring.agents.scripted import CooperativeCustomer, ExpertAgent, RandomAgent
 from sparring.agents.transcript import tool_results
+from sparring.drivers.agent_rl import _metrics
+from sparring.lm.checkpoints import load_checkpoint
 from sparring.params import load_params
 from sparring.rollout import run_episodes
 from sparring.settings import AgentRLSettings, SelfTrainingSettings
 from sparring.train import self_training
-from sparring.train.agent_rl import SELF_TRAINING_DIR, train_agent_rl
+from sparring.train.agent_rl import SELF_TRAINING_DIR, ValidationPlay, train_agent_rl
+from sparring.train.play import GameModels
 from sparring.train.self_training import READS, ROUNDS_FILE, check_gym, expert_corrections, verified_successes
 from tests.test_agent_rl import CO, make_world, weights
 
@@ -145,6 +148,16 @@ def test_self_training_alone_makes_its_agent_da1(world, tmp_path, monkeypatch):
     assert result.step == 0 and result.grpo is None and [r["step"] for r in result.curve] == [0]
     a, b = weights(tmp_path / "da1"), weights(tmp_path / "scratch" / SELF_TRAINING_DIR / "round_1")
     assert all(torch.equal(a[k], b[k]) for k in a)
+    # step 0 is the self-trained start; DA1 is measured against DA0 itself, played on the same validation
+    models = GameModels(CO)
+    models.model(root / "sim")
+    play = ValidationPlay(models, str(root / "sim"), validation[: rl.validation_scenarios], 3)
+    assert result.da0 == play(load_checkpoint(root / "da0")[0])
+    metrics = _metrics(result)
+    assert (
+        metrics["val_score_da0"] == result.da0["score"]
+        and metrics["val_score_self_trained"] == metrics["val_score_da1"]
+    )
 
 
 def test_no_round_asked_is_da0_whatever_an_earlier_run_left(world, tmp_path, monkeypatch):

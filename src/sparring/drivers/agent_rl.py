@@ -78,7 +78,8 @@ def run(
 
 
 def _metrics(result: AgentRLResult) -> dict[str, float]:
-    """Validation at step 0 (DA0) and at the kept step (DA1), with what the GRPO cost and earned."""
+    """Validation of DA0, of the start of GRPO when self-training made one (``_self_trained``), and of the kept step
+    (DA1), with what the GRPO cost and earned."""
     start = next(row for row in result.curve if row["step"] == 0)
     chosen = next(row for row in result.curve if row["step"] == result.step)
     metrics = {
@@ -91,7 +92,8 @@ def _metrics(result: AgentRLResult) -> dict[str, float]:
             for k, v in row.items()
             if k != "round"
         },
-        **{f"val_{k}_da0": float(v) for k, v in start.items() if k != "step"},
+        **{f"val_{k}_da0": float(v) for k, v in (result.da0 or start).items() if k != "step"},
+        **{f"val_{k}_self_trained": float(v) for k, v in start.items() if k != "step" and result.da0 is not None},
         **{f"val_{k}_da1": float(v) for k, v in chosen.items() if k != "step"},
     }
     if result.grpo is not None:

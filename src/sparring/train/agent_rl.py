@@ -156,6 +156,7 @@ class AgentRLResult:
     resumed_from: int = 0  # the trainer checkpoint's step a killed run resumed from (0: a fresh start)
     seconds: float = 0.0
     self_training: list[dict[str, Any]] = field(default_factory=list)  # per round (self_training.SelfTrainingResult)
+    da0: dict[str, Any] | None = None  # DA0's validation when self-training moved the start (else: step 0's row)
 
 
 def last_checkpoint(folder: Path) -> tuple[Path | None, int]:
@@ -214,6 +215,7 @@ def train_agent_rl(
     check.resume_at(done)
     if not any(row["step"] == 0 for row in check.curve):
         check.check(0, model)  # the start (DA0, or DA0 self-trained) on the same validation play
+    da0 = play(load_checkpoint(Path(da0_dir))[0]) if st.rounds else None  # what DA1 is measured against
     result = None
     if done < rl.max_steps and rl.max_steps:
         if resume:
@@ -250,6 +252,7 @@ def train_agent_rl(
         resumed_from=done,
         seconds=time.perf_counter() - t0,
         self_training=st.rounds,
+        da0=da0,
     )
 
 
