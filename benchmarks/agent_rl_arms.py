@@ -89,7 +89,14 @@ ARMS: dict[str, dict[str, Any]] = {
         "agent_rl.self_training.samples": 2,
         "agent_rl.self_training.intent_rehearsal": 2000,
         "agent_rl.max_steps": 0,
-    },  # ... agent_sft's intent exchanges replayed each round: agent_rl's default since issue 75
+    },  # ... agent_sft's intent exchanges replayed each round
+    "dagger2_wide_rx": {
+        **DAGGER,
+        "agent_rl.self_training.rounds": 2,
+        "agent_rl.self_training.samples": 2,
+        "agent_rl.self_training.intent_rehearsal": 2000,
+        "agent_rl.max_steps": 0,
+    },  # dagger2_wide_r's overrides, trained once the expert answers a mistaken call with its own (its runs predate)
     "dagger_grpo": DAGGER,  # ... then GRPO on reward v1
     "dagger2_grpo": {**DAGGER, "agent_rl.self_training.rounds": 2},
     "dagger_v2_grpo": {**DAGGER, **V2},  # ... then GRPO on reward v2

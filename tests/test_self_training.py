@@ -168,3 +168,29 @@ def test_no_round_asked_is_da0_whatever_an_earlier_run_left(world, tmp_path, mon
     assert one.agent_dir == scratch / "round_1" and len(one.rounds) == 1
     none = self_training.self_train(root / "da0", root / "sim", gym, CO, ST.replace(rounds=0), scratch, seed=3)
     assert none.agent_dir == root / "da0" and none.rounds == []
+
+
+def test_the_expert_answers_another_agents_mistaken_call_with_its_own_and_hands_over_after_its_own_fails():
+    """DAgger asks the expert what it would do from the agent's states. After the agent's dispute with the wrong case
+    queue (refused: nothing changed) it makes its own call with the queue it read; after its own call fails, as
+    before, it asks or hands over (its own episodes, DA0's demonstrations, are unchanged by this)."""
+    from sparring.data.synthetic import utterance_frame
+    from sparring.world.scenarios import sample_scenarios
+    from sparring.world.vocab import INTENT_SPECS, QUEUE
+
+    expert = ExpertAgent(refs="described")
+    pool = sample_scenarios(utterance_frame(2, 7), 300, seed=3)
+    scenario = next(s for s in pool if INTENT_SPECS[s.intent].quotes_queue)
+    (ep,) = run_episodes([scenario], expert, CooperativeCustomer(), max_turns=8, seed=0)
+    i = next(i for i, m in enumerate(ep.messages) if any(QUEUE in c["function"]["arguments"]
+                                                         for c in m.get("tool_calls") or []))  # fmt: skip
+    call = ep.messages[i]["tool_calls"][0]["function"]
+    right = call["arguments"][QUEUE]
+    wrong = {**call, "arguments": {**call["arguments"], QUEUE: "nobody_team" if right != "nobody_team" else "x"}}
+    refused = json.dumps({"ok": False, "error": f"cases are not handled by {wrong['arguments'][QUEUE]}"})
+    mistaken = [*ep.messages[:i], {**ep.messages[i], "tool_calls": [{"type": "function", "function": wrong}]},
+                {"role": "tool", "content": refused}]  # fmt: skip
+    retry = expert.reply(scenario, mistaken)
+    assert retry == expert.reply(scenario, ep.messages[:i])  # its own call, the right queue
+    own_failed = [*ep.messages[: i + 1], {"role": "tool", "content": refused}]
+    assert QUEUE not in expert.reply(scenario, own_failed)  # its own call refused: it no longer retries it

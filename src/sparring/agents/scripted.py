@@ -39,6 +39,7 @@ from sparring.lm.chat import (
     INTENT,
     ParsedCall,
     known_intents,
+    parse_agent_message,
     render_agent_message,
 )
 from sparring.lm.policies import TurnOutput, TurnRequest
@@ -81,6 +82,17 @@ def resolving_call(scenario: Scenario) -> ToolCall | None:
 OBJECT_REFS = ("id", "described")
 
 
+def _call_of(call: dict[str, Any]) -> tuple[str, list[tuple[str, str]]]:
+    """A call as (name, sorted arguments as text), to tell two calls apart."""
+    return str(call.get("name")), sorted((k, str(v)) for k, v in (call.get("arguments") or {}).items())
+
+
+def _call(message: str) -> tuple[str, list[tuple[str, str]]] | None:
+    """The call a rendered agent message makes, as :func:`_call_of`; None when it makes none."""
+    parsed = parse_agent_message(message).call
+    return _call_of({"name": parsed.name, "arguments": dict(parsed.arguments)}) if parsed else None
+
+
 class ExpertAgent:
     """Asks for the customer's details, looks them up, asks which object when the customer never described it,
     confirms when the request may be another, resolves, reports, ends.
@@ -98,6 +110,8 @@ class ExpertAgent:
     several intents (:func:`needs_confirmation`); ``misconfirm`` is the share of scenarios (drawn per scenario)
     whose first confirmation states a wrong intent of the same tool, so customers' training data holds the no
     that corrects an agent. It never reports success after a refused call: a second refusal goes to a human.
+    Reading a conversation another agent began (DAgger's corrections), it answers that agent's failed call that is
+    not the one it would make (a wrong case queue, say) with its own, as it would have acted from there.
     """
 
     tokenizer = None
@@ -183,6 +197,9 @@ class ExpertAgent:
             if name in ("lookup_account", "payment_details") and ok and resolver is not None and not resolved:
                 return self._next_step(scenario, messages, history, resolver)
             if resolver is not None and name in (resolver.name, "payment_details") and not ok:
+                retry = self._next_step(scenario, messages, history, resolver)
+                if _call(retry) != _call_of(tool_calls(messages)[-1]):  # another's mistaken call: make its own
+                    return retry
                 refusals = sum(1 for n, good in history if n in (resolver.name, "payment_details") and not good)
                 target = INTENT_SPECS[intent].target
                 if refusals >= 2 or target is None:
