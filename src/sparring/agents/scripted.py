@@ -111,7 +111,8 @@ class ExpertAgent:
     whose first confirmation states a wrong intent of the same tool, so customers' training data holds the no
     that corrects an agent. It never reports success after a refused call: a second refusal goes to a human.
     Reading a conversation another agent began (DAgger's corrections), it answers that agent's failed call that is
-    not the one it would make (a wrong case queue, say) with its own, as it would have acted from there.
+    not the one it would have made in its place (a wrong case queue, say) with what it would have said there: a
+    failed call changes nothing, so that is how it would have acted from there.
     """
 
     tokenizer = None
@@ -197,9 +198,10 @@ class ExpertAgent:
             if name in ("lookup_account", "payment_details") and ok and resolver is not None and not resolved:
                 return self._next_step(scenario, messages, history, resolver)
             if resolver is not None and name in (resolver.name, "payment_details") and not ok:
-                retry = self._next_step(scenario, messages, history, resolver)
-                if _call(retry) != _call_of(tool_calls(messages)[-1]):  # another's mistaken call: make its own
-                    return retry
+                made = max(i for i, m in enumerate(messages) if m["role"] == "assistant" and m.get("tool_calls"))
+                own = self.reply(scenario, messages[:made])  # what it would have said in that turn's place
+                if _call(own) != _call_of(tool_calls(messages)[-1]):  # another agent's mistake (nothing changed)
+                    return own
                 refusals = sum(1 for n, good in history if n in (resolver.name, "payment_details") and not good)
                 target = INTENT_SPECS[intent].target
                 if refusals >= 2 or target is None:
