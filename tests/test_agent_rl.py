@@ -14,7 +14,7 @@ from sparring.lm.checkpoints import load_checkpoint, save_checkpoint
 from sparring.lm.models import ModelSpec, build_model
 from sparring.lm.tokenizer import train_tokenizer
 from sparring.params import ParamsError, load_params
-from sparring.settings import AgentRLSettings, CoevolutionSettings, GRPOSettings
+from sparring.settings import AgentRLSettings, CoevolutionSettings, GRPOSettings, SelfTrainingSettings
 from sparring.train.agent_rl import CURVE_FILE, TRAINER_DIR, chosen_step, train_agent_rl
 from sparring.world.scenarios import sample_scenarios
 from sparring.world.taxonomy import load_taxonomy
@@ -25,7 +25,7 @@ GRPO = GRPOSettings(
     num_generations=4, scenarios_per_step=2, max_new_tokens=6, max_turns=2, learning_rate=3e-2, lr_scheduler="constant"
 )
 CO = CoevolutionSettings(agent_grpo=GRPO, adversary_grpo=GRPO.replace(learning_rate=1e-4))
-RL = AgentRLSettings(max_steps=4, eval_every=2, validation_scenarios=3)
+RL = AgentRLSettings(max_steps=4, eval_every=2, validation_scenarios=3, self_training=SelfTrainingSettings(rounds=0))
 
 
 @pytest.fixture(scope="module")
@@ -112,7 +112,7 @@ def test_validation_larger_than_given_is_refused(world, tmp_path):
         ("agent_rl: {max_steps: -3}\n", "agent_rl.max_steps"),
         ("coevolution: {agent_grpo: {learning_rate: 0}}\n", "coevolution.agent_grpo.learning_rate"),
         ("agent_rl: {validation_scenarios: 500}\n", "agent_rl.validation_scenarios"),
-        ("agent_rl: {eval_every: 500}\n", "agent_rl"),
+        ("agent_rl: {max_steps: 100, eval_every: 500}\n", "agent_rl"),
     ],
 )
 def test_a_bad_agent_rl_setting_is_refused_with_the_keys_path(tmp_path, yaml_text, key):

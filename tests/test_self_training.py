@@ -24,7 +24,14 @@ from sparring.train.self_training import READS, ROUNDS_FILE, check_gym, expert_c
 from tests.test_agent_rl import CO, make_world, weights
 
 torch.set_num_threads(1)
-ST = SelfTrainingSettings(rounds=2, samples=2, batch=4, sft=SelfTrainingSettings().sft.replace(warmup_steps=0))
+ST = SelfTrainingSettings(
+    rounds=2,
+    samples=2,
+    batch=4,
+    corrections=False,
+    intent_rehearsal=0,
+    sft=SelfTrainingSettings().sft.replace(warmup_steps=0),
+)
 RL = AgentRLSettings(max_steps=2, eval_every=2, validation_scenarios=3, self_training=ST)
 
 

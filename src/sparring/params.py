@@ -129,7 +129,7 @@ class Scenarios(_Strict):
     n_train: int = Field(600, ge=1, le=1_000_000)  # from the train split
     n_heldout: int = Field(600, ge=1, le=1_000_000)  # from the test split; metrics are computed on these
     n_customers: int = Field(6, ge=2, le=1000)  # customers per world: the others are what an attacker targets
-    n_gym: int = Field(160, ge=0, le=1_000_000)  # from train-split openings no train scenario has: gym.jsonl
+    n_gym: int = Field(1000, ge=0, le=1_000_000)  # from train-split openings no train scenario has: gym.jsonl
     n_validation: int = Field(96, ge=1, le=1_000_000)  # from the validation split: agent_rl picks DA1 on these
     n_arena: int = Field(48, ge=1, le=1_000_000)  # from the validation split, disjoint: the cycles' arenas
     personas: dict[Literal["cooperative", "vague", "impatient", "camouflaging", "social_engineering"], float] = Field(

@@ -233,17 +233,17 @@ class SelfTrainingSettings(Settings):
     """agent_rl's first part: the agent fine-tuned on its own world-verified strict passes on the gym
     (:mod:`sparring.train.self_training`)."""
 
-    rounds: int = Field(0, ge=0, le=10, description="sample-verify-train rounds before GRPO (0: none)")
-    samples: int = Field(4, ge=1, le=64, description="episodes per gym scenario a round")
+    rounds: int = Field(2, ge=0, le=10, description="sample-verify-train rounds before GRPO (0: none)")
+    samples: int = Field(2, ge=1, le=64, description="episodes per gym scenario a round")
     temperature: float = Field(1.0, gt=0, le=3, description="the agent's sampling temperature")
     keep_per_scenario: int = Field(2, ge=1, description="distinct verified successes kept of each scenario")
     batch: int = Field(160, ge=1, description="episodes played in one call (bounds the memory)")
     mix_demos: int = Field(0, ge=0, description="expert demonstrations on train scenarios mixed into each round")
     corrections: bool = Field(
-        False, description="also the expert's turn at each failed state the agent reached (DAgger)"
+        True, description="also the expert's turn at each failed state the agent reached (DAgger)"
     )
     intent_rehearsal: int = Field(
-        0, ge=0, description="agent_sft's utterance -> intent exchanges replayed in each round (against forgetting)"
+        2000, ge=0, description="agent_sft's utterance -> intent exchanges replayed in each round (against forgetting)"
     )
     sft: SFTSettings = Field(
         SFTSettings(epochs=2, learning_rate=2e-4, batch_size=4, warmup_steps=10, max_length=2048),
@@ -257,7 +257,7 @@ class AgentRLSettings(Settings):
     (:mod:`sparring.train.agent_rl`)."""
 
     self_training: SelfTrainingSettings = Field(SelfTrainingSettings(), description="before GRPO: on verified passes")
-    max_steps: int = Field(100, ge=0, description="GRPO steps (replaces coevolution.agent_grpo.max_steps; 0: none)")
+    max_steps: int = Field(0, ge=0, description="GRPO steps (replaces coevolution.agent_grpo.max_steps; 0: none)")
     eval_every: int = Field(20, ge=1, description="steps between validation plays (and resumable checkpoints)")
     validation_scenarios: int = Field(64, ge=1, description="validation scenarios played at each check (greedy)")
     gym: Literal["unplayed", "train"] = Field(
