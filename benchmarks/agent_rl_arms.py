@@ -61,6 +61,8 @@ BEFORE = {
     "agent_rl.max_steps": 100,
 }
 DAGGER = {"agent_rl.self_training.rounds": 1, "agent_rl.self_training.corrections": True}
+WIDE = {**DAGGER, "agent_rl.self_training.rounds": 2, "agent_rl.self_training.samples": 2, "agent_rl.max_steps": 0}
+WIDE_R = {**WIDE, "agent_rl.self_training.intent_rehearsal": 2000}
 ARMS: dict[str, dict[str, Any]] = {
     "v1_grpo": {},  # the recipe before issue 75: GRPO on reward v1
     "v2_grpo": V2,  # GRPO on reward v2 (ranks failures)
@@ -77,26 +79,10 @@ ARMS: dict[str, dict[str, Any]] = {
         "agent_rl.self_training.mix_demos": 300,
         "agent_rl.max_steps": 0,
     },  # ... with DA0's kind of demonstrations kept in the mix
-    "dagger2_wide": {
-        **DAGGER,
-        "agent_rl.self_training.rounds": 2,
-        "agent_rl.self_training.samples": 2,
-        "agent_rl.max_steps": 0,
-    },  # for a larger gym (train --gym, from the gym command): 2 draws each
-    "dagger2_wide_r": {
-        **DAGGER,
-        "agent_rl.self_training.rounds": 2,
-        "agent_rl.self_training.samples": 2,
-        "agent_rl.self_training.intent_rehearsal": 2000,
-        "agent_rl.max_steps": 0,
-    },  # ... agent_sft's intent exchanges replayed each round
-    "dagger2_wide_rx": {
-        **DAGGER,
-        "agent_rl.self_training.rounds": 2,
-        "agent_rl.self_training.samples": 2,
-        "agent_rl.self_training.intent_rehearsal": 2000,
-        "agent_rl.max_steps": 0,
-    },  # dagger2_wide_r's overrides, trained once the expert answers a mistaken call with its own (its runs predate)
+    "dagger2_wide": WIDE,  # for a larger gym (train --gym, from the gym command): 2 draws each
+    "dagger2_wide_r": WIDE_R,  # ... agent_sft's intent exchanges replayed each round
+    "dagger2_wide_rx": WIDE_R,  # the same, trained once the expert answers a mistaken call with its own (agent_rl's
+    # default since issue 75; dagger2_wide_r's runs predate that expert)
     "dagger_grpo": DAGGER,  # ... then GRPO on reward v1
     "dagger2_grpo": {**DAGGER, "agent_rl.self_training.rounds": 2},
     "dagger_v2_grpo": {**DAGGER, **V2},  # ... then GRPO on reward v2
@@ -168,13 +154,15 @@ def make_gym(args: argparse.Namespace) -> dict[str, Any]:
 
     from sparring.agents.leaving import gives_up
     from sparring.params import load_params
-    from sparring.world.scenarios import check_disjoint, gym_scenarios, load_scenarios, save_scenarios
+    from sparring.world.scenarios import check_disjoint, gym_seed, load_scenarios, save_scenarios, unplayed_scenarios
 
     root = args.root.resolve()
     p, sets = load_params(root / "params.yaml"), root / "data" / "scenarios"
     utterances = pl.read_parquet(root / "data" / "ingest" / "train.parquet")
-    gym = gym_scenarios(utterances, load_scenarios(sets / "train.jsonl"), args.n, p.seed, dict(p.scenarios.personas),
-                        n_customers=p.scenarios.n_customers, skip=gives_up)  # fmt: skip
+    gym = unplayed_scenarios(
+        utterances, load_scenarios(sets / "train.jsonl"), args.n, gym_seed(p.seed), dict(p.scenarios.personas),
+        n_customers=p.scenarios.n_customers, skip=gives_up,
+    )  # fmt: skip
     for name in ("heldout", "validation", "arena"):
         check_disjoint(gym, load_scenarios(sets / f"{name}.jsonl"))
     save_scenarios(gym, args.out)

@@ -27,6 +27,7 @@ from sparring.agents.customer_prompt import identity_text
 from sparring.agents.slots import describe_slots
 from sparring.agents.transcript import (
     ASKS_IDENTITY,
+    call_key,
     identity_facts,
     last_customer_message,
     read_queue,
@@ -82,15 +83,10 @@ def resolving_call(scenario: Scenario) -> ToolCall | None:
 OBJECT_REFS = ("id", "described")
 
 
-def _call_of(call: dict[str, Any]) -> tuple[str, list[tuple[str, str]]]:
-    """A call as (name, sorted arguments as text), to tell two calls apart."""
-    return str(call.get("name")), sorted((k, str(v)) for k, v in (call.get("arguments") or {}).items())
-
-
-def _call(message: str) -> tuple[str, list[tuple[str, str]]] | None:
-    """The call a rendered agent message makes, as :func:`_call_of`; None when it makes none."""
+def _call(message: str) -> tuple[str | None, list[tuple[str, str]]]:
+    """The call a rendered agent message makes, as :func:`~sparring.agents.transcript.call_key` keys it."""
     parsed = parse_agent_message(message).call
-    return _call_of({"name": parsed.name, "arguments": dict(parsed.arguments)}) if parsed else None
+    return call_key(parsed.name, parsed.arguments) if parsed else call_key(None, None)
 
 
 class ExpertAgent:
@@ -200,7 +196,8 @@ class ExpertAgent:
             if resolver is not None and name in (resolver.name, "payment_details") and not ok:
                 made = max(i for i, m in enumerate(messages) if m["role"] == "assistant" and m.get("tool_calls"))
                 own = self.reply(scenario, messages[:made])  # what it would have said in that turn's place
-                if _call(own) != _call_of(tool_calls(messages)[-1]):  # another agent's mistake (nothing changed)
+                failed = tool_calls(messages)[-1]
+                if _call(own) != call_key(failed["name"], failed["arguments"]):  # another agent's mistake
                     return own
                 refusals = sum(1 for n, good in history if n in (resolver.name, "payment_details") and not good)
                 target = INTENT_SPECS[intent].target

@@ -33,6 +33,11 @@ def tool_results(messages: list[dict[str, Any]]) -> list[tuple[str, dict[str, An
     return results
 
 
+def call_key(name: str | None, arguments: dict[str, Any] | None) -> tuple[str | None, list[tuple[str, str]]]:
+    """A call as (name, its arguments sorted, as text): two turns make the same call when their keys are equal."""
+    return name, sorted((k, str(v)) for k, v in (arguments or {}).items())
+
+
 def tool_history(messages: list[dict[str, Any]]) -> list[tuple[str, bool]]:
     """(tool name, ok) of every call in an agent-view conversation, in order."""
     return [(name, bool(result.get("ok"))) for name, result in tool_results(messages)]

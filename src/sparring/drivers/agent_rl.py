@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -59,13 +60,18 @@ def run(
         system = AGENT_SYSTEM_PROMPT if cfg.system_prompt else ""
         return expert_demonstrations(list(demo_scenarios)[:n], seed, refs=cfg.object_refs, agent_system=system)
 
-    def rehearsal(n: int, draw: int) -> list:
+    @cache
+    def rehearsal_pool() -> tuple[list, list]:  # built once, sampled each round
         from sparring.lm.chat import AGENT_SYSTEM_PROMPT
-        from sparring.train.demos import intent_examples, rehearsal
+        from sparring.train.demos import intent_examples
 
         system = AGENT_SYSTEM_PROMPT if (agent_sft or AgentSFTSettings()).system_prompt else None
-        examples = intent_examples(utterances["text"].to_list(), utterances["intent"].to_list(), system)
-        return rehearsal(examples, demos(REPLY_DEMOS), n, draw)
+        return intent_examples(utterances["text"].to_list(), utterances["intent"].to_list(), system), demos(REPLY_DEMOS)
+
+    def rehearsal(n: int, draw: int) -> list:
+        from sparring.train.demos import rehearsal
+
+        return rehearsal(*rehearsal_pool(), n, draw)
 
     expert = ExpertAgent(refs=(agent_sft or AgentSFTSettings()).object_refs)  # the one that wrote DA0's demos
     result = train_agent_rl(

@@ -50,7 +50,7 @@ from sparring.hf_door import token_advantage_trainer
 from sparring.judge.rewards import DONE_REPORT
 from sparring.world.answers import answer_kind, reply_after
 from sparring.world.events import ATTEMPT_TYPES, ToolCallEvent, TurnEvent
-from sparring.world.vocab import INTENT_SPECS, TOOLS
+from sparring.world.vocab import INTENT_SPECS, READ_TOOLS, TOOLS
 
 EPS = 1e-8
 ELICITED_KINDS = ("utterance", "described")  # provenance kinds that point at a customer message
@@ -160,7 +160,7 @@ def _agent_edges(
 
 # Calls that do something for the customer: every tool an intent resolves with, whatever its selector says (a card
 # frozen that no intent asked for is a wrong act too), the reads aside.
-ACT_TOOLS = frozenset(spec.tool for spec in INTENT_SPECS.values()) - {"lookup_account", "payment_details"}
+ACT_TOOLS = frozenset(spec.tool for spec in INTENT_SPECS.values()) - READ_TOOLS
 
 
 def _unresolved_errors(

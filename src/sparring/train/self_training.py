@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sparring.agents.transcript import tool_calls
+from sparring.agents.transcript import call_key, tool_calls, tool_history
 from sparring.atomic import replace_dir, write_json
 from sparring.lm.chat import parse_agent_message
 from sparring.lm.checkpoints import load_checkpoint, save_checkpoint
@@ -53,9 +53,9 @@ from sparring.train.opponents import PerEpisodeOpponent
 from sparring.train.play import GameModels
 from sparring.train.sft import train_sft
 from sparring.world.scenarios import Scenario
-from sparring.world.vocab import CUSTOMER_MOVES
+from sparring.world.vocab import CUSTOMER_MOVES, READ_TOOLS
 
-READS = frozenset({"lookup_account", "payment_details", *CUSTOMER_MOVES})  # calls that change nothing in the world
+READS = READ_TOOLS | set(CUSTOMER_MOVES)  # calls that change nothing in the world
 
 ROUNDS_FILE = "rounds.json"
 
@@ -106,7 +106,7 @@ def verified_successes(episodes: Sequence[Episode], keep_per_scenario: int) -> l
 
 def _action(intent: str | None, name: str | None, arguments: dict[str, Any], text: str) -> tuple:
     """What a turn does: its intent tag and call, or its words when it makes no call."""
-    return intent, name, sorted((k, str(v)) for k, v in arguments.items()), "" if name else text.strip()
+    return intent, *call_key(name, arguments), "" if name else text.strip()
 
 
 def _agent_action(message: dict[str, Any]) -> tuple:
@@ -124,14 +124,10 @@ class Divergence:
 
 
 def _carried_out(messages: Sequence[dict[str, Any]], i: int) -> bool:
-    """Whether the world carried out the call of the agent's turn ``i`` (its result, the next message, is ok)."""
-    result = messages[i + 1] if i + 1 < len(messages) else None
-    if result is None or result["role"] != "tool":
-        return True  # no result read back (the episode ended on it): assume the world changed
-    try:
-        return bool(json.loads(result["content"]).get("ok"))
-    except (ValueError, AttributeError):
-        return True
+    """Whether the world carried out the call of the agent's turn ``i`` (its result, the next message, is ok; with
+    no result read back, the episode ended on it, the world is taken to have changed)."""
+    history = tool_history(list(messages[i : i + 2]))
+    return not history or history[0][1]
 
 
 def divergences(episode: Episode, expert: Any) -> list[Divergence]:

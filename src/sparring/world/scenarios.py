@@ -170,22 +170,12 @@ def unplayed_scenarios(
     return sample_scenarios(rows, n, seed, personas, n_customers=n_customers)
 
 
-def gym_scenarios(
-    utterances: Any,
-    train: Sequence[Scenario],
-    n: int,
-    seed: int,
-    personas: dict[str, float] | None = None,
-    *,
-    n_customers: int = 6,
-    skip: Callable[[str], bool] = lambda text: False,
-) -> list[Scenario]:
-    """The agent gym as the `scenarios` stage draws it: ``n`` train-split openings no ``train`` scenario has (the
-    first ``n`` of a longer draw are a shorter one's)."""
+def gym_seed(seed: int) -> int:
+    """The seed the `scenarios` stage draws its agent gym with (:func:`unplayed_scenarios`): a longer draw's first
+    ``n`` are a shorter one's."""
     from sparring.seeds import derive_seed
 
-    return unplayed_scenarios(utterances, train, n, derive_seed(seed, "fresh-gym", 0), personas,
-                              n_customers=n_customers, skip=skip)  # fmt: skip
+    return derive_seed(seed, "fresh-gym", 0)
 
 
 def scenario_sets(
@@ -209,7 +199,7 @@ def scenario_sets(
         "train": sample_scenarios(splits["train"], sizes["train"], seed, **draw),
         "heldout": sample_scenarios(splits["test"], sizes["heldout"], seed, **draw),
     }
-    sets["gym"] = gym_scenarios(splits["train"], sets["train"], sizes["gym"], seed, skip=skip, **draw)
+    sets["gym"] = unplayed_scenarios(splits["train"], sets["train"], sizes["gym"], gym_seed(seed), skip=skip, **draw)
     n = sizes["validation"]
     unseen = sample_scenarios(splits["validation"], n + sizes["arena"], derive_seed(seed, "validation"), **draw)
     sets["validation"], sets["arena"] = unseen[:n], unseen[n:]

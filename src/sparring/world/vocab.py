@@ -281,6 +281,7 @@ TOOLS: dict[str, ToolSpec] = {
 # Moves that put a question to the customer: they change nothing, end the agent's turn and are not the "first
 # call" or "last call" the outcome check reads.
 CUSTOMER_MOVES = ("ask_customer", "confirm_request")
+READ_TOOLS = frozenset({"lookup_account", "payment_details"})  # tools that show the account and change nothing
 
 # Arguments whose value is prose written by the agent, not data copied from somewhere.
 FREE_TEXT_PARAMS: dict[str, tuple[str, ...]] = {
