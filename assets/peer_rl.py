@@ -1,5 +1,6 @@
 """Asset `peer_rl`: Co-RL, a cohort (the final co-evolved agent + members of other families) adapts its routing to
-the unlabeled pool by rewarding each other's answers → models/peer_rl/<member>/, reports/peer_rl.json."""
+the unlabeled pool by rewarding each other's answers → models/peer_rl/<member>/ (evaluate plays `final` as
+`peer_final`), reports/peer_rl.json."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from pipelines.stages import Stage, StageContext, StageOutput, stage_asset
 from sparring.atomic import replace_dir, write_results
 from sparring.catalog import COHORT, PEER_MEMBERS, PEER_RL, cycle_dir
 from sparring.data.ingest import load_unlabeled
-from sparring.drivers.peer_rl import draw_pool
+from sparring.drivers.peer_rl import draw_pool, hold_out
 from sparring.drivers.peer_rl import run as run_peer_rl
 from sparring.lm.checkpoints import save_checkpoint
 from sparring.timing import Phases
@@ -24,9 +25,10 @@ from sparring.train.cycle_state import CycleState
 
 STAGE = Stage(
     name="peer_rl",
-    description="Peer-reward RL (Co-RL): the final agent and members of other model families, each its own GRPO "
-    "trainer, reward each other's routing on unlabeled utterances (ring / majority / self); intent accuracy "
-    "before and after on the labelled test split, Co-RL's diversity probe, a collapse guard.",
+    description="Peer-reward RL (Co-RL): the final agent and members of other model families adapt their routing "
+    "to unlabeled real utterances by each other's labels (the cohort's joint vote in exact expectation; or ring / "
+    "majority / self / a teacher); intent accuracy before and after on labelled utterances held out of the pool, "
+    "Co-RL's diversity probe, a collapse guard.",
     params=("ingest", "peer_rl"),
     outs=(PEER_RL,),
     upstream=(LAST_CYCLE, "peer_members", "ingest", "tokenizer"),
@@ -55,15 +57,21 @@ def _members(ctx: StageContext, phases: Phases) -> tuple[dict[str, Any], dict[st
 def peer_rl(ctx: StageContext) -> StageOutput:
     p, data, cfg = ctx.params, ctx.catalog, ctx.params.peer_rl
     validation, test = data.utterances("validation"), data.utterances("test")
-    # ingest.unlabeled, without the texts accuracy is measured on (validation: the probe, test: before/after)
+    # ingest.unlabeled, without the validation and test splits' texts
     unlabeled = load_unlabeled(p.ingest, p.seed, ctx.root, pl.concat([validation, test])["text"])
     phases = Phases()
     models, tokenizers = _members(ctx, phases)
-    measured = test.head(cfg.measure)  # the same rows before and after, kept by id in the report
-    measure = measured["text"].to_list(), measured["intent"].to_list()
-    probe = validation["text"].to_list()[: cfg.probe], validation["intent"].to_list()[: cfg.probe]
-    rows = list(zip(unlabeled["text"].to_list(), unlabeled["intent"].to_list(), strict=True))
-    pool = draw_pool(rows, cfg.pool, p.seed)  # shuffled by the seed, the first `peer_rl.pool` trained on
+    if cfg.measure_from == "pool":  # labelled rows of the pool held out: measured on what it adapts to
+        intents = unlabeled["intent"].to_list()
+        measured_at, probe_at, pool_at = hold_out(intents, cfg.measure, cfg.probe, cfg.pool, p.seed)
+        measured, probed = unlabeled[measured_at], unlabeled[probe_at]
+        pool = unlabeled[pool_at]["text"].to_list(), unlabeled[pool_at]["intent"].to_list()
+    else:
+        measured, probed = test.head(cfg.measure), validation.head(cfg.probe)
+        rows = list(zip(unlabeled["text"].to_list(), unlabeled["intent"].to_list(), strict=True))
+        pool = draw_pool(rows, cfg.pool, p.seed)  # shuffled by the seed, the first `peer_rl.pool` trained on
+    measure = measured["text"].to_list(), measured["intent"].to_list()  # kept by id in the report
+    probe = probed["text"].to_list(), probed["intent"].to_list()
     ran = run_peer_rl(
         models, tokenizers, pool, measure, probe, cfg, data.scratch(STAGE.name, "grpo"), p.seed, _warning(ctx), phases
     )
@@ -79,7 +87,7 @@ def peer_rl(ctx: StageContext) -> StageOutput:
                 child.metrics({k: float(member[k]) for k in ("before", "after", "collapsed")})
         metrics.update({f"{name}.{k}": float(member[k]) for k in ("before", "after", "collapsed")})
     report = {**ran.cohort(), "members": ran.members, "pairs": ran.diversity["pairs"]}
-    report.update(probe_accuracy=ran.diversity["accuracy"], n_pool=ran.n_pool, n_measure=ran.n_measure)
+    report["probe_accuracy"] = ran.diversity["accuracy"]
     # each member's routing of each test utterance before and after, by id: the gains' intervals recompute from it
     votes = {name: {"before": before, "after": after} for name, (before, after) in ran.votes.items()}
     report["per_utterance"] = {"ids": measured["id"].to_list(), "intents": measure[1], "votes": votes}

@@ -129,6 +129,7 @@ def train_sampled(
     settings = base.replace(
         members={k: base.members["qwen"] for k in MEMBERS},  # only the names are read here
         reward="teacher",
+        estimate="sampled",
         teacher="smollm",
         grpo=grpo,
         collapse_window=args.batch * 4,

@@ -317,7 +317,7 @@ def train_and_measure(
     interval over the measured utterances, and the learners' alone."""
     names, reward = COHORTS[cohort]
     rows = entry["members"]
-    base = PeerRewardSettings(members={k: member_settings(k, args) for k in names})
+    base = PeerRewardSettings(members={k: member_settings(k, args) for k in names}, reward=reward, estimate="sampled")
     settings = base.replace(
         reward=reward,
         teacher=entry["teacher"],

@@ -78,7 +78,9 @@ def test_teacher_is_the_best_on_the_probe_and_labels_every_learner():
     assert probe["accuracy"] == {"m": 0.25, "n": 0.75, "o": 0.75}
     assert best_on_probe(probe) == "n"  # a tie goes to the member named first
     # the board: the teacher qwen posts nothing (it is not trained); its fixed votes per pool row label the others
-    cfg = load_params(ROOT / "params.yaml", "quick").peer_rl.replace(reward="teacher", teacher="qwen")
+    cfg = load_params(ROOT / "params.yaml", "quick").peer_rl.replace(
+        reward="teacher", teacher="qwen", estimate="sampled"
+    )
     board = Board(["final", "qwen", "neox"], cfg, None, print, fixed={"qwen": ["q", "r", "s", "t"]})
     assert board.trained == ["final", "neox"]
     board.post("final", [2, 0], [["s", "s", "x"], ["q", None, "q"]])
@@ -158,7 +160,7 @@ def test_quick_peer_rl_end_to_end(tok, tmp_path):
     """The quick profile's cohort (intent-only warm starts, llama + qwen2 + gpt_neox), trained in lockstep; every
     member comes back as a loadable agent checkpoint and the logs hold one row per step."""
     p = load_params(ROOT / "params.yaml", "quick")
-    cfg = p.peer_rl
+    cfg = p.peer_rl.replace(reward="ring", estimate="sampled")  # the lockstep path (quick's own: cohort, exact)
     synth = generate_utterances(2, seed=3)
     texts, intents = synth["text"].to_list(), synth["intent"].to_list()
     models = {}
@@ -225,7 +227,9 @@ def test_teacher_reward_moves_the_learner_toward_the_teacher_and_leaves_the_teac
     agree_before = accuracy(route_intents(models["learner"], tok, texts), labels)
     p = load_params(ROOT / "params.yaml", "quick")
     grpo = p.peer_rl.grpo.replace(max_steps=40, scenarios_per_step=4, num_generations=8, learning_rate=1e-3)
-    cfg = p.peer_rl.replace(members=members, reward="teacher", teacher="teacher", grpo=grpo, collapse_window=10**4)
+    cfg = p.peer_rl.replace(
+        members=members, reward="teacher", teacher="teacher", estimate="sampled", grpo=grpo, collapse_window=10**4
+    )
     result = train_cohort(models, tok, texts, cfg, tmp_path / "grpo", seed=0)
     assert list(result.models) == ["teacher", "learner"] and result.logs["teacher"].steps == []
     assert math.isnan(summarize(result.logs["teacher"])["entropy"])  # reported as "none", as the asset writes it

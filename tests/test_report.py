@@ -268,6 +268,6 @@ def test_report_gives_each_peer_members_gain_interval_and_how_it_was_rewarded(tm
     }
     markdown, _, _ = build_report(metrics, tmp_path / "f")
     section = markdown.split("## Peer-reward RL", 1)[1]
-    assert "| member | before | after | gain 95% CI | collapsed |" in section
-    assert "| neox | 0.280 | 0.380 | [+0.073, +0.122] |" in section
+    assert "| member | is | routing before | after | gain 95% CI | collapsed |" in section
+    assert "| neox | a router | 0.280 | 0.380 | [+0.073, +0.122] |" in section
     assert "Reward teacher (exact), teacher smollm." in section

@@ -38,7 +38,8 @@ PROFILE_ENV = "SPARRING_PROFILE"
 PROFILE_GUIDE = {
     "quick": ("the smoke test: tiny models, checks that every stage runs (its figures are zeros)", "about 70 s"),
     "default": (
-        "the main job on the embedded synthetic world",
+        "the main job on the embedded synthetic world; peer_rl adapts its agent to Banking77's real utterances "
+        "(../shared/data/banking77, read by path, labels withheld)",
         "about 1 h 10 min (~69 min measured on 2026-12-06 with held-out play over 480 scenarios and 2 draws)",
     ),
     "scale": ("a pretrained Hugging Face model with LoRA, for a GPU", "not timed: it needs a GPU"),
@@ -101,8 +102,8 @@ class DialogueSource(_Strict):
 class UnlabeledSource(_Strict):
     """The unlabeled pool peer-reward RL adapts to; labels in it, if any, are never trained on (only measured)."""
 
-    source: Literal["synthetic", "csv"] = "synthetic"  # synthetic: the generator's held-out phrasing seed
-    path: str | None = None  # csv: a one-column `text` CSV, or Banking77-style `text,category`
+    source: Literal["synthetic", "csv"] = "csv"  # synthetic: the generator's held-out phrasing seed
+    path: str | None = "../shared/data/banking77/train.csv"  # csv: a `text` CSV, or Banking77-style `text,category`
     count: int = Field(2000, ge=1, le=1_000_000)  # synthetic: utterances generated, before deduplication
 
     @model_validator(mode="after")

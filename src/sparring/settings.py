@@ -343,6 +343,17 @@ class PeerMember(Settings):
     )
 
 
+class CotrainSettings(Settings):
+    """peer_rl's `cotrain` (reward: cohort): co-training by the cohort's joint vote (train/peer_cotrain.py)."""
+
+    views: Literal["all", "others"] = Field(
+        "all", description="whose distributions a learner's label multiplies: every member's, or the others' only"
+    )
+    keep: float = Field(0.7, gt=0, le=1, description="share of the pool labelled, the joint vote's most confident")
+    refresh_steps: int = Field(0, ge=0, description="labels recomputed every this many steps (0: once, at the start)")
+    learners: list[str] | None = Field(["final"], description="the members that train (null: every member)")
+
+
 class PeerRewardSettings(Settings):
     """params.yaml's `peer_rl`: Co-RL (:mod:`sparring.train.peer_reward`), a cohort rewarding each other's routing."""
 
@@ -360,21 +371,22 @@ class PeerRewardSettings(Settings):
         },
         description="the cohort, in ring order; `final` is the last cycle's agent",
     )
-    reward: Literal["ring", "majority", "self", "teacher", "graded", "distill"] = Field(
-        "ring",
+    reward: Literal["ring", "majority", "self", "teacher", "graded", "distill", "cohort"] = Field(
+        "cohort",
         description="agreement with the next member's vote, the others' majority, one's own (TTRL), the teacher's; "
-        "exact only: the teacher's probability of the answer (graded), reverse KL to the teacher (distill)",
+        "exact only: the teacher's probability of the answer (graded), reverse KL to the teacher (distill), the "
+        "cohort's joint vote (cohort: co-training, `cotrain`)",
     )
     estimate: Literal["sampled", "exact"] = Field(
-        "sampled",
+        "exact",
         description="the reward's expectation from G sampled routings (GRPO), or exactly over the intents "
         "(train/peer_expectation.py; teacher, graded and distill only)",
     )
     exact: SFTSettings = Field(
         SFTSettings(
-            max_steps=4800,
+            max_steps=1200,
             batch_size=16,
-            learning_rate=3e-3,
+            learning_rate=1e-3,
             warmup_steps=0,
             lr_scheduler="linear",
             adam_beta2=0.999,
@@ -386,6 +398,12 @@ class PeerRewardSettings(Settings):
     )
     teacher: str | None = Field(
         None, description="under `teacher`, the member whose votes label the pool (null: the best on the probe)"
+    )
+    cotrain: CotrainSettings = Field(CotrainSettings(), description="under `cohort`: the joint vote and its refresh")
+    measure_from: Literal["pool", "splits"] = Field(
+        "pool",
+        description="labelled utterances measure and probe read: held out of the pool (its labels measure only; "
+        "never trained on) or the test / validation splits",
     )
     grpo: GRPOSettings = Field(
         GRPOSettings(
@@ -400,9 +418,9 @@ class PeerRewardSettings(Settings):
         ),
         description="each member's GRPO (scenarios_per_step = utterances per step; 2 tokens: <intent> NAME)",
     )
-    pool: int = Field(2000, ge=1, description="unlabeled utterances trained on (the first of the shuffled pool)")
-    probe: int = Field(200, ge=1, description="labelled utterances of the diversity probe (validation split)")
-    measure: int = Field(1000, ge=1, description="labelled utterances before/after are measured on (test split)")
+    pool: int = Field(10000, ge=1, description="unlabeled utterances trained on (the first of the shuffled pool)")
+    probe: int = Field(200, ge=1, description="labelled utterances of the diversity probe (see measure_from)")
+    measure: int = Field(1000, ge=1, description="labelled utterances before/after are measured on (see measure_from)")
     collapse_window: int = Field(64, ge=1, description="the collapse guard reads a member's last this many votes")
     collapse_entropy: float = Field(1.0, ge=0, description="stop a member whose votes' entropy (nats) falls below")
     collapse_share: float = Field(0.5, gt=0, le=1, description="... or whose most frequent vote exceeds this share")
@@ -423,9 +441,12 @@ class PeerRewardSettings(Settings):
             raise ValueError("peer_rl.grpo.completion must be first_turn: a member's episode is its first message")
         if self.teacher is not None and self.teacher not in self.members:
             raise ValueError(f"teacher {self.teacher!r} is not one of the members {list(self.members)}")
-        exact_rewards = ("teacher", "graded", "distill")
+        exact_rewards = ("teacher", "graded", "distill", "cohort")
         if self.estimate == "exact" and self.reward not in exact_rewards:
             raise ValueError(f"peer_rl.estimate exact takes a teacher's reward {exact_rewards}, not {self.reward!r}")
-        if self.estimate == "sampled" and self.reward in ("graded", "distill"):
+        unknown = sorted(set(self.cotrain.learners or []) - set(self.members))
+        if unknown and self.reward == "cohort":
+            raise ValueError(f"peer_rl.cotrain.learners {unknown} are not members of the cohort {list(self.members)}")
+        if self.estimate == "sampled" and self.reward in ("graded", "distill", "cohort"):
             raise ValueError(f"peer_rl.reward {self.reward!r} needs estimate: exact")
         return self

@@ -6,7 +6,7 @@ Outputs (one folder, replaced atomically so a failed run never leaves half-writt
     <out>/dialogues_{train,validation,test}.parquet  dialogues: id, intent, persona, outcome, turns
 
 The unlabeled pool of peer-reward RL (``ingest.unlabeled``) is read by :func:`load_unlabeled`, which the
-``peer_rl`` stage calls on these splits: it is not written here.
+``peer_rl`` stage calls on these splits: it is not written here, only read once to refuse a bad source early.
 """
 
 from __future__ import annotations
@@ -263,6 +263,9 @@ def run_ingest(cfg: Ingest, seed: int, root: Path, out_dir: Path) -> IngestResul
         frames[split] = utterances.filter(pl.col("split") == split).drop("split")
         frames[f"dialogues_{split}"] = dialogues.filter(pl.col("split") == split).drop("split")
     _refuse_degenerate(cfg, root, frames, dropped)
+    # peer_rl reads the unlabeled pool at the run's end; a missing or bad file is refused here, at its start
+    heldout = pl.concat([frames["validation"], frames["test"]])["text"]
+    unlabeled = load_unlabeled(cfg, seed, root, heldout)
 
     def write_all(folder: Path) -> None:
         for name, frame in frames.items():
@@ -278,7 +281,10 @@ def run_ingest(cfg: Ingest, seed: int, root: Path, out_dir: Path) -> IngestResul
         label_counts=label_counts,
         dropped=dropped,
         seconds=time.perf_counter() - start,
-        extra={"outcomes": dict(sorted(dialogues["outcome"].value_counts().iter_rows()))},
+        extra={
+            "outcomes": dict(sorted(dialogues["outcome"].value_counts().iter_rows())),
+            "unlabeled_rows": unlabeled.height,
+        },
     )
 
 

@@ -18,6 +18,7 @@ from sparring.catalog import (
     AGENT_RL,
     AGENT_SFT,
     PEER_COHORT,
+    PEER_RL,
     SIMULATOR_RL_FIDELITY,
     SIMULATOR_SFT_FIDELITY,
     Catalog,
@@ -27,6 +28,7 @@ from sparring.evaluate.episodes import compact_episodes, gains
 from sparring.evaluate.parallel import evaluate_heldout_parallel
 from sparring.evaluate.strategies import discover_strategies, strategy_records
 from sparring.judge import Scorer
+from sparring.lm.checkpoints import same_checkpoint
 from sparring.params import Evaluate
 from sparring.settings import CoevolutionSettings
 from sparring.train.cycle_state import CycleState
@@ -124,4 +126,7 @@ def _agents(data: Catalog, n_cycles: int) -> tuple[dict[str, Path], list[dict[st
         agents[f"cycle_{k}"] = data.path(CycleState.load(data.path(cycle_dir(k))).agent_dir)
     final = CycleState.load(data.path(cycle_dir(n_cycles)))
     agents["final"] = data.path(final.agent_dir)
+    adapted = data.path(PEER_RL) / "final"  # the final agent after peer_rl's label-free adaptation, if it trained
+    if adapted.is_dir() and not same_checkpoint(adapted, agents["final"]):
+        agents["peer_final"] = adapted
     return agents, cycles, final

@@ -1,6 +1,7 @@
 """Co-RL as one run (../shared/SEEDS.md, peer reward): each member's routing accuracy on labelled utterances before,
-the cohort's diversity probe (κ, c, w), training on the unlabeled pool (sampled GRPO or the exact expectation),
-then each member's accuracy after with the paired 95% interval of its gain over the same utterances."""
+the cohort's diversity probe (κ, c, w), training on the unlabeled pool (co-training by the joint vote, sampled GRPO
+or a teacher in exact expectation), then each member's accuracy after with the paired 95% interval of its gain over
+the same utterances."""
 
 from __future__ import annotations
 
@@ -10,9 +11,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sparring.data.sources import IngestError
 from sparring.evaluate.episodes import paired_bootstrap
 from sparring.settings import PeerRewardSettings
 from sparring.timing import Phases
+from sparring.train.peer_cotrain import train_cotrain
 from sparring.train.peer_expectation import train_cohort_exact
 from sparring.train.peer_reward import accuracy, best_on_probe, diversity, route_intents, summarize, train_cohort
 
@@ -36,7 +39,8 @@ class PeerRun:
         members = {name: {k: v for k, v in m.items() if k != "steps"} for name, m in self.members.items()}
         figures = {k: self.diversity[k] for k in ("kappa", "c", "w")}
         cfg = self.settings
-        return {"members": members, **figures, "reward": cfg.reward, "estimate": cfg.estimate, "teacher": cfg.teacher}
+        how = {"reward": cfg.reward, "estimate": cfg.estimate, "teacher": cfg.teacher, "measure_from": cfg.measure_from}
+        return {"members": members, **figures, **how, "n_measure": self.n_measure, "n_pool": self.n_pool}
 
 
 def draw_pool(pool: Sequence[tuple[str, str]], n: int, seed: int) -> tuple[list[str], list[str]]:
@@ -44,6 +48,22 @@ def draw_pool(pool: Sequence[tuple[str, str]], n: int, seed: int) -> tuple[list[
     order = list(range(len(pool)))
     random.Random(seed).shuffle(order)
     return [pool[i][0] for i in order[:n]], [pool[i][1] for i in order[:n]]
+
+
+def hold_out(intents: Sequence[str | None], measure: int, probe: int, n: int, seed: int) -> list[list[int]]:
+    """The pool's rows (by their ``intents``, None where unlabelled) shuffled by ``seed``: the indices of the first
+    ``measure`` labelled rows (measured), the next ``probe`` (the probe), both never trained on, and the first ``n``
+    of the rest (trained on, their labels withheld)."""
+    order = list(range(len(intents)))
+    random.Random(seed).shuffle(order)
+    labelled = [i for i in order if intents[i] is not None]
+    if len(labelled) < measure + probe:
+        raise IngestError(
+            f"ingest.unlabeled: the pool holds {len(labelled)} labelled rows; peer_rl.measure + peer_rl.probe need "
+            f"{measure + probe} (or set peer_rl.measure_from: splits)"
+        )
+    held = set(labelled[: measure + probe])
+    return [labelled[:measure], labelled[measure : measure + probe], [i for i in order if i not in held][:n]]
 
 
 def run(
@@ -74,7 +94,9 @@ def run(
     if settings.teacher_reward and settings.teacher is None:
         settings = settings.replace(teacher=best_on_probe(probed))
     texts, gold = list(pool[0]), list(pool[1])
-    if settings.estimate == "exact":
+    if settings.reward == "cohort":
+        result = train_cotrain(models, tokenizers, texts, settings, out_dir, gold=gold, seed=seed, say=say)
+    elif settings.estimate == "exact":
         result = train_cohort_exact(models, tokenizers, texts, settings, out_dir, gold=gold, seed=seed, say=say)
     else:
         result = train_cohort(

@@ -86,7 +86,7 @@ def outcome_matrix(
 
 RESAMPLES = 2000  # bootstrap resamples of a paired interval
 # metrics.json's `gains`: (later, earlier) agents, each against every opponent both played.
-GAIN_PAIRS = (("da1", "da0"), ("final", "da0"), ("final", "da1"))
+GAIN_PAIRS = (("da1", "da0"), ("final", "da0"), ("final", "da1"), ("peer_final", "final"))
 GAIN_OPPONENTS = ("ref", "advpool", "coop", "camo")
 
 

@@ -70,7 +70,7 @@ def pass_hat_key(row: dict[str, Any], suffix: str) -> str | None:
 def summary_rows(metrics: dict[str, Any]) -> list[list[str]]:
     """The summary table (header first): the expert's row, then every agent in generation order."""
     agents = metrics.get("agents", {})
-    order = generations(metrics)
+    order = generations(metrics) + [a for a in ("peer_final",) if a in agents]  # the final agent adapted by peer_rl
     rows = [["agent", *(header for header, _ in SUMMARY_COLUMNS)]]
     named = [("expert (ceiling)", metrics["ceiling"])] if metrics.get("ceiling") else []
     for name, row in [*named, *((a, agents[a]) for a in order)]:
@@ -95,7 +95,12 @@ def _improvement(metrics: dict[str, Any]) -> str:
     return "Strict PASS from DA0 to the final agent: " + "; ".join(parts) + "."
 
 
-GAIN_LABELS = {"da1-da0": "DA1 − DA0 (agent_rl)", "final-da1": "final − DA1 (the cycles)", "final-da0": "final − DA0"}
+GAIN_LABELS = {
+    "da1-da0": "DA1 − DA0 (agent_rl)",
+    "final-da1": "final − DA1 (the cycles)",
+    "final-da0": "final − DA0",
+    "peer_final-final": "peer_final − final (peer_rl, label-free)",
+}
 
 
 def rl_verdict(metrics: dict[str, Any]) -> str:
@@ -224,13 +229,16 @@ def report_blocks(
         b.append(Block("figure", "simulator fidelity", path=figures.get("fidelity")))
     peer = metrics.get("peer") or {}
     if peer.get("members"):
-        rows = [["member", "before", "after", "gain 95% CI", "collapsed"]]
+        rows = [["member", "is", "routing before", "after", "gain 95% CI", "collapsed"]]
         for name, m in peer["members"].items():
             ci = m.get("gain_ci")
             ci_text = f"[{ci[0]:+.3f}, {ci[1]:+.3f}]" if ci else "-"
-            rows.append([name, fmt(m.get("before")), fmt(m.get("after")), ci_text, fmt(m.get("collapsed"))])
+            role = "the agent (played as peer_final)" if name == "final" else "a router"
+            rows.append([name, role, fmt(m.get("before")), fmt(m.get("after")), ci_text, fmt(m.get("collapsed"))])
         reward, estimate, teacher = peer.get("reward", "-"), peer.get("estimate", "sampled"), peer.get("teacher")
-        how = f"Reward {reward} ({estimate}), teacher {teacher or '-'}."
+        measured = f"Intent accuracy on {peer.get('n_measure', '?')} labelled utterances never trained on"
+        measured += " (held out of the unlabeled pool)." if peer.get("measure_from") == "pool" else " (the test split)."
+        how = f"{measured} Reward {reward} ({estimate}), teacher {teacher or '-'}."
         diversity = f"κ {fmt(peer.get('kappa'))}, c {fmt(peer.get('c'))}, w {fmt(peer.get('w'))}"
         b += [Block("heading", "Peer-reward RL"), Block("table", rows=rows),
               Block("text", f"{how} Cohort diversity before training: {diversity}.")]  # fmt: skip

@@ -1,0 +1,143 @@
+"""Co-training by the cohort's joint vote (sparring.train.peer_cotrain): the label is the product of the members'
+distributions, only the most confident share is labelled, refreshed labels are the members' current votes, the
+pool's own labels never reach a trainer, and a member that collapses is frozen and reported."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+import torch
+
+from sparring.data.synthetic import generate_utterances
+from sparring.drivers.peer_rl import hold_out
+from sparring.lm.chat import known_intents
+from sparring.params import load_params
+from sparring.settings import AgentSFTSettings, ModelSpec, PeerMember, SFTSettings
+from sparring.train import peer_cotrain, peer_expectation
+from sparring.train.peer_cotrain import joint_votes, train_cotrain
+from sparring.train.peer_reward import accuracy, route_intents, warm_start_member
+
+INTENTS = sorted(known_intents())
+KEEP = ["card_arrival", "lost_or_stolen_card", "exchange_rate", "top_up_failed"]
+PARAMS = Path(__file__).resolve().parents[1] / "params.yaml"
+
+
+def test_the_joint_vote_is_the_product_of_the_views_and_keeps_the_most_confident():
+    """Member a is sure of x0's intent 0, b leans to 1 on x0: the product picks 0; on x1 both lean to 2 but weakly,
+    so under keep 0.5 only x0 is labelled; one view alone gives its own argmax."""
+    a = torch.log(torch.tensor([[0.90, 0.05, 0.05], [0.30, 0.30, 0.40]]))
+    b = torch.log(torch.tensor([[0.30, 0.60, 0.10], [0.30, 0.30, 0.40]]))
+    votes, confidence = joint_votes([a, b], ["i0", "i1", "i2"], keep=0.5)
+    assert votes == ["i0", None] and confidence[0] > confidence[1]
+    assert joint_votes([b], ["i0", "i1", "i2"], keep=1.0)[0] == ["i1", "i2"]
+    with pytest.raises(ValueError, match="at least one member"):
+        joint_votes([], ["i0"], keep=1.0)
+
+
+def test_hold_out_measures_on_labelled_rows_never_in_the_pool():
+    intents = ["a", None, "b", "c", None, "a", "b", "c", "a", None]
+    measured, probed, pool = hold_out(intents, measure=3, probe=2, n=100, seed=0)
+    assert len(measured) == 3 and len(probed) == 2 and all(intents[i] is not None for i in measured + probed)
+    assert not set(pool) & set(measured + probed) and len(pool) == 5
+    assert hold_out(intents, 3, 2, 100, seed=0) == [measured, probed, pool]  # seeded
+    from sparring.data.sources import IngestError
+
+    with pytest.raises(IngestError, match="holds 7 labelled rows; peer_rl.measure \\+ peer_rl.probe need 8"):
+        hold_out(intents, measure=6, probe=2, n=1, seed=0)
+
+
+@pytest.fixture(scope="module")
+def cohort(tok, tmp_path_factory):
+    """Two tiny routers of 4 intents, one trained longer than the other."""
+    synth = generate_utterances(6, seed=3)
+    synth = synth.filter(synth["intent"].is_in(KEEP))
+    texts, intents = synth["text"].to_list(), synth["intent"].to_list()
+    spec = ModelSpec(arch="llama", hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2, num_kv_heads=1)
+    out = {}
+    for name, steps in (("final", 200), ("peer", 120)):
+        phase = SFTSettings(max_steps=steps, batch_size=8, learning_rate=1e-2, warmup_steps=3, max_length=64)
+        member = PeerMember(model=spec, demos=False, warm_start=AgentSFTSettings(intent=phase, system_prompt=False))
+        root = tmp_path_factory.mktemp(name)
+        out[name] = warm_start_member(member, tok, texts, intents, [], AgentSFTSettings(), root)
+    return out, texts
+
+
+def _settings(**cotrain):
+    cfg = load_params(PARAMS, "quick").peer_rl
+    exact = SFTSettings(max_steps=20, batch_size=8, learning_rate=1e-2, warmup_steps=0, max_length=64)
+    members = {"final": cfg.members["final"], "peer": cfg.members["neox"]}
+    return cfg.replace(members=members, reward="cohort", estimate="exact", exact=exact, collapse_window=10**4,
+                       cotrain={"keep": 1.0, "refresh_steps": 10, "views": "others", **cotrain})  # fmt: skip
+
+
+def test_refreshed_labels_are_the_peers_current_votes_and_the_pools_labels_never_reach_a_trainer(
+    cohort, tok, tmp_path, monkeypatch
+):
+    """views: others, two rounds: each round's labels of a learner are its peer's greedy votes when the round's
+    labels were made (the peer trained in between, so round 2's differ from round 1's); every row a trainer receives
+    carries those labels, none the pool's own (all ``pin_blocked``, an intent no member names)."""
+    models, texts = cohort
+    models = copy.deepcopy(models)
+    scored: list[tuple[str, list]] = []  # (member, its greedy votes) as each round scores the pool
+    handed: list[tuple[str, list]] = []  # (learner, the labels it was given)
+    real_scores, real_expected = peer_cotrain.intent_logprobs, peer_cotrain.train_expected
+    real_sft = peer_expectation.train_sft
+    rows: list = []
+
+    def scores(model, tokenizer, pool, intents, label):  # noqa: ANN001, ANN202
+        scored.append((next(k for k in models if models[k] is model), route_intents(model, tokenizer, list(pool))))
+        return real_scores(model, tokenizer, pool, intents, label)
+
+    def expected(model, tokenizer, pool, intents, kind, settings, out, **kw):  # noqa: ANN001, ANN003, ANN202
+        handed.append((next(k for k in models if models[k] is model), list(kw["teacher_votes"])))
+        return real_expected(model, tokenizer, pool, intents, kind, settings, out, **kw)
+
+    def sft(model, tokenizer, conversations, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+        rows.extend(conversations)
+        return real_sft(model, tokenizer, conversations, *args, **kwargs)
+
+    monkeypatch.setattr(peer_cotrain, "intent_logprobs", scores)
+    monkeypatch.setattr(peer_cotrain, "train_expected", expected)
+    monkeypatch.setattr(peer_expectation, "train_sft", sft)
+    gold = ["pin_blocked"] * len(texts)
+    result = train_cotrain(models, {k: tok for k in models}, texts, _settings(), tmp_path, gold=gold)
+    assert [k for k, _ in scored] == ["final", "peer"] * 2 and [k for k, _ in handed] == ["final", "peer"] * 2
+    for r in range(2):
+        votes = dict(scored[2 * r : 2 * r + 2])
+        for learner, labels in handed[2 * r : 2 * r + 2]:
+            other = votes["peer" if learner == "final" else "final"]
+            named = [(a, b) for a, b in zip(labels, other, strict=True) if b is not None]
+            assert len(named) > len(texts) // 2 and all(a == b for a, b in named)
+    assert scored[0][1] != scored[2][1] or scored[1][1] != scored[3][1]  # refreshed from trained weights
+    labels = [c[-1]["intent"] for c in rows]
+    assert labels and "pin_blocked" not in labels
+    assert all(len(result.logs[k].steps) == 20 for k in models)
+    assert [row["step"] for row in result.logs["final"].steps] == list(range(1, 21))
+
+
+def test_a_learner_list_keeps_the_others_fixed_and_the_learner_moves_toward_its_label(cohort, tok, tmp_path):
+    models, texts = cohort
+    models = copy.deepcopy(models)
+    final_before = {k: v.clone() for k, v in models["final"].state_dict().items()}
+    votes = route_intents(models["final"], tok, texts)
+    agree = accuracy(route_intents(models["peer"], tok, texts), votes)
+    result = train_cotrain(models, {k: tok for k in models}, texts, _settings(learners=["peer"]), tmp_path)
+    assert all(torch.equal(final_before[k], v) for k, v in result.models["final"].state_dict().items())
+    assert result.logs["final"].steps == [] and len(result.logs["peer"].steps) == 20
+    assert accuracy(route_intents(result.models["peer"], tok, texts), votes) > agree
+
+
+def test_a_member_that_collapses_is_frozen_and_reported(cohort, tok, tmp_path):
+    """A guard that fires on any window (one intent above 1% of 8 votes): each member is frozen from its first step
+    (its round goes on without updates), is not trained in the next round, and the log says why."""
+    models, texts = cohort
+    models = copy.deepcopy(models)
+    said: list[str] = []
+    cfg = _settings().replace(collapse_window=8, collapse_share=0.01)
+    result = train_cotrain(models, {k: tok for k in models}, texts, cfg, tmp_path, say=said.append)
+    for name in models:
+        log = result.logs[name]
+        assert log.collapsed and log.collapsed_step == 1 and len(log.steps) == 10  # round 2 never ran
+    assert any("collapsed" in line and "frozen" in line for line in said)
