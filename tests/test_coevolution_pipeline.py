@@ -186,9 +186,10 @@ def test_quick_run_writes_metrics_json_mlflow_and_dagster(uninterrupted):
     assert doc["n_heldout"] == n
     ran = [f"cycle_{k}" for k in range(1, QUICK_CYCLES + 1)]
     members = load_params(root / "params.yaml", "quick").peer_rl.members
-    assert set(doc["agents"]) == {"da0", "da1", "final", *ran}  # the peer routers: their routing, in `peer`
+    # the adapted agent plays as peer_final (quick's peer_rl trained it); the peer routers: their routing, in `peer`
+    assert set(doc["agents"]) == {"da0", "da1", "final", "peer_final", *ran}
     assert doc["draws"] == load_params(root / "params.yaml", "quick").evaluate.draws
-    assert set(doc["gains"]) == {"da1-da0", "final-da0", "final-da1"}  # paired, [mean, low, high] per opponent
+    assert set(doc["gains"]) == {"da1-da0", "final-da0", "final-da1", "peer_final-final"}  # [mean, low, high]
     for pair in doc["gains"].values():
         assert set(pair) == {"ref", "advpool", "coop", "camo"} and all(
             low <= mean <= high for mean, low, high in pair.values()

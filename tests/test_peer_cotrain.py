@@ -34,6 +34,9 @@ def test_the_joint_vote_is_the_product_of_the_views_and_keeps_the_most_confident
     assert joint_votes([b], ["i0", "i1", "i2"], keep=1.0)[0] == ["i1", "i2"]
     with pytest.raises(ValueError, match="at least one member"):
         joint_votes([], ["i0"], keep=1.0)
+    one = load_params(PARAMS, "quick").peer_rl
+    one = one.replace(members={"final": one.members["final"]}, cotrain={"views": "all", "learners": ["final"]})
+    assert list(one.members) == ["final"]  # a cohort of one: the agent's own confident labels (self-training)
 
 
 def test_hold_out_measures_on_labelled_rows_never_in_the_pool():
@@ -68,8 +71,10 @@ def _settings(**cotrain):
     cfg = load_params(PARAMS, "quick").peer_rl
     exact = SFTSettings(max_steps=20, batch_size=8, learning_rate=1e-2, warmup_steps=0, max_length=64)
     members = {"final": cfg.members["final"], "peer": cfg.members["neox"]}
-    return cfg.replace(members=members, reward="cohort", estimate="exact", exact=exact, collapse_window=10**4,
-                       cotrain={"keep": 1.0, "refresh_steps": 10, "views": "others", **cotrain})  # fmt: skip
+    cotrain = {"keep": 1.0, "refresh_steps": 10, "views": "others", "learners": None, **cotrain}
+    return cfg.replace(
+        members=members, reward="cohort", estimate="exact", exact=exact, collapse_window=10**4, cotrain=cotrain
+    )
 
 
 def test_refreshed_labels_are_the_peers_current_votes_and_the_pools_labels_never_reach_a_trainer(

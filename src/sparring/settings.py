@@ -432,7 +432,7 @@ class PeerRewardSettings(Settings):
 
     @model_validator(mode="after")
     def _check(self) -> PeerRewardSettings:
-        if len(self.members) < 2 and self.reward != "self":
+        if len(self.members) < 2 and self.reward not in ("self", "cohort"):  # a cohort of one: self-training
             raise ValueError(f"reward {self.reward!r} needs at least 2 members, got {list(self.members)}")
         odd = [name for name, m in self.members.items() if (m.model is None) != (name == "final")]
         if odd:
