@@ -199,8 +199,11 @@ def test_quick_run_writes_metrics_json_mlflow_and_dagster(uninterrupted):
         assert 0.0 <= m["before"] <= 1.0 and 0.0 <= m["after"] <= 1.0 and m["collapsed"] in (True, False)
     peer_report = json.loads((root / "reports" / "peer_rl.json").read_text())
     peer = peer_report["per_utterance"]  # each member's accuracies recompute from its votes
+    # measured on labelled rows held out of the unlabeled pool (measure_from: pool), not on the test split
     test_ids = pl.read_parquet(root / "data" / "ingest" / "test.parquet")["id"].to_list()
-    assert peer["ids"] == test_ids[: len(peer["ids"])] and len(peer["intents"]) == len(peer["ids"]) > 0
+    measured = load_params(root / "params.yaml", "quick").peer_rl.measure
+    assert len(peer["ids"]) == len(set(peer["ids"])) == measured == len(peer["intents"]) and None not in peer["intents"]
+    assert all(i.startswith("x-") for i in peer["ids"]) and not set(peer["ids"]) & set(test_ids)
     for name, m in doc["peer"]["members"].items():
         for when in ("before", "after"):
             right = [v == g for v, g in zip(peer["votes"][name][when], peer["intents"], strict=True)]
