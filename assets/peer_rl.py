@@ -32,6 +32,7 @@ STAGE = Stage(
     params=("ingest", "peer_rl"),
     outs=(PEER_RL,),
     upstream=(LAST_CYCLE, "peer_members", "ingest", "tokenizer"),
+    headline_metrics=("final.before", "final.after"),  # the agent's routing of real utterances, before and after
     group="peer_reward",
     kinds=("pytorch", "mlflow"),
 )
