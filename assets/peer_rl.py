@@ -17,7 +17,7 @@ from pipelines.stages import Stage, StageContext, StageOutput, stage_asset
 from sparring.atomic import replace_dir, write_results
 from sparring.catalog import COHORT, PEER_MEMBERS, PEER_RL, cycle_dir
 from sparring.data.ingest import load_unlabeled
-from sparring.drivers.peer_rl import draw_pool, hold_out
+from sparring.drivers.peer_rl import cohort_demos, draw_pool, hold_out
 from sparring.drivers.peer_rl import run as run_peer_rl
 from sparring.lm.checkpoints import save_checkpoint
 from sparring.timing import Phases
@@ -29,9 +29,9 @@ STAGE = Stage(
     "to unlabeled real utterances by each other's labels (the cohort's joint vote in exact expectation; or ring / "
     "majority / self / a teacher); intent accuracy before and after on labelled utterances held out of the pool, "
     "Co-RL's diversity probe, a collapse guard.",
-    params=("ingest", "peer_rl"),
+    params=("ingest", "peer_rl", "agent_sft"),
     outs=(PEER_RL,),
-    upstream=(LAST_CYCLE, "peer_members", "ingest", "tokenizer"),
+    upstream=(LAST_CYCLE, "peer_members", "ingest", "tokenizer", "scenarios"),
     headline_metrics=("final.before", "final.after"),  # the agent's routing of real utterances, before and after
     group="peer_reward",
     kinds=("pytorch", "mlflow"),
@@ -73,9 +73,9 @@ def peer_rl(ctx: StageContext) -> StageOutput:
         pool = draw_pool(rows, cfg.pool, p.seed)  # shuffled by the seed, the first `peer_rl.pool` trained on
     measure = measured["text"].to_list(), measured["intent"].to_list()  # kept by id in the report
     probe = probed["text"].to_list(), probed["intent"].to_list()
-    ran = run_peer_rl(
-        models, tokenizers, pool, measure, probe, cfg, data.scratch(STAGE.name, "grpo"), p.seed, _warning(ctx), phases
-    )
+    demos = cohort_demos(data.scenarios("train"), cfg, models["final"], p.agent_sft.object_refs, p.seed, phases)
+    ran = run_peer_rl(models, tokenizers, pool, measure, probe, cfg, data.scratch(STAGE.name, "grpo"), p.seed,
+                      _warning(ctx), phases, demos=demos)  # fmt: skip
     with phases.time("save_checkpoints"):  # the members and, beside them, what evaluate copies into `peer`
         saved = {"profile": p.profile, **ran.cohort()}
         replace_dir(data.path(PEER_RL), partial(_save_all, ran.models, tokenizers, saved))

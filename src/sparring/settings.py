@@ -350,8 +350,26 @@ class CotrainSettings(Settings):
         "all", description="whose distributions a learner's label multiplies: every member's, or the others' only"
     )
     keep: float = Field(0.7, gt=0, le=1, description="share of the pool labelled, the joint vote's most confident")
-    refresh_steps: int = Field(0, ge=0, description="labels recomputed every this many steps (0: once, at the start)")
+    rounds: int = Field(1, ge=1, description="times the labels are made from the members' current weights")
     learners: list[str] | None = Field(["final"], description="the members that train (null: every member)")
+    loss: Literal["sft", "exact"] = Field(
+        "sft",
+        description="how a learner learns its labels: cross-entropy beside the expert's demonstrations (sft), or the "
+        "expected agreement of its routing alone (exact: peer_rl.exact's trainer)",
+    )
+    demos: int = Field(600, ge=0, description="expert demonstrations on train scenarios mixed in under sft")
+    sft: SFTSettings = Field(
+        SFTSettings(
+            epochs=1,
+            learning_rate=3e-4,
+            batch_size=4,
+            warmup_steps=20,
+            adam_beta2=0.98,
+            weight_decay=0.01,
+            max_length=2048,
+        ),
+        description="each learner's fine-tune per round under sft (agent_sft's phase 2: one epoch, a third of its lr)",
+    )
 
 
 class PeerRewardSettings(Settings):

@@ -15,9 +15,11 @@ from sparring.data.sources import IngestError
 from sparring.evaluate.episodes import paired_bootstrap
 from sparring.settings import PeerRewardSettings
 from sparring.timing import Phases
+from sparring.train.demos import expert_demonstrations
 from sparring.train.peer_cotrain import train_cotrain
 from sparring.train.peer_expectation import train_cohort_exact
 from sparring.train.peer_reward import accuracy, best_on_probe, diversity, route_intents, summarize, train_cohort
+from sparring.world.scenarios import Scenario
 
 Labelled = tuple[Sequence[str], Sequence[str]]  # (texts, intents)
 
@@ -50,6 +52,20 @@ def draw_pool(pool: Sequence[tuple[str, str]], n: int, seed: int) -> tuple[list[
     return [pool[i][0] for i in order[:n]], [pool[i][1] for i in order[:n]]
 
 
+def cohort_demos(
+    scenarios: Sequence[Scenario], settings: PeerRewardSettings, agent: Any, refs: str, seed: int, phases: Phases
+) -> list:
+    """The expert's demonstrations on the first ``cotrain.demos`` train ``scenarios`` (as agent_sft plays them:
+    ``refs``, the ``agent``'s system prompt) that the cohort reward's ``sft`` learners keep; none otherwise."""
+    if settings.reward != "cohort" or settings.cotrain.loss != "sft":
+        return []
+    with phases.time("expert_episodes") as counts:
+        system = getattr(agent.config, "agent_system_prompt", "") or None
+        picked = list(scenarios[: settings.cotrain.demos])
+        counts["episodes"] = len(picked)
+        return expert_demonstrations(picked, seed, refs=refs, agent_system=system)
+
+
 def hold_out(intents: Sequence[str | None], measure: int, probe: int, n: int, seed: int) -> list[list[int]]:
     """The pool's rows (by their ``intents``, None where unlabelled) shuffled by ``seed``: the indices of the first
     ``measure`` labelled rows (measured), the next ``probe`` (the probe), both never trained on, and the first ``n``
@@ -78,6 +94,7 @@ def run(
     say: Callable[[str], None] = print,
     phases: Phases | None = None,
     teacher_votes: Sequence[Any] | None = None,
+    demos: Sequence[Sequence[dict[str, Any]]] = (),
 ) -> PeerRun:
     """Train the cohort on ``pool`` (texts, withheld intents: they only score pseudo-labels; :func:`draw_pool`),
     measured on ``measure`` before and after; ``probe`` chooses the teacher when ``settings`` names none.
@@ -95,7 +112,7 @@ def run(
         settings = settings.replace(teacher=best_on_probe(probed))
     texts, gold = list(pool[0]), list(pool[1])
     if settings.reward == "cohort":
-        result = train_cotrain(models, tokenizers, texts, settings, out_dir, gold=gold, seed=seed, say=say)
+        result = train_cotrain(models, tokenizers, texts, settings, out_dir, demos=demos, gold=gold, seed=seed, say=say)
     elif settings.estimate == "exact":
         result = train_cohort_exact(models, tokenizers, texts, settings, out_dir, gold=gold, seed=seed, say=say)
     else:

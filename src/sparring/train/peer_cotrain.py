@@ -1,5 +1,5 @@
-"""Co-training in exact expectation (Co-RL's cohort form, ../shared/SEEDS.md; Blum & Mitchell 1998): routers of
-similar accuracy whose errors differ label the unlabeled pool together, and each learns from that label.
+"""Co-training by the cohort's joint vote (Co-RL's cohort form, ../shared/SEEDS.md; Blum & Mitchell 1998): routers
+of similar accuracy whose errors differ label the unlabeled pool together, and each learns from that label.
 
 For an utterance x every member k scores the intents once (:func:`~sparring.train.peer_expectation.score_intents`),
 Q_k(a | x) over A (its unparseable outcome dropped, renormalised). Each round:
@@ -9,9 +9,13 @@ Q_k(a | x) over A (its unparseable outcome dropped, renormalised). Each round:
    label ŷ(x) = argmax_a J(a | x), its confidence c(x) = max_a J(a | x).
 2. The confidence filter: only the ``keep`` share of the pool with the highest c(x) is labelled; the rest is skipped
    (its joint label is the least often right: measured on Banking77, the top half of DA0's own is 0.81, the whole 0.57).
-3. Each learner maximises E_{a ~ P}[1[a = ŷ(x)]] in exact expectation for ``refresh_steps`` steps
-   (:func:`~sparring.train.peer_expectation.train_expected`, the ``teacher`` reward: the step −μ/sg(σ)).
-4. The labels are recomputed from the members' current weights (co-training's refresh) until ``max_steps``.
+3. Each learner learns its labels: ``loss: sft`` (the default) by cross-entropy, each labelled utterance answered as
+   the agent answers an opening, shuffled among the expert's demonstrations, which keep its conversations; ``exact``
+   maximises E_{a ~ P}[1[a = ŷ(x)]] in exact expectation (:func:`~sparring.train.peer_expectation.train_expected`,
+   the ``teacher`` reward: the step −μ/sg(σ)) on the routing alone, which on Banking77 moved routing further (+5.5
+   points against sft's +4.6) but broke the agent's play (strict PASS −0.52 against the reference opponent, sft's
+   −0.004; docs/results.md "The agent adapts to Banking77 without labels").
+4. The labels are recomputed from the members' current weights (co-training's refresh), ``rounds`` times in all.
 
 The pool's own labels, where it has any, are monitored only: they never reach a trainer. A member whose last votes
 collapse (:class:`~sparring.train.peer_reward.CollapseGuard`) is frozen from then on and reported.
@@ -19,6 +23,7 @@ collapse (:class:`~sparring.train.peer_reward.CollapseGuard`) is frozen from the
 
 from __future__ import annotations
 
+import random
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -28,8 +33,10 @@ import torch
 
 from sparring.lm.chat import known_intents
 from sparring.settings import PeerRewardSettings
+from sparring.train.demos import intent_examples, rehearsal
 from sparring.train.peer_expectation import routing_prompts, score_intents, train_expected
-from sparring.train.peer_reward import CohortResult, CollapseGuard, Label, MemberLog
+from sparring.train.peer_reward import CohortResult, CollapseGuard, Label, MemberLog, entropy
+from sparring.train.sft import train_sft
 
 
 def joint_votes(
@@ -63,56 +70,104 @@ def train_cotrain(
     settings: PeerRewardSettings,
     output_dir: Path,
     *,
+    demos: Sequence[Sequence[dict[str, Any]]] = (),
     gold: Sequence[Label] | None = None,
     seed: int = 0,
     say: Callable[[str], None] = print,
 ) -> CohortResult:
-    """Train ``settings.learners`` (every member when None) on ``pool`` by the cohort's joint votes (steps 1-4),
-    ``settings.exact`` each learner's trainer; ``gold``: the pool's withheld labels, monitored only."""
+    """Train ``settings.cotrain.learners`` (every member when None) on ``pool`` by the cohort's joint votes (steps
+    1-4); ``demos``: the expert's conversations mixed in under ``loss: sft``; ``gold``: the pool's withheld labels,
+    monitored only."""
     cfg, intents = settings.cotrain, sorted(known_intents())
+    if cfg.loss == "sft" and not demos:
+        raise ValueError("peer_rl.cotrain.loss sft needs the expert's demonstrations (cotrain.demos > 0)")
     learners = [k for k in models if cfg.learners is None or k in cfg.learners]
-    total = settings.exact.max_steps
-    per_round = cfg.refresh_steps or total
     logs = {name: MemberLog() for name in models}
     bounds = (settings.collapse_window, settings.collapse_entropy, settings.collapse_share)
     guards = {name: CollapseGuard(*bounds) for name in models}
     start = time.perf_counter()
-    for r, done in enumerate(range(0, total, per_round)):
+    for r in range(cfg.rounds):
         live = [k for k in learners if logs[k].collapsed is None]
         if not live:
             break
+        label = f"peer_rl round {r + 1} of {cfg.rounds}"
         views = {
-            k: intent_logprobs(models[k], tokenizers[k], pool, intents, f"peer_rl round {r + 1}: {k} scoring the pool")
+            k: intent_logprobs(models[k], tokenizers[k], pool, intents, f"{label}: {k} scoring the pool")
             for k in models
         }
         for name in live:
-            seen = [v for k, v in views.items() if cfg.views == "all" or k != name]
-            votes, _ = joint_votes(seen, intents, cfg.keep)
+            votes, _ = joint_votes([v for k, v in views.items() if cfg.views == "all" or k != name], intents, cfg.keep)
             if gold is not None:  # the withheld labels measure the joint vote, nothing more
                 right = [v == g for v, g in zip(votes, gold, strict=True) if v is not None]
-                share = sum(right) / max(len(right), 1)
-                say(f"peer_rl round {r + 1}: {name} learns {len(right)} joint labels, {share:.3f} of them right")
-            steps = min(per_round, total - done)
-            result = train_expected(
-                models[name],
-                tokenizers[name],
-                pool,
-                intents,
-                "teacher",
-                settings.exact.replace(max_steps=steps),
-                output_dir / name / f"round_{r + 1}",
-                scale=settings.grpo.scale_rewards,
-                teacher_votes=votes,
-                gold=gold,
-                guard=guards[name],
-                seed=seed + r,
-            )
-            models[name] = result.model
-            logs[name].steps += [{**row, "step": row["step"] + done} for row in result.log.steps]
-            if result.log.collapsed is not None:
-                at = result.log.collapsed_step + done
-                logs[name].collapsed, logs[name].collapsed_step = result.log.collapsed, at
-                say(f"peer_rl: member {name} collapsed at step {at} ({result.log.collapsed}): frozen")
+                say(f"{label}: {name} learns {len(right)} joint labels, {sum(right) / max(len(right), 1):.3f} right")
+            folder = output_dir / name / f"round_{r + 1}"
+            if cfg.loss == "exact":
+                models[name] = _learn_exact(models[name], tokenizers[name], pool, votes, settings, folder,
+                                            logs[name], guards[name], r, gold, seed)  # fmt: skip
+            else:
+                models[name] = _learn_sft(models[name], tokenizers[name], pool, votes, demos, cfg, folder, seed + r)
+                _monitor(models[name], tokenizers[name], pool, votes, intents, logs[name], guards[name], r, gold)
+            if logs[name].collapsed is not None:
+                say(f"peer_rl: member {name} collapsed at step {logs[name].collapsed_step} ({logs[name].collapsed}): "
+                    "frozen")  # fmt: skip
     for model in models.values():
         model.eval()
     return CohortResult(models=dict(models), logs=logs, seconds=time.perf_counter() - start)
+
+
+def _learn_sft(
+    model: Any,
+    tokenizer: Any,
+    pool: Sequence[str],
+    votes: Sequence[Label],
+    demos: Sequence,
+    cfg: Any,
+    out: Path,
+    seed: int,
+) -> Any:
+    """Step 3 under ``sft``: cross-entropy on the labelled utterances, each answered as the demos answer an opening
+    (a bare ``<intent>NAME`` taught the agent to stop there in episodes), shuffled among the expert's demos (which
+    keep its conversations: the routing step alone broke them, docs/results.md)."""
+    system = getattr(model.config, "agent_system_prompt", "") or None
+    kept = [i for i, v in enumerate(votes) if v is not None]
+    labelled = intent_examples([pool[i] for i in kept], [votes[i] for i in kept], system)  # type: ignore[misc]
+    conversations = rehearsal(labelled, demos, len(labelled), seed) + [list(d) for d in demos]
+    random.Random(seed).shuffle(conversations)
+    return train_sft(
+        model, tokenizer, conversations, cfg.sft, out, seed=seed, progress_label=f"peer {out.parent.name}"
+    ).model
+
+
+def _monitor(
+    model: Any, tokenizer: Any, pool: Sequence[str], votes: Sequence[Label], intents: Sequence[str],
+    log: MemberLog, guard: CollapseGuard, r: int, gold: Sequence[Label] | None,
+) -> None:  # fmt: skip
+    """One log row per round under ``sft``: the learner's agreement with its labels after the round (its reward),
+    its votes' entropy, their accuracy on the withheld labels, and the collapse guard on those votes."""
+    kept = [i for i, v in enumerate(votes) if v is not None]
+    mine = [intents[j] for j in intent_logprobs(model, tokenizer, [pool[i] for i in kept], intents, "after").argmax(-1)]
+    row = {"step": r + 1, "reward": sum(m == votes[i] for m, i in zip(mine, kept, strict=True)) / len(kept)}
+    row.update(entropy=entropy(mine), agree_teacher=row["reward"])
+    if gold is not None:
+        row["vote_acc"] = sum(m == gold[i] for m, i in zip(mine, kept, strict=True)) / len(kept)
+        row["target_acc"] = sum(votes[i] == gold[i] for i in kept) / len(kept)
+    log.steps.append(row)
+    reason = guard.update(mine)  # it reads the last `collapse_window` of them
+    if reason is not None and log.collapsed is None:
+        log.collapsed, log.collapsed_step = reason, r + 1
+
+
+def _learn_exact(
+    model: Any, tokenizer: Any, pool: Sequence[str], votes: Sequence[Label], settings: PeerRewardSettings,
+    out: Path, log: MemberLog, guard: CollapseGuard, r: int, gold: Sequence[Label] | None, seed: int,
+) -> Any:  # fmt: skip
+    """Step 3 under ``exact``: the expected agreement, ``exact.max_steps / rounds`` steps of it this round."""
+    steps = max(settings.exact.max_steps // settings.cotrain.rounds, 1)
+    result = train_expected(
+        model, tokenizer, pool, sorted(known_intents()), "teacher", settings.exact.replace(max_steps=steps), out,
+        scale=settings.grpo.scale_rewards, teacher_votes=votes, gold=gold, guard=guard, seed=seed + r,
+    )  # fmt: skip
+    log.steps += [{**row, "step": row["step"] + r * steps} for row in result.log.steps]
+    if result.log.collapsed is not None and log.collapsed is None:
+        log.collapsed, log.collapsed_step = result.log.collapsed, result.log.collapsed_step + r * steps
+    return result.model
