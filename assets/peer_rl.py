@@ -32,7 +32,6 @@ STAGE = Stage(
     params=("ingest", "peer_rl", "agent_sft"),
     outs=(PEER_RL,),
     upstream=(LAST_CYCLE, "peer_members", "ingest", "tokenizer", "scenarios"),
-    headline_metrics=("final.before", "final.after"),  # the agent's routing of real utterances, before and after
     group="peer_reward",
     kinds=("pytorch", "mlflow"),
 )

@@ -7,16 +7,19 @@ Banking77's train.csv, read by path, its labels withheld), without ROOT's valida
 deals its labelled rows into the measured ones and the probe (never trained on) and the pool
 (``drivers.peer_rl.hold_out``, as the stage does with ``seed: S``). Arms, each from fresh copies of the checkpoints:
 
-- ``cohort``: params.yaml's ``peer_rl`` as the main job runs it (the joint vote of every member, the agent learns);
+- ``cohort``: params.yaml's ``peer_rl`` as the main job runs it (the joint vote of every member, the agent learns
+  it beside the expert's demonstrations on ROOT's train scenarios);
+- ``exact``: the same labels learned by the expected agreement of the routing alone (``cotrain.loss: exact``);
 - ``self``: the agent's own distribution alone labels the pool (a cohort of one, the rest of the recipe equal);
 - ``others``: the peers' joint vote alone (``cotrain.views: others``);
-- ``refresh``: every member learns, the labels recomputed halfway (``refresh_steps``: half the steps);
+- ``refresh``: every member learns, the labels made twice (``cotrain.rounds: 2``);
 - ``teacher_<member>``: a fixed teacher, one member's greedy votes (``reward: teacher``, exact), the agent learning;
 - ``gold``: the ceiling, the agent taught the pool's own labels by the same trainer (the one arm that reads them).
 
 Per arm: each member's intent accuracy on the measured utterances before and after with the paired 95% interval,
 its collapse, and its predictions before and after by row id (``--out``: ids and intents, no texts). ``--save
-DIR``: the cohort arm's adapted agent, for held-out play (``benchmarks/agent_rl_arms.py play``). Last line JSON.
+DIR``: the cohort (or exact) arm's adapted agent, for held-out play (``benchmarks/agent_rl_arms.py play``). Last
+line JSON.
 
 Usage: ``python benchmarks/peer_cotrain.py ROOT --seed S [--arms cohort self gold] --out FILE [--save DIR]``.
 """
@@ -33,7 +36,7 @@ from typing import Any
 import polars as pl
 
 REPO = Path(__file__).resolve().parents[1]
-ARMS = ("cohort", "self", "others", "refresh", "gold")
+ARMS = ("cohort", "exact", "self", "others", "refresh", "gold")
 
 
 def cohort_settings(arm: str, base: Any) -> tuple[Any, list[str]]:
@@ -41,13 +44,14 @@ def cohort_settings(arm: str, base: Any) -> tuple[Any, list[str]]:
     members = list(base.members)
     if arm == "cohort":
         return base, members
+    if arm == "exact":
+        return base.replace(cotrain=base.cotrain.replace(loss="exact")), members
     if arm == "self":
         return base.replace(members={"final": base.members["final"]}), ["final"]
     if arm == "others":
         return base.replace(cotrain=base.cotrain.replace(views="others")), members
     if arm == "refresh":
-        half = max(base.exact.max_steps // 2, 1)
-        return base.replace(cotrain=base.cotrain.replace(refresh_steps=half, learners=None)), members
+        return base.replace(cotrain=base.cotrain.replace(rounds=2, learners=None)), members
     if arm.startswith("teacher_") and arm[len("teacher_") :] in base.members:
         teacher = arm[len("teacher_") :]
         return base.replace(reward="teacher", teacher=teacher, members=base.members), ["final", teacher]
@@ -86,8 +90,11 @@ def gold_arm(model: Any, tokenizer: Any, pool: tuple, measure: tuple, cfg: Any, 
 
 
 def run_arm(arm: str, args: argparse.Namespace, p: Any, parts: dict, ids: list[str]) -> dict[str, Any]:
+    from sparring.catalog import Catalog
+    from sparring.drivers.peer_rl import cohort_demos
     from sparring.drivers.peer_rl import run as run_peer_rl
     from sparring.lm.checkpoints import save_checkpoint
+    from sparring.timing import Phases
 
     start = time.perf_counter()
     if arm == "gold":
@@ -97,11 +104,15 @@ def run_arm(arm: str, args: argparse.Namespace, p: Any, parts: dict, ids: list[s
     else:
         cfg, names = cohort_settings(arm, p.peer_rl)
         models, tokenizers = load_members(args.root, names)
+        phases = Phases()
+        demos = cohort_demos(Catalog(args.root).scenarios("train"), cfg, models["final"], p.agent_sft.object_refs,
+                             args.seed, phases)  # fmt: skip
+        say = lambda m: print(m, file=sys.stderr)  # noqa: E731
         ran = run_peer_rl(models, tokenizers, parts["pool"], parts["measure"], parts["probe"], cfg,
-                          args.scratch / arm, args.seed, say=lambda m: print(m, file=sys.stderr))  # fmt: skip
+                          args.scratch / arm, args.seed, say=say, demos=demos)  # fmt: skip
         members = {k: {f: v for f, v in m.items() if f != "steps"} for k, m in ran.members.items()}
         doc = {"members": members, "votes": {k: list(v) for k, v in ran.votes.items()}}
-        if arm == "cohort" and args.save:
+        if arm in ("cohort", "exact") and args.save:
             save_checkpoint(ran.models["final"], tokenizers["final"], args.save)
     doc["seconds"] = round(time.perf_counter() - start, 1)
     doc["ids"] = ids
@@ -120,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0, help="the split's seed (the stage's `seed`)")
     ap.add_argument("--arms", nargs="+", default=["cohort"])
     ap.add_argument("--out", type=Path, required=True, help="per-arm results and predictions (JSON)")
-    ap.add_argument("--save", type=Path, default=None, help="the cohort arm's adapted agent")
+    ap.add_argument("--save", type=Path, default=None, help="the cohort (or exact) arm's adapted agent")
     ap.add_argument("--scratch", type=Path, default=Path("/tmp/peer_cotrain"))
     args = ap.parse_args(argv)
     apply_torch_threads(1)
