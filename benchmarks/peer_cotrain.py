@@ -133,9 +133,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, required=True, help="per-arm results and predictions (JSON)")
     ap.add_argument("--save", type=Path, default=None, help="the cohort (or exact) arm's adapted agent")
     ap.add_argument("--scratch", type=Path, default=Path("/tmp/peer_cotrain"))
+    ap.add_argument("--keep", type=float, default=None, help="peer_rl.cotrain.keep for every arm (default: params')")
     args = ap.parse_args(argv)
     apply_torch_threads(1)
     p = load_params(REPO / "params.yaml", "default")
+    if args.keep is not None:
+        p = p.model_copy(update={"peer_rl": p.peer_rl.replace(cotrain=p.peer_rl.cotrain.replace(keep=args.keep))})
     data = Catalog(args.root.resolve())
     heldout = pl.concat([data.utterances("validation"), data.utterances("test")])["text"]
     frame = load_unlabeled(p.ingest, args.seed, REPO, heldout)
