@@ -37,6 +37,8 @@ def test_the_joint_vote_is_the_product_of_the_views_and_keeps_the_most_confident
     one = load_params(PARAMS, "quick").peer_rl
     one = one.replace(members={"final": one.members["final"]}, cotrain={"views": "all", "learners": ["final"]})
     assert list(one.members) == ["final"]  # a cohort of one: the agent's own confident labels (self-training)
+    with pytest.raises(ValueError, match="demos must be > 0"):
+        one.replace(cotrain={"loss": "sft", "demos": 0})
 
 
 def test_hold_out_measures_on_labelled_rows_never_in_the_pool():

@@ -371,6 +371,12 @@ class CotrainSettings(Settings):
         description="each learner's fine-tune per round under sft (agent_sft's phase 2: one epoch, a third of its lr)",
     )
 
+    @model_validator(mode="after")
+    def _check(self) -> CotrainSettings:
+        if self.loss == "sft" and self.demos == 0:
+            raise ValueError("loss sft keeps the agent's conversations with the expert's demos: demos must be > 0")
+        return self
+
 
 class PeerRewardSettings(Settings):
     """params.yaml's `peer_rl`: Co-RL (:mod:`sparring.train.peer_reward`), a cohort rewarding each other's routing."""
