@@ -60,3 +60,31 @@ class KillAt(TrainerCallback):
 def kill_at() -> type[KillAt]:
     """``kill_at(n)``: a trainer callback that kills the run before step n + 1, raising ``kill_at.Killed``."""
     return KillAt
+
+
+ROUTER_INTENTS = ["card_arrival", "lost_or_stolen_card", "exchange_rate", "top_up_failed"]
+
+
+@pytest.fixture(scope="session")
+def tiny_routers(tok, tmp_path_factory):
+    """A builder of tiny llama routers of 4 intents: ``build({name: SFT steps}, seed)`` → (models, texts, intents),
+    each warm-started on the same synthetic utterances for its number of steps (more steps: a surer router)."""
+    from sparring.settings import AgentSFTSettings, ModelSpec, PeerMember, SFTSettings
+    from sparring.train.peer_reward import warm_start_member
+
+    synth = generate_utterances(6, seed=3)
+    synth = synth.filter(synth["intent"].is_in(ROUTER_INTENTS))
+    texts, intents = synth["text"].to_list(), synth["intent"].to_list()
+    spec = ModelSpec(arch="llama", hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2, num_kv_heads=1)
+
+    def build(steps: dict[str, int], seed: int = 0) -> tuple[dict, list[str], list[str]]:
+        out = {}
+        for name, n in steps.items():
+            phase = SFTSettings(max_steps=n, batch_size=8, learning_rate=1e-2, warmup_steps=3, max_length=64)
+            warm = AgentSFTSettings(intent=phase, system_prompt=False)
+            member = PeerMember(model=spec, demos=False, warm_start=warm)
+            root = tmp_path_factory.mktemp(name)
+            out[name] = warm_start_member(member, tok, texts, intents, [], AgentSFTSettings(), root, seed=seed)
+        return out, texts, intents
+
+    return build

@@ -10,14 +10,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from sparring.data.synthetic import generate_utterances
 from sparring.drivers.peer_rl import hold_out
 from sparring.lm.chat import known_intents
 from sparring.params import load_params
-from sparring.settings import AgentSFTSettings, ModelSpec, PeerMember, SFTSettings
+from sparring.settings import SFTSettings
 from sparring.train import peer_cotrain, peer_expectation
 from sparring.train.peer_cotrain import joint_votes, train_cotrain
-from sparring.train.peer_reward import accuracy, route_intents, warm_start_member
+from sparring.train.peer_reward import accuracy, route_intents
 
 INTENTS = sorted(known_intents())
 KEEP = ["card_arrival", "lost_or_stolen_card", "exchange_rate", "top_up_failed"]
@@ -54,19 +53,10 @@ def test_hold_out_measures_on_labelled_rows_never_in_the_pool():
 
 
 @pytest.fixture(scope="module")
-def cohort(tok, tmp_path_factory):
+def cohort(tiny_routers):
     """Two tiny routers of 4 intents, one trained longer than the other."""
-    synth = generate_utterances(6, seed=3)
-    synth = synth.filter(synth["intent"].is_in(KEEP))
-    texts, intents = synth["text"].to_list(), synth["intent"].to_list()
-    spec = ModelSpec(arch="llama", hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2, num_kv_heads=1)
-    out = {}
-    for name, steps in (("final", 200), ("peer", 120)):
-        phase = SFTSettings(max_steps=steps, batch_size=8, learning_rate=1e-2, warmup_steps=3, max_length=64)
-        member = PeerMember(model=spec, demos=False, warm_start=AgentSFTSettings(intent=phase, system_prompt=False))
-        root = tmp_path_factory.mktemp(name)
-        out[name] = warm_start_member(member, tok, texts, intents, [], AgentSFTSettings(), root)
-    return out, texts
+    models, texts, _ = tiny_routers({"final": 200, "peer": 120})
+    return models, texts
 
 
 def _settings(**cotrain):

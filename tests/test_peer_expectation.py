@@ -9,9 +9,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from sparring.data.synthetic import generate_utterances
 from sparring.lm.chat import known_intents, parse_agent_message
-from sparring.settings import AgentSFTSettings, ModelSpec, PeerMember, PeerRewardSettings, SFTSettings
+from sparring.settings import ModelSpec, PeerRewardSettings, SFTSettings
 from sparring.train.peer_expectation import (
     expected_loss,
     outcome_logprobs,
@@ -20,10 +19,9 @@ from sparring.train.peer_expectation import (
     score_intents,
     train_expected,
 )
-from sparring.train.peer_reward import accuracy, route_intents, sample_routings, warm_start_member
+from sparring.train.peer_reward import accuracy, route_intents, sample_routings
 
 INTENTS = sorted(known_intents())
-KEEP = ["card_arrival", "lost_or_stolen_card", "exchange_rate", "top_up_failed"]
 
 
 def test_the_exact_loss_is_grpos_gradient_in_the_limit():
@@ -71,19 +69,9 @@ def test_rewards_distill_and_refusals():
 
 
 @pytest.fixture(scope="module")
-def members(tok, tmp_path_factory):
-    """A teacher (240 SFT steps) and a learner that has the format but confuses the intents (60 steps), tiny."""
-    synth = generate_utterances(6, seed=3)
-    synth = synth.filter(synth["intent"].is_in(KEEP))
-    texts, intents = synth["text"].to_list(), synth["intent"].to_list()
-    spec = ModelSpec(arch="llama", hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2, num_kv_heads=1)
-    out = {}
-    for name, steps in (("teacher", 240), ("learner", 120)):
-        phase = SFTSettings(max_steps=steps, batch_size=8, learning_rate=1e-2, warmup_steps=3, max_length=64)
-        member = PeerMember(model=spec, demos=False, warm_start=AgentSFTSettings(intent=phase, system_prompt=False))
-        root = tmp_path_factory.mktemp(name)
-        out[name] = warm_start_member(member, tok, texts, intents, [], AgentSFTSettings(), root, seed=1)
-    return out, texts, intents
+def members(tiny_routers):
+    """A teacher (240 SFT steps) and a learner that has the format but confuses the intents (120 steps), tiny."""
+    return tiny_routers({"teacher": 240, "learner": 120}, seed=1)
 
 
 def test_exact_expectation_equals_the_mean_of_sampled_rewards(members, tok):
