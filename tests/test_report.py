@@ -271,3 +271,16 @@ def test_report_gives_each_peer_members_gain_interval_and_how_it_was_rewarded(tm
     assert "| member | is | routing before | after | gain 95% CI | collapsed |" in section
     assert "| neox | a router | 0.280 | 0.380 | [+0.073, +0.122] |" in section
     assert "Reward teacher (exact), teacher smollm." in section
+    # the default's co-training: the agent is the member played as peer_final, the labels are the joint vote's
+    metrics["peer"].update(reward="cohort", teacher=None, loss="sft", keep=0.7, learners=["final"], n_measure=1000)
+    metrics["peer"].update(measure_from="pool")
+    metrics["peer"]["members"]["final"] = {
+        "before": 0.566,
+        "after": 0.612,
+        "gain_ci": [0.026, 0.065],
+        "collapsed": False,
+    }
+    section = build_report(metrics, tmp_path / "g")[0].split("## Peer-reward RL", 1)[1]
+    assert "| final | the agent (played as peer_final) | 0.566 | 0.612 | [+0.026, +0.065] |" in section
+    assert "on 1000 labelled utterances never trained on (held out of the unlabeled pool)" in section
+    assert "the members' joint vote, its 70% most confident share, learned by final (sft)." in section

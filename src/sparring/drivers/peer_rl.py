@@ -42,6 +42,8 @@ class PeerRun:
         figures = {k: self.diversity[k] for k in ("kappa", "c", "w")}
         cfg = self.settings
         how = {"reward": cfg.reward, "estimate": cfg.estimate, "teacher": cfg.teacher, "measure_from": cfg.measure_from}
+        if cfg.reward == "cohort":  # how its learners learned the joint labels
+            how.update(loss=cfg.cotrain.loss, keep=cfg.cotrain.keep, learners=cfg.cotrain.learners)
         return {"members": members, **figures, **how, "n_measure": self.n_measure, "n_pool": self.n_pool}
 
 

@@ -239,6 +239,10 @@ def report_blocks(
         measured = f"Intent accuracy on {peer.get('n_measure', '?')} labelled utterances never trained on"
         measured += " (held out of the unlabeled pool)." if peer.get("measure_from") == "pool" else " (the test split)."
         how = f"{measured} Reward {reward} ({estimate}), teacher {teacher or '-'}."
+        if reward == "cohort":
+            learners = ", ".join(peer.get("learners") or ["every member"])
+            how = f"{measured} Labels: the members' joint vote, its {peer.get('keep', 1.0):.0%} most confident share, "
+            how += f"learned by {learners} ({peer.get('loss', '-')})."
         diversity = f"κ {fmt(peer.get('kappa'))}, c {fmt(peer.get('c'))}, w {fmt(peer.get('w'))}"
         b += [Block("heading", "Peer-reward RL"), Block("table", rows=rows),
               Block("text", f"{how} Cohort diversity before training: {diversity}.")]  # fmt: skip
