@@ -17,7 +17,7 @@ from pipelines.stages import Stage, StageContext, StageOutput, stage_asset
 from sparring.atomic import replace_dir, write_results
 from sparring.catalog import COHORT, PEER_MEMBERS, PEER_RL, cycle_dir
 from sparring.data.ingest import load_unlabeled
-from sparring.drivers.peer_rl import cohort_demos, draw_pool, hold_out
+from sparring.drivers.peer_rl import cohort_demos, hold_out
 from sparring.drivers.peer_rl import run as run_peer_rl
 from sparring.lm.checkpoints import save_checkpoint
 from sparring.timing import Phases
@@ -61,15 +61,14 @@ def peer_rl(ctx: StageContext) -> StageOutput:
     unlabeled = load_unlabeled(p.ingest, p.seed, ctx.root, pl.concat([validation, test])["text"])
     phases = Phases()
     models, tokenizers = _members(ctx, phases)
+    intents = unlabeled["intent"].to_list()
     if cfg.measure_from == "pool":  # labelled rows of the pool held out: measured on what it adapts to
-        intents = unlabeled["intent"].to_list()
         measured_at, probe_at, pool_at = hold_out(intents, cfg.measure, cfg.probe, cfg.pool, p.seed)
         measured, probed = unlabeled[measured_at], unlabeled[probe_at]
-        pool = unlabeled[pool_at]["text"].to_list(), unlabeled[pool_at]["intent"].to_list()
     else:
+        pool_at = hold_out(intents, 0, 0, cfg.pool, p.seed)[2]  # shuffled by the seed, the first `pool` trained on
         measured, probed = test.head(cfg.measure), validation.head(cfg.probe)
-        rows = list(zip(unlabeled["text"].to_list(), unlabeled["intent"].to_list(), strict=True))
-        pool = draw_pool(rows, cfg.pool, p.seed)  # shuffled by the seed, the first `peer_rl.pool` trained on
+    pool = unlabeled[pool_at]["text"].to_list(), unlabeled[pool_at]["intent"].to_list()
     measure = measured["text"].to_list(), measured["intent"].to_list()  # kept by id in the report
     probe = probed["text"].to_list(), probed["intent"].to_list()
     demos = cohort_demos(data.scenarios("train"), cfg, models["final"], p.agent_sft.object_refs, p.seed, phases)

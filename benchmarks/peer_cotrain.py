@@ -54,7 +54,7 @@ def cohort_settings(arm: str, base: Any) -> tuple[Any, list[str]]:
         return base.replace(cotrain=base.cotrain.replace(rounds=2, learners=None)), members
     if arm.startswith("teacher_") and arm[len("teacher_") :] in base.members:
         teacher = arm[len("teacher_") :]
-        return base.replace(reward="teacher", teacher=teacher, members=base.members), ["final", teacher]
+        return base.replace(reward="teacher", teacher=teacher), ["final", teacher]
     raise SystemExit(f"unknown arm {arm!r}: one of {ARMS} or teacher_<member> of {members}")
 
 

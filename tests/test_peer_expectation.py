@@ -186,7 +186,7 @@ def test_the_peer_rl_driver_measures_each_member_before_and_after_on_the_same_ut
     """drivers.peer_rl.run: the probe picks the teacher, the learner's accuracy before and after is measured on the
     same utterances (labelled here with the teacher's votes) with the paired interval of its gain, the teacher comes
     back as it was, and the cohort summary evaluate copies holds no step logs."""
-    from sparring.drivers.peer_rl import draw_pool, run
+    from sparring.drivers.peer_rl import hold_out, run
     from sparring.params import load_params
 
     models, texts, intents = members
@@ -196,7 +196,8 @@ def test_the_peer_rl_driver_measures_each_member_before_and_after_on_the_same_ut
     cfg = cfg.replace(members=cohort, estimate="exact", reward="teacher", teacher=None, exact=exact, pool=len(texts))
     cohort_models = copy.deepcopy(models)
     teacher_before = {k: v.clone() for k, v in cohort_models["teacher"].state_dict().items()}
-    pool = draw_pool([(t, "pin_blocked") for t in texts], len(texts), seed=0)  # withheld intents: wrong ones do nothing
+    dealt = hold_out(["pin_blocked"] * len(texts), 0, 0, len(texts), seed=0)[2]  # the pool, shuffled
+    pool = [texts[i] for i in dealt], ["pin_blocked"] * len(texts)  # withheld intents: wrong ones do nothing
     votes = route_intents(models["teacher"], tok, texts)  # measured against: the learner's agreement with its teacher
     ran = run(cohort_models, {"teacher": tok, "learner": tok}, pool, (texts, votes), (texts, intents), cfg,
               tmp_path, seed=0, say=lambda _: None)  # fmt: skip

@@ -47,13 +47,6 @@ class PeerRun:
         return {"members": members, **figures, **how, "n_measure": self.n_measure, "n_pool": self.n_pool}
 
 
-def draw_pool(pool: Sequence[tuple[str, str]], n: int, seed: int) -> tuple[list[str], list[str]]:
-    """The first ``n`` of ``pool``'s (text, withheld intent) rows shuffled by ``seed``, as texts and intents."""
-    order = list(range(len(pool)))
-    random.Random(seed).shuffle(order)
-    return [pool[i][0] for i in order[:n]], [pool[i][1] for i in order[:n]]
-
-
 def cohort_demos(
     scenarios: Sequence[Scenario], settings: PeerRewardSettings, agent: Any, refs: str, seed: int, phases: Phases
 ) -> list:
@@ -98,7 +91,7 @@ def run(
     teacher_votes: Sequence[Any] | None = None,
     demos: Sequence[Sequence[dict[str, Any]]] = (),
 ) -> PeerRun:
-    """Train the cohort on ``pool`` (texts, withheld intents: they only score pseudo-labels; :func:`draw_pool`),
+    """Train the cohort on ``pool`` (texts, withheld intents: they only score pseudo-labels; :func:`hold_out`),
     measured on ``measure`` before and after; ``probe`` chooses the teacher when ``settings`` names none.
     ``out_dir``: the trainers' scratch folder; ``phases``: where the run's timed phases are added (a new record
     when None); ``teacher_votes``: the teacher's votes on ``pool`` when the caller has them (sampled estimate)."""
@@ -122,7 +115,8 @@ def run(
             models, tokenizers, texts, settings, out_dir, gold=gold, seed=seed, say=say, teacher_votes=teacher_votes
         )
     # lock-step GRPO: rollouts and updates; exact: the teacher's scoring and each learner's updates
-    phases.add(f"cohort_{settings.estimate}", result.seconds, episodes=result.routings)
+    how = settings.cotrain.loss if settings.reward == "cohort" else settings.estimate  # how the learners learned
+    phases.add(f"cohort_{how}", result.seconds, episodes=result.routings)
     members, votes = {}, {}
     for name in models:
         members[name], after = _measured(result, name, tokenizers[name], before[name], measure, seed, phases)

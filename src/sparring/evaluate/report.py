@@ -70,7 +70,7 @@ def pass_hat_key(row: dict[str, Any], suffix: str) -> str | None:
 def summary_rows(metrics: dict[str, Any]) -> list[list[str]]:
     """The summary table (header first): the expert's row, then every agent in generation order."""
     agents = metrics.get("agents", {})
-    order = generations(metrics) + [a for a in ("peer_final",) if a in agents]  # the final agent adapted by peer_rl
+    order = generations(metrics) + (["peer_final"] if "peer_final" in agents else [])  # the agent peer_rl adapted
     rows = [["agent", *(header for header, _ in SUMMARY_COLUMNS)]]
     named = [("expert (ceiling)", metrics["ceiling"])] if metrics.get("ceiling") else []
     for name, row in [*named, *((a, agents[a]) for a in order)]:
@@ -238,11 +238,12 @@ def report_blocks(
         reward, estimate, teacher = peer.get("reward", "-"), peer.get("estimate", "sampled"), peer.get("teacher")
         measured = f"Intent accuracy on {peer.get('n_measure', '?')} labelled utterances never trained on"
         measured += " (held out of the unlabeled pool)." if peer.get("measure_from") == "pool" else " (the test split)."
-        how = f"{measured} Reward {reward} ({estimate}), teacher {teacher or '-'}."
         if reward == "cohort":
             learners = ", ".join(peer.get("learners") or ["every member"])
             how = f"{measured} Labels: the members' joint vote, its {peer.get('keep', 1.0):.0%} most confident share, "
             how += f"learned by {learners} ({peer.get('loss', '-')})."
+        else:
+            how = f"{measured} Reward {reward} ({estimate}), teacher {teacher or '-'}."
         diversity = f"κ {fmt(peer.get('kappa'))}, c {fmt(peer.get('c'))}, w {fmt(peer.get('w'))}"
         b += [Block("heading", "Peer-reward RL"), Block("table", rows=rows),
               Block("text", f"{how} Cohort diversity before training: {diversity}.")]  # fmt: skip

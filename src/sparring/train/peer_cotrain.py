@@ -86,15 +86,16 @@ def train_cotrain(
     bounds = (settings.collapse_window, settings.collapse_entropy, settings.collapse_share)
     guards = {name: CollapseGuard(*bounds) for name in models}
     start = time.perf_counter()
+    views: dict[str, torch.Tensor] = {}
+    stale = list(models)  # members whose weights changed since they last scored the pool
     for r in range(cfg.rounds):
         live = [k for k in learners if logs[k].collapsed is None]
         if not live:
             break
         label = f"peer_rl round {r + 1} of {cfg.rounds}"
-        views = {
-            k: intent_logprobs(models[k], tokenizers[k], pool, intents, f"{label}: {k} scoring the pool")
-            for k in models
-        }
+        views.update({k: intent_logprobs(models[k], tokenizers[k], pool, intents, f"{label}: {k} scoring the pool")
+                      for k in stale})  # fmt: skip
+        stale = live
         for name in live:
             votes, _ = joint_votes([v for k, v in views.items() if cfg.views == "all" or k != name], intents, cfg.keep)
             if gold is not None:  # the withheld labels measure the joint vote, nothing more
