@@ -10,6 +10,7 @@ deals its labelled rows into the measured ones and the probe (never trained on) 
 - ``cohort``: params.yaml's ``peer_rl`` as the main job runs it (the joint vote of every member, the agent learns
   it beside the expert's demonstrations on ROOT's train scenarios);
 - ``exact``: the same labels learned by the expected agreement of the routing alone (``cotrain.loss: exact``);
+- ``camo_demos``: the cohort arm, the expert's demos played against the camouflaging customer too;
 - ``self``: the agent's own distribution alone labels the pool (a cohort of one, the rest of the recipe equal);
 - ``others``: the peers' joint vote alone (``cotrain.views: others``);
 - ``refresh``: every member learns, the labels made twice (``cotrain.rounds: 2``);
@@ -36,7 +37,7 @@ from typing import Any
 import polars as pl
 
 REPO = Path(__file__).resolve().parents[1]
-ARMS = ("cohort", "exact", "self", "others", "refresh", "gold")
+ARMS = ("cohort", "exact", "camo_demos", "self", "others", "refresh", "gold")
 
 
 def cohort_settings(arm: str, base: Any) -> tuple[Any, list[str]]:
@@ -46,6 +47,9 @@ def cohort_settings(arm: str, base: Any) -> tuple[Any, list[str]]:
         return base, members
     if arm == "exact":
         return base.replace(cotrain=base.cotrain.replace(loss="exact")), members
+    if arm == "camo_demos":
+        customers = ["cooperative", "camouflaging"]
+        return base.replace(cotrain=base.cotrain.replace(demo_customers=customers)), members
     if arm == "self":
         return base.replace(members={"final": base.members["final"]}), ["final"]
     if arm == "others":
@@ -112,7 +116,7 @@ def run_arm(arm: str, args: argparse.Namespace, p: Any, parts: dict, ids: list[s
                           args.scratch / arm, args.seed, say=say, demos=demos)  # fmt: skip
         members = {k: {f: v for f, v in m.items() if f != "steps"} for k, m in ran.members.items()}
         doc = {"members": members, "votes": {k: list(v) for k, v in ran.votes.items()}}
-        if arm in ("cohort", "exact") and args.save:
+        if arm in ("cohort", "exact", "camo_demos") and args.save:
             save_checkpoint(ran.models["final"], tokenizers["final"], args.save)
     doc["seconds"] = round(time.perf_counter() - start, 1)
     doc["ids"] = ids

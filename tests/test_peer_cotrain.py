@@ -179,3 +179,21 @@ def test_under_sft_the_learner_keeps_the_demos_and_learns_the_joint_labels_never
     assert not all(torch.equal(peer_before[k], v) for k, v in result.models["peer"].state_dict().items())
     with pytest.raises(ValueError, match="needs the expert's demonstrations"):
         train_cotrain(models, {k: tok for k in models}, texts, cfg, tmp_path)
+
+
+def test_the_demos_are_played_against_each_named_customer_and_the_camouflaging_one_hides_the_request(heldout):
+    from types import SimpleNamespace
+
+    from sparring.drivers.peer_rl import cohort_demos
+    from sparring.timing import Phases
+
+    agent = SimpleNamespace(config=SimpleNamespace(agent_system_prompt=""))
+    picked = heldout[:4]
+    cfg = load_params(PARAMS, "quick").peer_rl
+    both = cfg.replace(cotrain=cfg.cotrain.replace(demos=4, demo_customers=["cooperative", "camouflaging"]))
+    coop = cohort_demos(picked, both.replace(cotrain=both.cotrain.replace(demo_customers=["cooperative"])), agent,
+                        "described", 0, Phases())  # fmt: skip
+    demos = cohort_demos(picked, both, agent, "described", 0, Phases())
+    assert len(coop) == 4 and len(demos) == 8 and demos[:4] == coop  # every expert episode passes, in order
+    openings = [next(m["content"] for m in d if m["role"] == "user") for d in demos]
+    assert all(a != b and len(b) > len(a) for a, b in zip(openings[:4], openings[4:], strict=True))

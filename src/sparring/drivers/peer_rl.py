@@ -50,7 +50,8 @@ class PeerRun:
 def cohort_demos(
     scenarios: Sequence[Scenario], settings: PeerRewardSettings, agent: Any, refs: str, seed: int, phases: Phases
 ) -> list:
-    """The expert's demonstrations on the first ``cotrain.demos`` train ``scenarios`` (as agent_sft plays them:
+    """The expert's demonstrations on the first ``cotrain.demos`` train ``scenarios``, against each of
+    ``cotrain.demo_customers`` (as agent_sft plays them:
     ``refs``, the ``agent``'s system prompt) that the cohort reward's ``sft`` learners keep; none otherwise."""
     if settings.reward != "cohort" or settings.cotrain.loss != "sft":
         return []
@@ -58,7 +59,8 @@ def cohort_demos(
         system = getattr(agent.config, "agent_system_prompt", "") or None
         picked = list(scenarios[: settings.cotrain.demos])
         counts["episodes"] = len(picked)
-        return expert_demonstrations(picked, seed, refs=refs, agent_system=system)
+        cfg = settings.cotrain
+        return expert_demonstrations(picked, seed, cfg.demo_customers, refs=refs, agent_system=system)
 
 
 def hold_out(intents: Sequence[str | None], measure: int, probe: int, n: int, seed: int) -> list[list[int]]:
