@@ -7,8 +7,8 @@ checkpoint to the weights an uninterrupted run reaches. The scratch folder is re
 
 from __future__ import annotations
 
-from pipelines.graph_shape import PLAYS_RL_SIMULATOR
-from pipelines.stages import Plot, Stage, StageContext, StageOutput, stage_asset
+from pipelines.kit.graph_shape import PLAYS_RL_SIMULATOR
+from pipelines.kit.stages import Plot, Stage, StageContext, StageOutput, stage_asset
 from sparring.catalog import AGENT_RL, AGENT_SFT, SIMULATORS
 from sparring.drivers.agent_rl import run as run_agent_rl
 

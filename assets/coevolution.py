@@ -20,8 +20,8 @@ from typing import Any
 
 from dagster import MetadataValue
 
-from pipelines.graph_shape import PARAMS_FILE, cycle_name, n_cycles
-from pipelines.stages import Plot, Stage, StageContext, StageOutput, stage_asset, stage_deps
+from pipelines.kit.graph_shape import PARAMS_FILE, cycle_name, n_cycles
+from pipelines.kit.stages import Plot, Stage, StageContext, StageOutput, stage_asset, stage_deps
 from sparring.catalog import AGENT_RL, JUDGE, SCENARIOS, SIMULATORS, cycle_dir
 from sparring.drivers.coevolution import run as run_cycle
 from sparring.params import some_profile_plays_rl_simulator

@@ -16,10 +16,10 @@ from functools import partial
 
 from dagster import AssetCheckSeverity
 
-from pipelines.checks import report_check
-from pipelines.graph_shape import LAST_CYCLE, N_CYCLES
-from pipelines.stages import Stage, StageContext, StageOutput, stage_asset
-from pipelines.timings import split_timings
+from pipelines.kit.checks import report_check
+from pipelines.kit.graph_shape import LAST_CYCLE, N_CYCLES
+from pipelines.kit.stages import Stage, StageContext, StageOutput, stage_asset
+from pipelines.kit.timings import split_timings
 from sparring.agents.scripted import ExpertAgent
 from sparring.atomic import write_json
 from sparring.catalog import JUDGE, METRICS, load_judge
@@ -80,7 +80,7 @@ def evaluate(ctx: StageContext) -> StageOutput:
     headline = {f"{agent}.{m}": values[m] for agent, values in agents.items() for m in KEY_METRICS if m in values}
     report = {"stop_reason": document["stop_reason"], "phases": done.phases, "worker_phases": done.worker_phases}
     report["episodes"] = done.episodes  # per-episode outcomes, for paired comparisons
-    report["timings"] = {"metrics_json": timed or {}}  # moved whole to the timings file (pipelines/timings.py)
+    report["timings"] = {"metrics_json": timed or {}}  # moved whole to the timings file (pipelines/kit/timings.py)
     cycles = len(document["cycles"])
     return StageOutput(metrics={**headline, "n_heldout": document["n_heldout"], "cycles_run": cycles}, report=report)
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dagster import AssetCheckResult, MetadataValue, asset_check
 
-from pipelines.resources import ProjectResource
-from pipelines.stages import Stage, StageContext, StageOutput, stage_asset
+from pipelines.kit.resources import ProjectResource
+from pipelines.kit.stages import Stage, StageContext, StageOutput, stage_asset
 from sparring.catalog import INGEST
 from sparring.data.ingest import check_splits, run_ingest
 

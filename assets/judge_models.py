@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from functools import partial
 
-from pipelines.stages import Stage, StageContext, StageOutput, stage_asset
+from pipelines.kit.stages import Stage, StageContext, StageOutput, stage_asset
 from sparring.atomic import replace_dir
 from sparring.catalog import JUDGE
 from sparring.judge.loading import save_judge_models

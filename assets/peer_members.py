@@ -5,7 +5,7 @@ wrote."""
 
 from __future__ import annotations
 
-from pipelines.stages import Stage, StageContext, StageOutput, stage_asset
+from pipelines.kit.stages import Stage, StageContext, StageOutput, stage_asset
 from sparring.atomic import replace_dir
 from sparring.catalog import PEER_MEMBERS
 from sparring.drivers.peer_members import run as run_members

@@ -12,8 +12,8 @@ from typing import Any
 
 import polars as pl
 
-from pipelines.graph_shape import LAST_CYCLE, N_CYCLES
-from pipelines.stages import Stage, StageContext, StageOutput, stage_asset
+from pipelines.kit.graph_shape import LAST_CYCLE, N_CYCLES
+from pipelines.kit.stages import Stage, StageContext, StageOutput, stage_asset
 from sparring.atomic import replace_dir, write_results
 from sparring.catalog import COHORT, PEER_MEMBERS, PEER_RL, cycle_dir
 from sparring.data.ingest import load_unlabeled

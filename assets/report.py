@@ -11,9 +11,9 @@ from typing import Any
 
 from dagster import MetadataValue
 
-from pipelines.project import declared_stages
-from pipelines.stages import Stage, StageContext, StageOutput, stage_asset
-from pipelines.timings import run_order_times
+from pipelines.kit.project import declared_stages
+from pipelines.kit.stages import Stage, StageContext, StageOutput, stage_asset
+from pipelines.kit.timings import run_order_times
 from sparring.atomic import replace_dir, write_text
 from sparring.catalog import FIGURES as FIGURES_DIR
 from sparring.catalog import METRICS, REPORT_HTML, REPORT_MD

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from pipelines.stages import Stage, StageContext, StageOutput, stage_asset
+from pipelines.kit.stages import Stage, StageContext, StageOutput, stage_asset
 from sparring.agents.leaving import gives_up
 from sparring.atomic import replace_dir
 from sparring.catalog import SCENARIOS, scenario_file

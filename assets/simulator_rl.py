@@ -3,7 +3,7 @@ simulators' fidelity on the same held-out sessions, with DA0 played against each
 
 from __future__ import annotations
 
-from pipelines.stages import Stage, StageContext, StageOutput, stage_asset
+from pipelines.kit.stages import Stage, StageContext, StageOutput, stage_asset
 from sparring.catalog import AGENT_SFT, FIDELITY, SIMULATOR_RL, SIMULATOR_SFT
 from sparring.drivers.simulator_rl import run as run_simulator_rl
 from sparring.lm.checkpoints import save_checkpoint

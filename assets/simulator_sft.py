@@ -3,8 +3,8 @@
 
 from __future__ import annotations
 
-from pipelines.checks import report_check
-from pipelines.stages import Plot, Stage, StageContext, StageOutput, stage_asset
+from pipelines.kit.checks import report_check
+from pipelines.kit.stages import Plot, Stage, StageContext, StageOutput, stage_asset
 from sparring.catalog import FIDELITY, SIMULATOR_SFT
 from sparring.drivers.simulator_sft import run as run_simulator_sft
 from sparring.evaluate import checks

@@ -3,7 +3,7 @@ pretrained `model.name_or_path`, that model's own tokenizer with sparring's toke
 
 from __future__ import annotations
 
-from pipelines.stages import Stage, StageContext, StageOutput, stage_asset
+from pipelines.kit.stages import Stage, StageContext, StageOutput, stage_asset
 from sparring.agents.scripted import CooperativeCustomer, ExpertAgent
 from sparring.atomic import replace_dir
 from sparring.catalog import TOKENIZER

@@ -6,9 +6,10 @@ timed with ``time.perf_counter`` around its real work, counted in the tokens or 
 src/sparring/timing.py), and the Dagster event log
 (``.dagster/history/runs/<run id>.db``: each step's start and end, so the time a stage spends outside its function
 (MLflow run, reports, the step's own start) and the run's start, end and asset checks). With ``--run`` it first
-runs the pipeline (``--profile``, default ``default``) in a copy of the project (:func:`pipelines.project.copy_project`,
-as benchmarks/faults.py does) under ``--workdir``, and also measures the process: launch to the run's start
-(interpreter start-up, imports, loading the job) and the run's end to exit (dvc commit, the summary tables).
+runs the pipeline (``--profile``, default ``default``) in a copy of the project
+(:func:`pipelines.kit.project.copy_project`, as benchmarks/faults.py does) under ``--workdir``, and also measures
+the process: launch to the run's start (interpreter start-up, imports, loading the job) and the run's end to exit
+(dvc commit, the summary tables).
 
 Per stage: wall seconds, share of the summed stage wall time, and per phase seconds, tokens or episodes and
 their rate (per_s = count / seconds); ``other`` is the stage's wall time no phase covers. Phases are disjoint
@@ -33,7 +34,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from pipelines.project import copy_project
+from pipelines.kit.project import copy_project
 from sparring.timing import UNITS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -47,7 +48,7 @@ def stage_reports(root: Path) -> dict[str, dict[str, Any]]:
     """Every stage's timings (reports/timings/<stage>.json: ``wall_seconds``, ``phases``, its timing metrics), with
     its report's metrics beside them, by stage name. A report from before timings moved out (one holding
     ``wall_seconds`` itself) counts as it is."""
-    from pipelines.timings import TIMINGS
+    from pipelines.kit.timings import TIMINGS
 
     out = {}
     for path in [*sorted((root / "reports").glob("*.json")), *sorted((root / TIMINGS).glob("*.json"))]:

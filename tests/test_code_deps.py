@@ -15,8 +15,8 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from pipelines.code_deps import code_files, collapse, import_closure, imports
-from pipelines.stages import is_cycle, stage_module
+from pipelines.kit.code_deps import code_files, collapse, import_closure, imports
+from pipelines.kit.stages import is_cycle, stage_module
 
 ROOT = Path(__file__).resolve().parents[1]
 LM_HEAD = "src/sparring/train/lm_head.py"

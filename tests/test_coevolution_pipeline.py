@@ -24,10 +24,10 @@ from typer.testing import CliRunner
 from assets.coevolution import cycle_stages
 from pipelines.cli import app
 from pipelines.definitions import STAGES
-from pipelines.graph_shape import N_CYCLES
-from pipelines.progress import upstream_closure
-from pipelines.project import copy_project as copy_into
-from pipelines.stages import render_dvc_yaml
+from pipelines.kit.graph_shape import N_CYCLES
+from pipelines.kit.progress import upstream_closure
+from pipelines.kit.project import copy_project as copy_into
+from pipelines.kit.stages import render_dvc_yaml
 from sparring.params import PROFILES, load_params
 from sparring.train.cycle_state import CycleState
 from sparring.train.cycles import absolute, fingerprint, is_finished, portable

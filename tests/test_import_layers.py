@@ -155,19 +155,45 @@ def test_the_walk_sees_deferred_imports_and_skips_type_checking_ones(tmp_path):
     assert cycles({"a": {"b": 1}, "b": {}}) == []
 
 
-def test_no_asset_imports_another_and_only_the_definitions_module_imports_assets():
-    """#62's seam: an asset is a declaration over one library call, so it needs no other asset (shared shape comes
-    from pipelines/graph_shape.py), and pipelines/ reaches the assets through one module only; the library and the
-    benchmarks never import an asset."""
+COMPOSITION = ("pipelines.definitions", "pipelines.stage_job", "pipelines.cli", "pipelines.closing")
+
+
+def _dynamic_imports(path: Path) -> list[int]:
+    """The lines of ``path`` that import by name at run time (``importlib.import_module``, ``__import__``): an
+    import the static reading above cannot follow."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call)]
+    return [
+        c.lineno for c in calls if ast.unparse(c.func) in ("importlib.import_module", "import_module", "__import__")
+    ]
+
+
+def test_the_kit_sits_below_the_assets_and_the_composition_above_them():
+    """#81's layers: the library, then the stage kit (pipelines/kit/), then the assets (no asset imports another:
+    shared shape comes from pipelines/kit/graph_shape.py), then the composition (pipelines/definitions.py,
+    stage_job.py, cli.py, closing.py), which alone reaches the assets. Nothing below the composition imports by
+    name at run time, so no import escapes this test; the benchmarks never import an asset."""
     root = SRC.parent
     bad = []
-    for path in sorted([*root.glob("assets/*.py"), *root.glob("pipelines/*.py"), *root.glob("benchmarks/*.py")]):
-        module = ".".join(path.relative_to(root).with_suffix("").parts)
+    lower = [*PACKAGE.rglob("*.py"), *root.glob("pipelines/kit/*.py"), *root.glob("assets/*.py")]
+    for path in sorted([*lower, *root.glob("pipelines/*.py"), *root.glob("benchmarks/*.py")]):
+        module = ".".join(path.relative_to(root).with_suffix("").parts).removeprefix("src.")
         for name, line in imported_names(path, module):
-            if (name == "assets" or name.startswith("assets.")) and module != "pipelines.definitions":
-                bad.append(f"{path.relative_to(root)}:{line} imports {name}")
-    for path in sorted(PACKAGE.rglob("*.py")):
-        for name, line in imported_names(path, module_name(path)):
-            if name.split(".")[0] in ("assets", "pipelines"):
-                bad.append(f"{path.relative_to(root)}:{line} imports {name}")
-    assert not bad, "assets imported outside pipelines/definitions.py, or pipelines by the library:\n" + "\n".join(bad)
+            top = name.split(".")[0]
+            if module.startswith("sparring") and top in ("assets", "pipelines"):
+                bad.append(f"{path.relative_to(root)}:{line} (the library) imports {name}")
+            elif top == "assets" and not module.startswith(COMPOSITION):
+                bad.append(f"{path.relative_to(root)}:{line} imports the asset {name}")
+            elif name.startswith(COMPOSITION) and not module.startswith(("pipelines.", "benchmarks.")):
+                bad.append(f"{path.relative_to(root)}:{line} imports {name}, above it")
+            elif name.startswith(COMPOSITION) and module.startswith("pipelines.kit"):
+                bad.append(f"{path.relative_to(root)}:{line} (the kit) imports {name}, above it")
+        if path in lower:
+            bad += [f"{path.relative_to(root)}:{line} imports by name at run time" for line in _dynamic_imports(path)]
+    assert not bad, "an import against the layers:\n" + "\n".join(bad)
+
+
+def test_the_layer_test_sees_an_import_by_name(tmp_path):
+    path = tmp_path / "probe.py"
+    path.write_text("import importlib\n\ndef load(name):\n    return importlib.import_module(f'assets.{name}')\n")
+    assert _dynamic_imports(path) == [4]

@@ -17,8 +17,8 @@ from typer.testing import CliRunner
 
 from pipelines.cli import app
 from pipelines.definitions import STAGES, defs
-from pipelines.project import copy_project
-from pipelines.stages import STAGE_COMMAND, render_dvc_yaml
+from pipelines.kit.project import copy_project
+from pipelines.kit.stages import STAGE_COMMAND, render_dvc_yaml
 from sparring.progress import INTERVAL_ENV
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from pipelines.cli import critical_line, run_timing
-from pipelines.progress import (
+from pipelines.kit.progress import (
     critical_path,
     estimate_run,
     run_estimate,
@@ -25,7 +25,7 @@ from pipelines.progress import (
     stage_progress,
     upstream_closure,
 )
-from pipelines.stages import Stage
+from pipelines.kit.stages import Stage
 from sparring.progress import INTERVAL_ENV, LOGGER, ProgressMeter, format_duration, forward_to, relay_from
 
 torch.set_num_threads(1)

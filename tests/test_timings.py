@@ -7,9 +7,9 @@ import json
 from pathlib import Path
 from types import SimpleNamespace
 
-from pipelines.progress import previous_seconds
-from pipelines.stages import Stage, StageOutput, _write_reports
-from pipelines.timings import read_timings, split_timings, wall_seconds
+from pipelines.kit.progress import previous_seconds
+from pipelines.kit.stages import Stage, StageOutput, _write_reports
+from pipelines.kit.timings import read_timings, split_timings, wall_seconds
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from pipelines.definitions import STAGES
-from pipelines.project import copy_project
-from pipelines.resources import TRAINING_EXPERIMENT, MlflowTracking
+from pipelines.kit.project import copy_project
+from pipelines.kit.resources import TRAINING_EXPERIMENT, MlflowTracking
 from sparring.params import load_params
 
 ROOT = Path(__file__).resolve().parents[1]

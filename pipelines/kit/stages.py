@@ -5,18 +5,17 @@ by `sparring dvc-yaml --write`). Every DVC stage runs `sparring stage <name>`, w
 Dagster asset in-process against the project's Dagster instance, so `dvc repro` and the Dagster UI run the
 same code, update the same files, and both log to MLflow. tests/test_pipeline.py checks that dvc.yaml and the
 asset graph agree. A stage's code dependencies are computed, not declared: the import closure of its module
-(pipelines/code_deps.py), which dvc.yaml lists and `code_version` hashes alike.
+(pipelines/kit/code_deps.py), which dvc.yaml lists and `code_version` hashes alike.
 
 Besides its own outputs, every stage writes reports/<stage>.json (all its metrics), reports/headline/<stage>.json
 (a few headline numbers: DVC's metrics, so `dvc metrics show` stays a short table) and, for the stages with a
 `series`, reports/plots/<stage>.json (a data series for `dvc plots show`). Its timings (wall time, phases, timing
-metrics) go to reports/timings/<stage>.json, which DVC does not track (pipelines/timings.py). Where each stage's
+metrics) go to reports/timings/<stage>.json, which DVC does not track (pipelines/kit/timings.py). Where each stage's
 files live is sparring.catalog's: the assets read their inputs through `StageContext.catalog`.
 """
 
 # No `from __future__ import annotations`: Dagster reads the asset function's annotations at definition time.
 import hashlib
-import importlib
 import os
 import re
 import sys
@@ -29,22 +28,16 @@ from typing import Any
 
 import yaml
 from dagster import (
-    AssetChecksDefinition,
     AssetExecutionContext,
-    AssetKey,
-    AssetsDefinition,
-    AssetSelection,
-    Definitions,
     MaterializeResult,
     MetadataValue,
     asset,
-    define_asset_job,
 )
 
-from pipelines.code_deps import code_files, collapse, folder_files
-from pipelines.progress import previous_seconds, say, stage_progress
-from pipelines.resources import INTERRUPTS, VERBOSE_ENV, MlflowTracking, ProjectResource
-from pipelines.timings import split_timings, write_stage_timings
+from pipelines.kit.code_deps import code_files, collapse, folder_files
+from pipelines.kit.progress import previous_seconds, say, stage_progress
+from pipelines.kit.resources import INTERRUPTS, VERBOSE_ENV, MlflowTracking, ProjectResource
+from pipelines.kit.timings import split_timings, write_stage_timings
 from sparring.atomic import adopt_dir, check_replaceable, write_json
 from sparring.catalog import REPORTS, Catalog, stage_report
 from sparring.params import Params
@@ -53,14 +46,19 @@ from sparring.params import Params
 COMMON_PARAMS = ("profile", "seed")
 # params.py reads params.yaml; settings.py holds the defaults of every key params.yaml leaves out; timings.py decides
 # what of a stage's report DVC tracks.
-COMMON_DEPS = ("src/sparring/params.py", "src/sparring/settings.py", "pipelines/stages.py", "pipelines/timings.py")
+COMMON_DEPS = (
+    "src/sparring/params.py",
+    "src/sparring/settings.py",
+    "pipelines/kit/stages.py",
+    "pipelines/kit/timings.py",
+)
 CYCLE = re.compile(r"cycle_(\d+)")
 # Each DVC stage's command: `sparring stage <name>`, found on PATH or, without the venv activated (`.venv/bin/dvc
 # repro`), in the project's own .venv/bin: DVC deletes a stage's outputs before running it, so a command it cannot
 # find (exit 127) lost them. `env` sets PATH the same way in sh, bash, zsh and fish (DVC runs cmd in $SHELL).
 STAGE_COMMAND = 'env "PATH=$PATH:.venv/bin" sparring stage'
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def is_cycle(name: str) -> bool:
@@ -112,7 +110,7 @@ class Stage:
 class StageContext:
     root: Path
     params: Params
-    log: Any  # pipelines.resources.StageLog
+    log: Any  # pipelines.kit.resources.StageLog
     dagster: AssetExecutionContext
 
     @property
@@ -204,7 +202,7 @@ def _plot_points(stage: Stage, log: Any, report: dict[str, Any]) -> list[dict[st
 
 def _write_reports(stage: Stage, root: Path, params: Params, output: StageOutput, log: Any, seconds: float) -> None:
     """reports/<stage>.json without its timings, which go to reports/timings/<stage>.json: downstream stages
-    depend on the report, and a rerun with the same inputs must leave them up to date (pipelines/timings.py)."""
+    depend on the report, and a rerun with the same inputs must leave them up to date (pipelines/kit/timings.py)."""
     report = {
         "stage": stage.name,
         "profile": params.profile,
@@ -237,7 +235,7 @@ def stage_asset(stage: Stage) -> Callable[[Callable[[StageContext], StageOutput]
     """Wrap a plain `fn(StageContext) -> StageOutput` as the stage's Dagster asset: it loads params, opens
     the stage's MLflow run, times the work, writes reports/<stage>.json (and its headline and plot files)
     atomically and returns metadata. It prints one line when the stage starts and one when it ends, and between
-    them the progress its code logs (pipelines/progress.py)."""
+    them the progress its code logs (pipelines/kit/progress.py)."""
 
     def wrap(fn: Callable[[StageContext], StageOutput]) -> Any:
         @asset(
@@ -323,31 +321,3 @@ def render_dvc_yaml(stages: list[Stage]) -> str:
 def stage_module(name: str) -> str:
     """The module that declares stage ``name``: assets/<name>.py, or assets/coevolution.py for every cycle."""
     return "assets.coevolution" if is_cycle(name) else f"assets.{name}"
-
-
-def stage_definitions(name: str) -> tuple[Stage, Any] | None:
-    """Stage ``name`` and Dagster Definitions holding only its asset (its upstream assets stand in as external
-    specs) and its checks, with a job `main` over it: importing one stage's module, not the whole graph's, is
-    what lets `sparring stage ingest` start without torch. None if no module declares that stage."""
-    try:
-        module = importlib.import_module(stage_module(name))
-    except ModuleNotFoundError as exc:
-        if exc.name and exc.name.startswith("assets."):
-            return None
-        raise
-    declared = getattr(module, "STAGES", None) or [getattr(module, "STAGE", None)]
-    stage = next((s for s in declared if isinstance(s, Stage) and s.name == name), None)
-    if stage is None:
-        return None
-    found = [v for value in vars(module).values() for v in (value if isinstance(value, list) else [value])]
-    key = AssetKey(name)
-    checks = [c for c in found if isinstance(c, AssetChecksDefinition) and key in {k.asset_key for k in c.check_keys}]
-    assets = [a for a in found if isinstance(a, AssetsDefinition) and not isinstance(a, AssetChecksDefinition)]
-    assets = [a for a in assets if a.keys == {key}]
-    defs = Definitions(
-        assets=assets[:1],
-        asset_checks=checks,
-        jobs=[define_asset_job("main", selection=AssetSelection.assets(key))],
-        resources={"project": ProjectResource(), "mlflow": MlflowTracking()},
-    )
-    return stage, defs

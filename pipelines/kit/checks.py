@@ -9,7 +9,7 @@ from typing import Any
 
 from dagster import AssetCheckResult, AssetChecksDefinition, AssetCheckSeverity, MetadataValue, asset_check
 
-from pipelines.resources import ProjectResource
+from pipelines.kit.resources import ProjectResource
 from sparring.catalog import stage_report
 
 

@@ -23,7 +23,7 @@ import yaml
 from dagster import ConfigurableResource, DagsterExecutionInterruptedError
 from dagster._utils.interrupts import capture_interrupts  # defers SIGINT/SIGTERM in the main thread (Dagster's own)
 
-from pipelines.compute_logs import DAGSTER_YAML_BLOCK
+from pipelines.kit.compute_logs import DAGSTER_YAML_BLOCK
 from sparring.params import Params, load_params
 from sparring.runtime import apply_torch_threads, git_commit, project_root
 
