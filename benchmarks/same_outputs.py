@@ -3,7 +3,8 @@ acceptance asks for (issues 80 and 81).
 
 Every file under ``data/``, ``models/`` and ``reports/`` of both runs (``reports/timings/`` left out: wall times
 only) is compared: JSON by value with the keys that hold a time dropped (``*seconds*``, ``*_per_s``, a phase
-record, a cycle's fingerprint and the hash of its predecessor, which hash those times), the rendered report with
+record, a cycle's fingerprint and the hash of its predecessor, which hash those times, and the hashes of the code
+that ran, which a refactor changes by design), the rendered report with
 its decimals masked (its figures are report.json's, compared by value), every other file (checkpoints, parquet,
 tokenizers) byte for byte. Prints each file that differs (the first keys where JSON does), then a JSON last line;
 exit 1 when any differs.
@@ -23,7 +24,8 @@ from typing import Any
 
 FOLDERS = ("data", "models", "reports")
 SKIPPED = ("reports/timings/",)
-TIME_KEY = re.compile(r"seconds|_per_s$|^phases$|^fingerprint$|^previous$|^timings?$|^wall")
+# what holds a time, or the hash of the code that ran (a cycle's inputs: a refactor changes it by design)
+TIME_KEY = re.compile(r"seconds|_per_s$|^phases$|^fingerprint$|^previous$|^timings?$|^wall|^code:")
 DECIMAL = re.compile(r"\d+\.\d+")
 
 
