@@ -4,11 +4,11 @@
 from __future__ import annotations
 
 from pipelines.kit.checks import report_check
-from pipelines.kit.stages import Plot, Stage, StageContext, StageOutput, stage_asset
+from pipelines.kit.stages import Plot, Stage, StageContext, stage_asset
 from sparring.catalog import AGENT_SFT
-from sparring.drivers.agent_sft import run as run_agent_sft
+from sparring.drivers import StageResult
+from sparring.drivers.agent_sft import Inputs, run
 from sparring.evaluate import checks
-from sparring.lm.checkpoints import save_checkpoint
 
 STAGE = Stage(
     name="agent_sft",
@@ -27,18 +27,17 @@ STAGE = Stage(
 
 
 @stage_asset(STAGE)
-def agent_sft(ctx: StageContext) -> StageOutput:
-    p, data = ctx.params, ctx.catalog
-    tokenizer, scenarios = data.tokenizer(), {name: data.scenarios(name) for name in ("train", "heldout")}
-    done = run_agent_sft(
-        p.model, tokenizer, data.utterances("train"), scenarios, data.utterances("test"), p.agent_sft,
-        data.scratch(STAGE.name), p.seed,
-    )  # fmt: skip
-    ctx.log.curves(done.curves)
-    with done.phases.time("save_checkpoint"):
-        save_checkpoint(done.model, tokenizer, data.path(AGENT_SFT))
-        ctx.log.checkpoint(data.path(AGENT_SFT), "")
-    return StageOutput(metrics=done.metrics, report={"phases": done.phases.as_dict()})
+def agent_sft(ctx: StageContext) -> StageResult:
+    data = ctx.catalog
+    inputs = Inputs(
+        model=ctx.params.model,
+        tokenizer=data.tokenizer(),
+        utterances=data.utterances("train"),
+        test=data.utterances("test"),
+        scenarios={name: data.scenarios(name) for name in ("train", "heldout")},
+        scratch=data.scratch(STAGE.name),
+    )
+    return run(inputs, ctx.params.agent_sft, data.path(AGENT_SFT), ctx.params.seed)
 
 
 da0_beats_tfidf = report_check(

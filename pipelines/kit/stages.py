@@ -40,6 +40,7 @@ from pipelines.kit.resources import INTERRUPTS, VERBOSE_ENV, MlflowTracking, Pro
 from pipelines.kit.timings import split_timings, write_stage_timings
 from sparring.atomic import adopt_dir, check_replaceable, write_json
 from sparring.catalog import REPORTS, Catalog, stage_report
+from sparring.drivers import StageResult
 from sparring.params import Params
 
 # Every stage reads these: switching the profile or the seed reruns everything.
@@ -124,6 +125,32 @@ class StageOutput:
     metrics: dict[str, float]  # logged to MLflow, written to reports/<stage>.json, shown as Dagster metadata
     report: dict[str, Any] = field(default_factory=dict)  # extra detail for reports/<stage>.json
     metadata: dict[str, Any] = field(default_factory=dict)  # extra Dagster metadata
+
+
+def record(result: StageResult, log: Any, context: AssetExecutionContext) -> StageOutput:
+    """Hand a driver's result to the tracker (checkpoints, curves, step series, nested runs, artifacts) and the
+    Dagster UI (tables, warnings); what remains is the stage's report."""
+    for message in result.warnings:
+        context.log.warning(message)
+    log.curves(result.curves)
+    if result.series:
+        log.series(result.series)
+    for name, value, step in result.trajectory:
+        log.trajectory(name, value, step)
+    for name, folder in result.checkpoints.items():
+        log.checkpoint(folder, name)
+    for name, child in result.children.items():
+        with log.child_run(name) as nested:
+            nested.series(child.series)
+            nested.metrics(child.metrics)
+    for name, body in result.json_artifacts.items():
+        log.json_artifact(body, name)
+    for path in result.files:
+        log.artifact(path)
+    for path, folder in result.shared:
+        (log.parent_artifacts if path.is_dir() else log.parent_artifact)(path, folder)
+    tables = {name: MetadataValue.md(text) for name, text in result.tables.items()}
+    return StageOutput(metrics=result.metrics, report=result.full_report(), metadata=tables)
 
 
 def verbose() -> bool:
@@ -231,13 +258,13 @@ def check_outputs(stage: Stage, root: Path) -> None:
             check_replaceable(root / out, advice=advice)
 
 
-def stage_asset(stage: Stage) -> Callable[[Callable[[StageContext], StageOutput]], Any]:
-    """Wrap a plain `fn(StageContext) -> StageOutput` as the stage's Dagster asset: it loads params, opens
-    the stage's MLflow run, times the work, writes reports/<stage>.json (and its headline and plot files)
-    atomically and returns metadata. It prints one line when the stage starts and one when it ends, and between
-    them the progress its code logs (pipelines/kit/progress.py)."""
+def stage_asset(stage: Stage) -> Callable[[Callable[[StageContext], StageResult | StageOutput]], Any]:
+    """Wrap a plain `fn(StageContext) -> StageResult` (its driver's) as the stage's Dagster asset: it loads params,
+    opens the stage's MLflow run, times the work, records the result (:func:`record`), writes reports/<stage>.json
+    (and its headline and plot files) atomically and returns metadata. It prints one line when the stage starts and
+    one when it ends, and between them the progress its code logs (pipelines/kit/progress.py)."""
 
-    def wrap(fn: Callable[[StageContext], StageOutput]) -> Any:
+    def wrap(fn: Callable[[StageContext], StageResult | StageOutput]) -> Any:
         @asset(
             name=stage.name,
             description=stage.description,
@@ -264,6 +291,8 @@ def stage_asset(stage: Stage) -> Callable[[Callable[[StageContext], StageOutput]
                         trainer_output(root, stage.name) as chatter,
                     ):
                         output = fn(StageContext(root=root, params=params, log=log, dagster=context))
+                        if isinstance(output, StageResult):
+                            output = record(output, log, context)
                     seconds = round(time.perf_counter() - start, 3)
                     _write_reports(stage, root, params, output, log, seconds)
                     log.metrics({**output.metrics, "wall_seconds": seconds})

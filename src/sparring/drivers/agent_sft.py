@@ -12,9 +12,11 @@ from typing import Any
 import polars as pl
 
 from sparring.agents.scripted import CamouflagingCustomer, CooperativeCustomer
+from sparring.drivers import StageResult
 from sparring.evaluate.agent import evaluate_agent, intent_accuracy
 from sparring.evaluate.baselines import tfidf_intent_accuracy
 from sparring.lm.chat import AGENT_SYSTEM_PROMPT
+from sparring.lm.checkpoints import save_checkpoint
 from sparring.lm.models import build_model, count_parameters
 from sparring.lm.policies import LMPolicy
 from sparring.settings import AgentSFTSettings, ModelSpec
@@ -24,50 +26,45 @@ from sparring.world.scenarios import Scenario
 
 
 @dataclass
-class AgentSFTRun:
-    model: Any  # DA0
-    metrics: dict[str, Any]  # held-out play, routing, TF-IDF's routing, the training's figures
-    curves: Any  # the SFT phases' loss curves
-    phases: Phases
+class Inputs:
+    model: ModelSpec  # params' `model`: the shape DA0 is built with
+    tokenizer: Any  # the tokenizer stage's
+    utterances: pl.DataFrame  # the train split: the intent phase's examples
+    test: pl.DataFrame  # the test split: DA0's routing measured on it, TF-IDF's beside it
+    scenarios: dict[str, list[Scenario]]  # "train" (the demos are played on them) and "heldout" (measured on)
+    scratch: Path  # the trainers' output folder
 
 
-def run(
-    spec: ModelSpec,
-    tokenizer: Any,
-    utterances: pl.DataFrame,
-    scenarios: dict[str, list[Scenario]],
-    test: pl.DataFrame,
-    cfg: AgentSFTSettings,
-    scratch: Path,
-    seed: int,
-) -> AgentSFTRun:
-    """DA0 trained on ``utterances`` (the train split) and the expert's demonstrations on ``scenarios["train"]``
-    (the first ``cfg.demos``), measured on ``scenarios["heldout"]`` and the ``test`` split."""
-    phases = Phases()
+def run(inputs: Inputs, settings: AgentSFTSettings, out_dir: Path, seed: int) -> StageResult:
+    """DA0 trained on the train split and the expert's demonstrations on the first ``settings.demos`` train
+    scenarios, measured on the held-out scenarios and the test split; saved to ``out_dir``."""
+    phases, cfg, spec = Phases(), settings, inputs.model
     system = AGENT_SYSTEM_PROMPT if cfg.system_prompt else ""
-    demos, recoveries = _demonstrations(scenarios["train"][: cfg.demos], cfg, system, seed, phases)
+    demos, recoveries = _demonstrations(inputs.scenarios["train"][: cfg.demos], cfg, system, seed, phases)
     if cfg.tie_word_embeddings is not None:
         spec = spec.replace(tie_word_embeddings=cfg.tie_word_embeddings)
     with phases.time("build_model"):
-        model = build_model(spec, tokenizer, seed=seed)
+        model = build_model(spec, inputs.tokenizer, seed=seed)
     model.config.agent_system_prompt = system  # saved with DA0: whoever loads it prompts it as it was trained
-    texts, intents = utterances["text"].to_list(), utterances["intent"].to_list()
-    result = warm_start(model, tokenizer, demos, texts, intents, cfg, scratch, seed=seed)
+    texts, intents = inputs.utterances["text"].to_list(), inputs.utterances["intent"].to_list()
+    result = warm_start(model, inputs.tokenizer, demos, texts, intents, cfg, inputs.scratch, seed=seed)
     sft_phases(phases, result)
-    agent = LMPolicy(result.model, tokenizer, role="agent", max_new_tokens=cfg.max_new_tokens, greedy=True)
-    heldout = scenarios["heldout"][: cfg.eval_scenarios]
-    metrics = _measure(agent, heldout, utterances, test, seed, phases)
+    agent = LMPolicy(result.model, inputs.tokenizer, role="agent", max_new_tokens=cfg.max_new_tokens, greedy=True)
+    heldout = inputs.scenarios["heldout"][: cfg.eval_scenarios]
+    metrics = _measure(agent, heldout, inputs.utterances, inputs.test, seed, phases)
     metrics.update(
         parameters=count_parameters(result.model),
         demos=len(demos),
         recovery_demos=len(recoveries),
-        intent_examples=len(utterances) if cfg.intent is not None else 0,
+        intent_examples=len(inputs.utterances) if cfg.intent is not None else 0,
         n_heldout=len(heldout),
         train_seconds=round(result.seconds, 2),
         train_tokens_per_s=round(result.tokens_per_s, 1),
         final_loss=result.final_loss,
     )
-    return AgentSFTRun(result.model, metrics, result.curves, phases)
+    with phases.time("save_checkpoint"):
+        save_checkpoint(result.model, inputs.tokenizer, out_dir)
+    return StageResult(metrics, phases=phases, checkpoints={"": out_dir}, curves=result.curves)
 
 
 def _demonstrations(
