@@ -149,8 +149,18 @@ def record(result: StageResult, log: Any, context: AssetExecutionContext) -> Sta
         log.artifact(path)
     for path, folder in result.shared:
         (log.parent_artifacts if path.is_dir() else log.parent_artifact)(path, folder)
-    tables = {name: MetadataValue.md(text) for name, text in result.tables.items()}
-    return StageOutput(metrics=result.metrics, report=result.full_report(), metadata=tables)
+    return StageOutput(metrics=result.metrics, report=result.full_report(), metadata=_shown(result.shown))
+
+
+def _shown(values: dict[str, Any]) -> dict[str, Any]:
+    """A result's `shown` as Dagster metadata: markdown for text, a path, JSON for the rest."""
+
+    def one(value: Any) -> Any:
+        if isinstance(value, str):
+            return MetadataValue.md(value)
+        return MetadataValue.path(str(value)) if isinstance(value, Path) else MetadataValue.json(value)
+
+    return {name: one(value) for name, value in values.items()}
 
 
 def verbose() -> bool:

@@ -45,7 +45,8 @@ class StageResult:
     json_artifacts: dict[str, dict[str, Any]] = field(default_factory=dict)  # by file name
     files: list[Path] = field(default_factory=list)  # files logged as artifacts as they are
     shared: list[tuple[Path, str]] = field(default_factory=list)  # (file or folder, artifact folder) on the pipeline's
-    tables: dict[str, str] = field(default_factory=dict)  # markdown the Dagster UI shows, by name
+    # what the Dagster UI shows beside the metrics, by name: markdown (str), a path, or a JSON object (dict, list)
+    shown: dict[str, str | Path | dict[str, Any] | list[Any]] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)  # said in the Dagster run's log as warnings
 
     def full_report(self) -> dict[str, Any]:
