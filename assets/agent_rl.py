@@ -8,9 +8,10 @@ checkpoint to the weights an uninterrupted run reaches. The scratch folder is re
 from __future__ import annotations
 
 from pipelines.kit.graph_shape import PLAYS_RL_SIMULATOR
-from pipelines.kit.stages import Plot, Stage, StageContext, StageOutput, stage_asset
+from pipelines.kit.stages import Plot, Stage, StageContext, stage_asset
 from sparring.catalog import AGENT_RL, AGENT_SFT, SIMULATORS
-from sparring.drivers.agent_rl import run as run_agent_rl
+from sparring.drivers import StageResult
+from sparring.drivers.agent_rl import Inputs, run
 
 STAGE = Stage(
     name="agent_rl",
@@ -29,28 +30,19 @@ STAGE = Stage(
 
 
 @stage_asset(STAGE)
-def agent_rl(ctx: StageContext) -> StageOutput:
-    p, data, rl, co = ctx.params, ctx.catalog, ctx.params.agent_rl, ctx.params.coevolution
-    done = run_agent_rl(
-        data.path(AGENT_SFT),
-        data.path(SIMULATORS[co.simulator]),
-        data.scenarios("gym" if rl.gym == "unplayed" else "train"),
-        data.scenarios("validation"),
-        co,
-        rl,
-        p.judge.reward,
-        data.path(AGENT_RL),
-        data.scratch(STAGE.name),
-        seed=p.seed,
+def agent_rl(ctx: StageContext) -> StageResult:
+    data, p = ctx.catalog, ctx.params
+    inputs = Inputs(
+        da0=data.path(AGENT_SFT),
+        simulator=data.path(SIMULATORS[p.coevolution.simulator]),
+        gym=data.scenarios("gym"),
+        train=data.scenarios("train"),
+        validation=data.scenarios("validation"),
         heldout=data.scenarios("heldout"),
-        demo_scenarios=data.scenarios("train"),
-        agent_sft=p.agent_sft,
         utterances=data.utterances("train"),
+        coevolution=p.coevolution,
+        reward=p.judge.reward,
+        agent_sft=p.agent_sft,
+        scratch=data.scratch(STAGE.name),
     )
-    ctx.log.checkpoint(data.path(AGENT_RL), "")
-    result = done.result
-    for row in result.curve:  # the validation curve in MLflow, step by step
-        ctx.log.metrics({f"val_{k}": v for k, v in row.items() if k != "step"}, row["step"])
-    report = {"curve": result.curve, "chosen_step": result.step, "signals": result.grpo.steps if result.grpo else [],
-              "self_training": result.self_training}  # fmt: skip
-    return StageOutput(metrics=done.metrics, report={**report, "phases": done.phases.as_dict()})
+    return run(inputs, p.agent_rl, data.path(AGENT_RL), p.seed)

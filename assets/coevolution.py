@@ -18,14 +18,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from dagster import MetadataValue
-
 from pipelines.kit.graph_shape import PARAMS_FILE, cycle_name, n_cycles
-from pipelines.kit.stages import Plot, Stage, StageContext, StageOutput, stage_asset, stage_deps
+from pipelines.kit.stages import Plot, Stage, StageContext, stage_asset, stage_deps
 from sparring.catalog import AGENT_RL, JUDGE, SCENARIOS, SIMULATORS, cycle_dir
-from sparring.drivers.coevolution import run as run_cycle
+from sparring.drivers import StageResult
+from sparring.drivers.coevolution import Inputs, run
 from sparring.params import some_profile_plays_rl_simulator
-from sparring.train.cycle_state import CycleState
 from sparring.train.cycles import fingerprint
 
 # Each cycle's data series: the W_DA trajectory so far (dvc.yaml plots the last cycle's, the whole run's).
@@ -33,6 +31,7 @@ W_DA = Plot("cycle", "w_da", "co-evolution: W_DA (the agent's win rate in the ar
 
 
 def cycle_stage(k: int, first: tuple[str, ...]) -> Stage:
+    """Cycle k's declaration; ``first``: cycle 1's upstream stages (a later cycle waits for the one before)."""
     return Stage(
         name=cycle_name(k),
         description=f"Co-evolution cycle {k} (RL-ADA): arena → the weaker side trains with multi-turn GRPO against "
@@ -58,23 +57,12 @@ def cycle_stages(params_file: Path = PARAMS_FILE) -> list[Stage]:
 
 
 STAGES = cycle_stages()  # by name in `stage.name`
-# Headline numbers as Dagster metadata and in the cycle's MLflow run (every numeric metric is logged too).
-HEADLINE = (
-    "w_da",
-    "arena_adv_success",
-    "strict_pass_coop",
-    "strict_pass_adv",
-    "strict_pass_advpool",
-    "routing_acc_coop",
-    "adv_success",
-    "adv_faithfulness",
-    "adv_realism",
-    "grpo_tokens_per_s",
-)
 
 
-def cycle_fingerprint(ctx: StageContext, k: int) -> dict[str, Any]:
-    """What cycle k is made from: its params, its input folders' contents and its code."""
+def cycle_fingerprint(ctx: StageContext, k: int) -> tuple[dict[str, Any], float]:
+    """What cycle k is made from (its params, its input folders' contents and its code), and the seconds that
+    took."""
+    began = time.perf_counter()
     p, data = ctx.params, ctx.catalog
     inputs = {"scenarios": data.path(SCENARIOS), "judge": data.path(JUDGE)}
     if k == 1:
@@ -84,59 +72,26 @@ def cycle_fingerprint(ctx: StageContext, k: int) -> dict[str, Any]:
         inputs["previous"] = data.path(cycle_dir(k - 1))
     inputs.update({f"code:{c}": data.path(c) for c in stage_deps(STAGES[k - 1])})  # what dvc.yaml lists
     params = {"cycle": k, "seed": p.seed, "coevolution": p.coevolution.model_dump(), "judge": p.judge.model_dump()}
-    return fingerprint(params, inputs)
-
-
-def _numeric(metrics: dict[str, Any]) -> dict[str, float]:
-    return {k: float(v) for k, v in metrics.items() if isinstance(v, int | float)}
-
-
-def cycle_output(state: CycleState, metrics: dict[str, Any], resumed: bool, print_: dict[str, Any]) -> StageOutput:
-    """The stage's metrics (every number), its report (the state it leaves) and its Dagster metadata."""
-    numeric = {**_numeric(metrics), "resumed": float(resumed)}
-    trained, reason = str(metrics.get("trained")), str(metrics.get("stop_reason"))
-    report = {
-        "trained": trained,
-        "stop_reason": metrics.get("stop_reason"),
-        "resumed": resumed,
-        "fingerprint": print_["fingerprint"],
-        "state": {
-            "cycle": state.cycle,
-            "agent_dir": state.agent_dir,
-            "adversary_dirs": state.adversary_dirs,
-            "w_da_history": state.w_da_history,
-            "adv_success_history": state.adv_success_history,
-            "trained_history": state.trained_history,
-        },
-    }
-    metadata = {
-        "trained": MetadataValue.text(trained),
-        "stop_reason": MetadataValue.text(reason),
-        "headline": MetadataValue.json({h: numeric[h] for h in HEADLINE if h in numeric}),
-    }
-    return StageOutput(metrics=numeric, report=report, metadata=metadata)
+    return fingerprint(params, inputs), time.perf_counter() - began
 
 
 def make_cycle_asset(stage: Stage, k: int) -> Any:
+    """Cycle k's asset: its fingerprint and input folders resolved here, the cycle run (or reused) by its driver."""
+
     @stage_asset(stage)
-    def _cycle(ctx: StageContext) -> StageOutput:
-        p, data, cfg = ctx.params, ctx.catalog, ctx.params.coevolution
-        began = time.perf_counter()
-        print_ = cycle_fingerprint(ctx, k)
-        phases = {"fingerprint": {"seconds": time.perf_counter() - began}}
-        done = run_cycle(k, data, p.judge, cfg, print_, seed=p.seed, log=ctx.dagster.log.info)
-        state, metrics = done.state, done.metrics
-        phases.update(done.phases)  # a reused cycle's figures are its first run's: not this one's
-        if not done.resumed and metrics.get("trained") in ("agent", "adversary"):
-            ctx.log.checkpoint(data.path(cycle_dir(k)) / metrics["trained"], metrics["trained"])
-        if not metrics.get("stopped"):  # the parent run's curves: W_DA, the adversary's success, who trained
-            ctx.log.trajectory("coevolution.w_da", metrics["w_da"], k)
-            ctx.log.trajectory("coevolution.adv_success", metrics["arena_adv_success"], k)
-            ctx.log.trajectory("coevolution.agent_trained", float(metrics["trained"] == "agent"), k)
-        ctx.log.json_artifact(metrics, f"cycle_{k}_metrics.json")
-        output = cycle_output(state, metrics, done.resumed, print_)
-        output.report["phases"] = phases
-        return output
+    def _cycle(ctx: StageContext) -> StageResult:
+        data, p = ctx.catalog, ctx.params
+        made_from, seconds = cycle_fingerprint(ctx, k)
+        inputs = Inputs(
+            cycle=k,
+            root=data.root,
+            scenarios=data.path(SCENARIOS),
+            judge=data.path(JUDGE),
+            judge_settings=p.judge,
+            fingerprint=made_from,
+            fingerprint_seconds=seconds,
+        )
+        return run(inputs, p.coevolution, data.path(cycle_dir(k)), p.seed)
 
     return _cycle
 

@@ -12,18 +12,25 @@ The file's layout is ../shared/METRICS.md's.
 
 from __future__ import annotations
 
-from functools import partial
-
 from dagster import AssetCheckSeverity
 
 from pipelines.kit.checks import report_check
 from pipelines.kit.graph_shape import LAST_CYCLE, N_CYCLES
-from pipelines.kit.stages import Stage, StageContext, StageOutput, stage_asset
-from pipelines.kit.timings import split_timings
-from sparring.agents.scripted import ExpertAgent
-from sparring.atomic import write_json
-from sparring.catalog import JUDGE, METRICS, load_judge
-from sparring.drivers.evaluate import run as run_evaluation
+from pipelines.kit.stages import Stage, StageContext, stage_asset
+from sparring.catalog import (
+    AGENT_RL,
+    AGENT_SFT,
+    JUDGE,
+    METRICS,
+    PEER_COHORT,
+    PEER_RL,
+    REPORTS,
+    SIMULATOR_RL_FIDELITY,
+    SIMULATOR_SFT_FIDELITY,
+    cycle_dir,
+)
+from sparring.drivers import StageResult
+from sparring.drivers.evaluate import Inputs, run
 from sparring.evaluate import checks
 
 STAGE = Stage(
@@ -48,41 +55,29 @@ STAGE = Stage(
     group="evaluation",
     kinds=("pytorch", "scikitlearn"),
 )
-# What the stage's MLflow run, Dagster metadata and `sparring run`'s table show per agent.
-KEY_METRICS = (
-    "strict_pass_coop",
-    "routing_acc_coop",
-    "strict_pass_coopsim",
-    "strict_pass_camo",
-    "routing_acc_camo",
-    "strict_pass_ref",
-    "strict_pass_advpool",
-    "routing_acc_advpool",
-    "adv_success_advpool",
-)
 
 
 @stage_asset(STAGE)
-def evaluate(ctx: StageContext) -> StageOutput:
-    p, data = ctx.params, ctx.catalog
-    judge = partial(load_judge, data.path(JUDGE), p.judge, p.coevolution.agent_grpo.max_turns)
-    expert = ExpertAgent(refs=p.agent_sft.object_refs)
-    done = run_evaluation(
-        data, p.evaluate, p.coevolution, judge, expert, N_CYCLES,
-        profile=p.profile, seed=p.seed, torch_threads=p.runtime.torch_threads,
-    )  # fmt: skip
-    # The cycles' times go to reports/timings/evaluate.json, not metrics.json: `report` depends on metrics.json,
-    # and evaluate rerun on the same inputs must leave it up to date (the run's own: reports/timings/run.json).
-    document, timed = split_timings(done.document)
-    write_json(document, data.path(METRICS))
-    ctx.log.artifact(data.path(METRICS))
-    agents = document["agents"]
-    headline = {f"{agent}.{m}": values[m] for agent, values in agents.items() for m in KEY_METRICS if m in values}
-    report = {"stop_reason": document["stop_reason"], "phases": done.phases, "worker_phases": done.worker_phases}
-    report["episodes"] = done.episodes  # per-episode outcomes, for paired comparisons
-    report["timings"] = {"metrics_json": timed or {}}  # moved whole to the timings file (pipelines/kit/timings.py)
-    cycles = len(document["cycles"])
-    return StageOutput(metrics={**headline, "n_heldout": document["n_heldout"], "cycles_run": cycles}, report=report)
+def evaluate(ctx: StageContext) -> StageResult:
+    data, p = ctx.catalog, ctx.params
+    inputs = Inputs(
+        root=data.root,
+        da0=data.path(AGENT_SFT),
+        da1=data.path(AGENT_RL),
+        cycles=[data.path(cycle_dir(k)) for k in range(1, N_CYCLES + 1)],
+        peer_rl=data.path(PEER_RL),
+        heldout=data.scenarios("heldout"),
+        peer=data.results(PEER_COHORT, p.profile),
+        fidelity_sft=data.results(SIMULATOR_SFT_FIDELITY, p.profile),
+        fidelity_rl=data.results(SIMULATOR_RL_FIDELITY, p.profile),
+        judge=data.path(JUDGE),
+        judge_settings=p.judge,
+        coevolution=p.coevolution,
+        agent_sft=p.agent_sft,
+        profile=p.profile,
+        torch_threads=p.runtime.torch_threads,
+    )
+    return run(inputs, p.evaluate, data.path(REPORTS), p.seed)
 
 
 final_no_worse_than_da0 = report_check(

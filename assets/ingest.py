@@ -5,9 +5,11 @@ from __future__ import annotations
 from dagster import AssetCheckResult, MetadataValue, asset_check
 
 from pipelines.kit.resources import ProjectResource
-from pipelines.kit.stages import Stage, StageContext, StageOutput, stage_asset
+from pipelines.kit.stages import Stage, StageContext, stage_asset
 from sparring.catalog import INGEST
-from sparring.data.ingest import check_splits, run_ingest
+from sparring.data.ingest import check_splits
+from sparring.drivers import StageResult
+from sparring.drivers.ingest import Inputs, run
 
 STAGE = Stage(
     name="ingest",
@@ -22,21 +24,8 @@ STAGE = Stage(
 
 
 @stage_asset(STAGE)
-def ingest(ctx: StageContext) -> StageOutput:
-    result = run_ingest(ctx.params.ingest, ctx.params.seed, ctx.root, ctx.catalog.path(INGEST))
-    ctx.log.json_artifact(result.label_counts, "label_counts.json")
-    distribution = "| intent | train | validation | test |\n|---|---|---|---|\n" + "\n".join(
-        f"| {i} | {n} | {result.label_counts['validation'].get(i, 0)} | {result.label_counts['test'].get(i, 0)} |"
-        for i, n in result.label_counts["train"].items()
-    )
-    return StageOutput(
-        metrics=result.metrics(),
-        report={"label_counts": result.label_counts, "dropped": result.dropped, **result.extra},
-        metadata={
-            "label_distribution": MetadataValue.md(distribution),
-            "out_dir": MetadataValue.path(str(result.out_dir)),
-        },
-    )
+def ingest(ctx: StageContext) -> StageResult:
+    return run(Inputs(root=ctx.root), ctx.params.ingest, ctx.catalog.path(INGEST), ctx.params.seed)
 
 
 @asset_check(asset="ingest", description="Every intent in train and test; no utterance in two splits.")

@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-from functools import partial
-
-from pipelines.kit.stages import Stage, StageContext, StageOutput, stage_asset
-from sparring.atomic import replace_dir
+from pipelines.kit.stages import Stage, StageContext, stage_asset
 from sparring.catalog import JUDGE
-from sparring.judge.loading import save_judge_models
-from sparring.judge.models import build_judge_models
+from sparring.drivers import StageResult
+from sparring.drivers.judge_models import Inputs, run
 
 STAGE = Stage(
     name="judge_models",
@@ -25,20 +22,12 @@ STAGE = Stage(
 
 
 @stage_asset(STAGE)
-def judge_models(ctx: StageContext) -> StageOutput:
-    dialogues = ctx.catalog.dialogues("train")
-    # Later customer turns (identity answers, confirmations) are real speech the utterances lack.
-    later_turns = [t["text"] for turns in dialogues["turns"].to_list() for t in turns[1:] if t["role"] == "customer"]
-    oracle, discriminator, metrics = build_judge_models(
-        ctx.catalog.utterances("train"),
-        ctx.catalog.utterances("test"),
-        seed=ctx.params.seed,
-        max_train=ctx.params.judge.max_train,
-        extra_real=later_turns,
+def judge_models(ctx: StageContext) -> StageResult:
+    data = ctx.catalog
+    inputs = Inputs(
+        utterances=data.utterances("train"),
+        test=data.utterances("test"),
+        dialogues=data.dialogues("train"),
+        source=ctx.params.ingest.utterances.source,
     )
-    # the folder is replaced whole, once both models are saved
-    replace_dir(ctx.catalog.path(JUDGE), partial(save_judge_models, oracle=oracle, discriminator=discriminator))
-    return StageOutput(
-        metrics={k: v for k, v in metrics.items() if isinstance(v, int | float)},
-        report={"source": ctx.params.ingest.utterances.source},
-    )
+    return run(inputs, ctx.params.judge, data.path(JUDGE), ctx.params.seed)

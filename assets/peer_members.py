@@ -5,11 +5,10 @@ wrote."""
 
 from __future__ import annotations
 
-from pipelines.kit.stages import Stage, StageContext, StageOutput, stage_asset
-from sparring.atomic import replace_dir
+from pipelines.kit.stages import Stage, StageContext, stage_asset
 from sparring.catalog import PEER_MEMBERS
-from sparring.drivers.peer_members import run as run_members
-from sparring.lm.checkpoints import save_checkpoint
+from sparring.drivers import StageResult
+from sparring.drivers.peer_members import Inputs, run
 
 STAGE = Stage(
     name="peer_members",
@@ -25,17 +24,13 @@ STAGE = Stage(
 
 
 @stage_asset(STAGE)
-def peer_members(ctx: StageContext) -> StageOutput:
-    p, data = ctx.params, ctx.catalog
-    done = run_members(
-        p.peer_rl.members, data.tokenizer(), data.utterances("train"), data.scenarios("train"), p.agent_sft,
-        data.scratch(STAGE.name), p.seed,
-    )  # fmt: skip
-
-    def write_all(folder):  # noqa: ANN001, ANN202
-        for name, model in done.models.items():
-            save_checkpoint(model, done.tokenizers[name], folder / name)
-
-    with done.phases.time("save_checkpoints"):
-        replace_dir(data.path(PEER_MEMBERS), write_all)
-    return StageOutput(metrics=done.metrics, report={"members": sorted(done.models), "phases": done.phases.as_dict()})
+def peer_members(ctx: StageContext) -> StageResult:
+    data = ctx.catalog
+    inputs = Inputs(
+        tokenizer=data.tokenizer(),
+        utterances=data.utterances("train"),
+        scenarios=data.scenarios("train"),
+        default_recipe=ctx.params.agent_sft,
+        scratch=data.scratch(STAGE.name),
+    )
+    return run(inputs, ctx.params.peer_rl, data.path(PEER_MEMBERS), ctx.params.seed)

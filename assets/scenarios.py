@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-from collections import Counter
-
-from pipelines.kit.stages import Stage, StageContext, StageOutput, stage_asset
-from sparring.agents.leaving import gives_up
-from sparring.atomic import replace_dir
-from sparring.catalog import SCENARIOS, scenario_file
-from sparring.world.scenarios import save_scenarios, scenario_sets
+from pipelines.kit.stages import Stage, StageContext, stage_asset
+from sparring.catalog import SCENARIOS
+from sparring.drivers import StageResult
+from sparring.drivers.scenarios import Inputs, run
 
 STAGE = Stage(
     name="scenarios",
@@ -23,26 +20,7 @@ STAGE = Stage(
 
 
 @stage_asset(STAGE)
-def scenarios(ctx: StageContext) -> StageOutput:
-    cfg, data = ctx.params.scenarios, ctx.catalog
-    sizes = {"train": cfg.n_train, "heldout": cfg.n_heldout, "gym": cfg.n_gym}
-    sizes.update(validation=cfg.n_validation, arena=cfg.n_arena)
-    splits = {split: data.utterances(split) for split in ("train", "validation", "test")}
-    sets = scenario_sets(splits, sizes, ctx.params.seed, dict(cfg.personas), n_customers=cfg.n_customers, skip=gives_up)
-
-    def write(folder):
-        for name, items in sets.items():
-            save_scenarios(items, scenario_file(folder, name))
-
-    replace_dir(ctx.catalog.path(SCENARIOS), write)
-    personas = Counter(s.persona for s in sets["heldout"])
-    metrics = {
-        "n_train": len(sets["train"]),
-        "n_heldout": len(sets["heldout"]),
-        "n_gym": len(sets["gym"]),
-        "n_validation": len(sets["validation"]),
-        "n_arena": len(sets["arena"]),
-        "heldout_intents": len({s.intent for s in sets["heldout"]}),
-        **{f"heldout_persona_{p}": n for p, n in sorted(personas.items())},
-    }
-    return StageOutput(metrics=metrics)
+def scenarios(ctx: StageContext) -> StageResult:
+    data = ctx.catalog
+    inputs = Inputs(utterances={split: data.utterances(split) for split in ("train", "validation", "test")})
+    return run(inputs, ctx.params.scenarios, data.path(SCENARIOS), ctx.params.seed)

@@ -3,11 +3,10 @@ simulators' fidelity on the same held-out sessions, with DA0 played against each
 
 from __future__ import annotations
 
-from pipelines.kit.stages import Stage, StageContext, StageOutput, stage_asset
-from sparring.catalog import AGENT_SFT, FIDELITY, SIMULATOR_RL, SIMULATOR_SFT
-from sparring.drivers.simulator_rl import run as run_simulator_rl
-from sparring.lm.checkpoints import save_checkpoint
-from sparring.timing import Phases
+from pipelines.kit.stages import Stage, StageContext, stage_asset
+from sparring.catalog import AGENT_SFT, SIMULATOR_RL, SIMULATOR_SFT
+from sparring.drivers import StageResult
+from sparring.drivers.simulator_rl import Inputs, run
 
 STAGE = Stage(
     name="simulator_rl",
@@ -26,23 +25,19 @@ STAGE = Stage(
 
 
 @stage_asset(STAGE)
-def simulator_rl(ctx: StageContext) -> StageOutput:
-    p, data, phases = ctx.params, ctx.catalog, Phases()
+def simulator_rl(ctx: StageContext) -> StageResult:
+    p, data = ctx.params, ctx.catalog
     da0, _ = data.checkpoint(AGENT_SFT)
-    model, tokenizer = data.checkpoint(SIMULATOR_SFT)
-    ran = run_simulator_rl(
-        model, tokenizer, da0, data.judge_models(), (data.dialogues("train"), data.dialogues("test")),
-        data.scenarios("heldout", p.simulator_rl.eval_dialogues), p.simulator_rl, p.agent_sft.max_new_tokens,
-        p.seed, phases,
-    )  # fmt: skip
-    ctx.log.curves(ran.result.curves)
-    for row in ran.history:
-        for name, value in row.items():
-            if name != "step":
-                ctx.log.trajectory(f"train_{name}", value, int(row["step"]))
-    with phases.time("save_checkpoint"):  # both stages' fidelity beside the weights: evaluate's `simulator`
-        results = {FIDELITY: {"profile": p.profile, **ran.fidelity()}}
-        save_checkpoint(ran.result.model, tokenizer, data.path(SIMULATOR_RL), results)
-        ctx.log.checkpoint(data.path(SIMULATOR_RL), "")
-    report = {"phases": phases.as_dict(), **ran.fidelity(), "train_history": ran.history, "sessions": ran.sessions}
-    return StageOutput(metrics=ran.metrics(), report={**report, "steps": ran.result.steps})
+    simulator, tokenizer = data.checkpoint(SIMULATOR_SFT)
+    inputs = Inputs(
+        simulator=simulator,
+        tokenizer=tokenizer,
+        da0=da0,
+        judge=data.judge_models(),
+        dialogues=data.dialogues("train"),
+        test_dialogues=data.dialogues("test"),
+        heldout=data.scenarios("heldout", p.simulator_rl.eval_dialogues),
+        agent_max_new_tokens=p.agent_sft.max_new_tokens,
+        profile=p.profile,
+    )
+    return run(inputs, p.simulator_rl, data.path(SIMULATOR_RL), p.seed)

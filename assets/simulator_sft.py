@@ -4,11 +4,11 @@
 from __future__ import annotations
 
 from pipelines.kit.checks import report_check
-from pipelines.kit.stages import Plot, Stage, StageContext, StageOutput, stage_asset
-from sparring.catalog import FIDELITY, SIMULATOR_SFT
-from sparring.drivers.simulator_sft import run as run_simulator_sft
+from pipelines.kit.stages import Plot, Stage, StageContext, stage_asset
+from sparring.catalog import SIMULATOR_SFT
+from sparring.drivers import StageResult
+from sparring.drivers.simulator_sft import Inputs, run
 from sparring.evaluate import checks
-from sparring.lm.checkpoints import save_checkpoint
 
 STAGE = Stage(
     name="simulator_sft",
@@ -29,19 +29,20 @@ STAGE = Stage(
 
 
 @stage_asset(STAGE)
-def simulator_sft(ctx: StageContext) -> StageOutput:
-    p, data = ctx.params, ctx.catalog
-    tokenizer, scenarios = data.tokenizer(), {name: data.scenarios(name) for name in ("train", "heldout")}
-    done = run_simulator_sft(
-        p.model, tokenizer, data.utterances("train"), (data.dialogues("train"), data.dialogues("test")), scenarios,
-        data.judge_models(), p.simulator_sft, data.scratch(STAGE.name), p.seed,
-    )  # fmt: skip
-    ctx.log.curves(done.curves)
-    with done.phases.time("save_checkpoint"):  # the fidelity beside the weights: evaluate reads it (catalog.FIDELITY)
-        results = {FIDELITY: {"profile": p.profile, "sft": done.fidelity}}
-        save_checkpoint(done.model, tokenizer, data.path(SIMULATOR_SFT), results)
-        ctx.log.checkpoint(data.path(SIMULATOR_SFT), "")
-    return StageOutput(metrics=done.metrics, report={"phases": done.phases.as_dict(), "sessions": done.sessions})
+def simulator_sft(ctx: StageContext) -> StageResult:
+    data = ctx.catalog
+    inputs = Inputs(
+        model=ctx.params.model,
+        tokenizer=data.tokenizer(),
+        scenarios={name: data.scenarios(name) for name in ("train", "heldout")},
+        utterances=data.utterances("train"),
+        dialogues=data.dialogues("train"),
+        test_dialogues=data.dialogues("test"),
+        judge=data.judge_models(),
+        scratch=data.scratch(STAGE.name),
+        profile=ctx.params.profile,
+    )
+    return run(inputs, ctx.params.simulator_sft, data.path(SIMULATOR_SFT), ctx.params.seed)
 
 
 simulator_is_faithful = report_check(

@@ -4,7 +4,7 @@ Every arm starts from the same DA0, simulator, judge and scenario sets (a finish
 arm's seeds share is the warm start: the variance left out is DA0's own (one agent_sft seed). An arm is the
 project's params.yaml (its ``agent_rl``, ``coevolution`` and ``judge.reward``: the recipe as the main job runs it)
 set back to :data:`BEFORE` (the recipe before issue 75), then the overrides :data:`ARMS` gives, trained by
-``sparring.train.agent_rl.train_agent_rl`` with the RL seed S
+the stage's driver (``sparring.drivers.agent_rl.run``) with the RL seed S
 (what ``seed: S`` in params.yaml gives the stage). Held-out play pits DA0 and every arm's DA1 against the reference
 opponent (``_ref``: adversary generation 0, the SFT simulator sampled, which no arm trained against), the scripted
 camouflaging customer (``_camo``) and the cooperative simulator (``_coop``), K draws each (one for the greedy
@@ -114,33 +114,32 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
     import torch
 
     from sparring.catalog import AGENT_SFT, SIMULATORS, Catalog
-    from sparring.drivers.agent_rl import run as run_agent_rl
+    from sparring.drivers.agent_rl import Inputs, run
     from sparring.world.scenarios import load_scenarios
 
     torch.set_num_threads(1)
     root, p = args.root.resolve(), arm_params(args.arm, args.set, args.profile)
     label = f"{args.arm}_s{args.seed}"
     out = args.out.resolve() / label
-    sets = {n: load_scenarios(root / "data" / "scenarios" / f"{n}.jsonl") for n in ("gym", "validation", "heldout")}
+    data = Catalog(root)
+    sets = {n: data.scenarios(n) for n in ("gym", "train", "validation", "heldout")}
     if args.gym is not None:  # a larger unplayed gym, made as the scenarios stage makes its own (n_gym)
         sets["gym"] = load_scenarios(args.gym)
-    done = run_agent_rl(
-        root / AGENT_SFT, root / SIMULATORS[p.coevolution.simulator], sets["gym"], sets["validation"],
-        p.coevolution, p.agent_rl, p.judge.reward, out, args.out.resolve() / f"scratch_{label}", args.seed,
-        heldout=sets["heldout"], demo_scenarios=load_scenarios(root / "data" / "scenarios" / "train.jsonl"),
-        agent_sft=p.agent_sft, utterances=Catalog(root).utterances("train"),
+    inputs = Inputs(
+        da0=root / AGENT_SFT, simulator=root / SIMULATORS[p.coevolution.simulator], **sets,
+        utterances=data.utterances("train"), coevolution=p.coevolution, reward=p.judge.reward, agent_sft=p.agent_sft,
+        scratch=args.out.resolve() / f"scratch_{label}",
     )  # fmt: skip
-    result = done.result
-    signals = result.grpo.steps if result.grpo else []
+    done = run(inputs, p.agent_rl, out, args.seed)
     doc = {
         "arm": args.arm,
         "seed": args.seed,
         "overrides": {**BEFORE, **ARMS[args.arm], **dict(kv.split("=", 1) for kv in args.set)},
         "gym": str(args.gym) if args.gym else "ROOT's gym.jsonl",
-        "seconds": result.seconds,
-        "self_training": result.self_training,
-        "curve": result.curve,
-        "signals": [{k: s[k] for k in s if not isinstance(s[k], list)} for s in signals],
+        "seconds": done.metrics["train_seconds"],
+        "self_training": done.report["self_training"],
+        "curve": done.report["curve"],
+        "signals": [{k: s[k] for k in s if not isinstance(s[k], list)} for s in done.report["signals"]],
         "metrics": done.metrics,
     }
     (out / "arm.json").write_text(json.dumps(doc, indent=1) + "\n")

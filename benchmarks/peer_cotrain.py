@@ -95,8 +95,7 @@ def gold_arm(model: Any, tokenizer: Any, pool: tuple, measure: tuple, cfg: Any, 
 
 def run_arm(arm: str, args: argparse.Namespace, p: Any, parts: dict, ids: list[str]) -> dict[str, Any]:
     from sparring.catalog import Catalog
-    from sparring.drivers.peer_rl import cohort_demos
-    from sparring.drivers.peer_rl import run as run_peer_rl
+    from sparring.drivers.peer_rl import cohort_demos, train_and_measure
     from sparring.lm.checkpoints import save_checkpoint
     from sparring.timing import Phases
 
@@ -112,8 +111,8 @@ def run_arm(arm: str, args: argparse.Namespace, p: Any, parts: dict, ids: list[s
         demos = cohort_demos(Catalog(args.root).scenarios("train"), cfg, models["final"], p.agent_sft.object_refs,
                              args.seed, phases)  # fmt: skip
         say = lambda m: print(m, file=sys.stderr)  # noqa: E731
-        ran = run_peer_rl(models, tokenizers, parts["pool"], parts["measure"], parts["probe"], cfg,
-                          args.scratch / arm, args.seed, say=say, demos=demos)  # fmt: skip
+        ran = train_and_measure(models, tokenizers, parts["pool"], parts["measure"], parts["probe"], cfg,
+                                args.scratch / arm, args.seed, say=say, demos=demos)  # fmt: skip
         members = {k: {f: v for f, v in m.items() if f != "steps"} for k, m in ran.members.items()}
         doc = {"members": members, "votes": {k: list(v) for k, v in ran.votes.items()}}
         if arm in ("cohort", "exact", "camo_demos") and args.save:

@@ -63,7 +63,7 @@ from benchmarks.banking77_split import (
 )
 from sparring.atomic import write_json
 from sparring.data.synthetic import generate_utterances
-from sparring.drivers.peer_rl import run as run_peer_rl
+from sparring.drivers import peer_rl as peer_rl_driver
 from sparring.lm.chat import known_intents
 from sparring.lm.checkpoints import load_checkpoint, save_checkpoint
 from sparring.lm.models import build_model
@@ -332,7 +332,7 @@ def train_and_measure(
     )
     models = {k: fresh_copy(warm[k], SPECS[k][0], tokenizers[k]) for k in names}
     with quiet():  # the stage's driver: the same before/after measurement and interval as peer_rl's
-        done = run_peer_rl(
+        done = peer_rl_driver.train_and_measure(
             models,
             {k: tokenizers[k] for k in names},
             pool,

@@ -418,13 +418,13 @@ def test_a_foreign_file_in_a_stages_folder_is_refused_before_it_trains(empty_pro
     """It was found after judge_models trained, when the new folder was swapped in (on the default profile, after
     up to 35 minutes of SFT for the stages that hold models); and "choose a new or empty folder" does not fit a
     stage, whose folder is fixed."""
-    import assets.judge_models
+    import sparring.drivers.judge_models
 
     root, env = empty_project
     assert CliRunner().invoke(app, ["stage", "ingest"], env=env).exit_code == 0
     foreign_file_in(root / "models" / "judge")
     trained = []
-    monkeypatch.setattr(assets.judge_models, "build_judge_models", lambda *a, **k: trained.append(1))
+    monkeypatch.setattr(sparring.drivers.judge_models, "build_judge_models", lambda *a, **k: trained.append(1))
     result = CliRunner().invoke(app, ["stage", "judge_models"], env=env)
     assert_one_clear_error(
         result,

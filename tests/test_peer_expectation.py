@@ -183,10 +183,10 @@ def test_a_teacher_that_names_no_intent_leaves_the_learners_as_they_were_and_say
 
 
 def test_the_peer_rl_driver_measures_each_member_before_and_after_on_the_same_utterances(members, tok, tmp_path):
-    """drivers.peer_rl.run: the probe picks the teacher, the learner's accuracy before and after is measured on the
-    same utterances (labelled here with the teacher's votes) with the paired interval of its gain, the teacher comes
-    back as it was, and the cohort summary evaluate copies holds no step logs."""
-    from sparring.drivers.peer_rl import hold_out, run
+    """drivers.peer_rl.train_and_measure: the probe picks the teacher, the learner's accuracy before and after is
+    measured on the same utterances (labelled here with the teacher's votes) with the paired interval of its gain, the
+    teacher comes back as it was, and the cohort summary evaluate copies holds no step logs."""
+    from sparring.drivers.peer_rl import hold_out, train_and_measure
     from sparring.params import load_params
 
     models, texts, intents = members
@@ -199,8 +199,8 @@ def test_the_peer_rl_driver_measures_each_member_before_and_after_on_the_same_ut
     dealt = hold_out(["pin_blocked"] * len(texts), 0, 0, len(texts), seed=0)[2]  # the pool, shuffled
     pool = [texts[i] for i in dealt], ["pin_blocked"] * len(texts)  # withheld intents: wrong ones do nothing
     votes = route_intents(models["teacher"], tok, texts)  # measured against: the learner's agreement with its teacher
-    ran = run(cohort_models, {"teacher": tok, "learner": tok}, pool, (texts, votes), (texts, intents), cfg,
-              tmp_path, seed=0, say=lambda _: None)  # fmt: skip
+    ran = train_and_measure(cohort_models, {"teacher": tok, "learner": tok}, pool, (texts, votes), (texts, intents),
+                            cfg, tmp_path, seed=0, say=lambda _: None)  # fmt: skip
     assert ran.settings.teacher == "teacher" and ran.n_pool == len(texts) == ran.n_measure
     learner = ran.members["learner"]
     assert learner["after"] > learner["before"] and learner["gain_ci"][0] <= learner["after"] - learner["before"]
@@ -210,8 +210,8 @@ def test_the_peer_rl_driver_measures_each_member_before_and_after_on_the_same_ut
     assert accuracy(after_votes, votes) == learner["after"] and accuracy(before_votes, votes) == learner["before"]
     assert ran.votes["teacher"][0] == ran.votes["teacher"][1]
     with pytest.raises(ValueError, match="teacher_votes"):
-        run(cohort_models, {"teacher": tok, "learner": tok}, pool, (texts, votes), (texts, intents), cfg,
-            tmp_path, seed=0, say=lambda _: None, teacher_votes=votes)  # fmt: skip
+        train_and_measure(cohort_models, {"teacher": tok, "learner": tok}, pool, (texts, votes), (texts, intents),
+                          cfg, tmp_path, seed=0, say=lambda _: None, teacher_votes=votes)  # fmt: skip
     summary = ran.cohort()
     assert "steps" not in summary["members"]["learner"] and summary["teacher"] == "teacher"
     assert {"measure_before", "probe", "cohort_exact", "measure_after"} <= set(ran.phases.as_dict())

@@ -21,7 +21,7 @@ import re
 import sys
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager, redirect_stderr, redirect_stdout
+from contextlib import contextmanager, nullcontext, redirect_stderr, redirect_stdout
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -129,9 +129,16 @@ class StageOutput:
 
 def record(result: StageResult, log: Any, context: AssetExecutionContext) -> StageOutput:
     """Hand a driver's result to the tracker (checkpoints, curves, step series, nested runs, artifacts) and the
-    Dagster UI (tables, warnings); what remains is the stage's report."""
+    Dagster UI (shown, warnings), timed as the phase `log_mlflow` when the driver timed its own; what remains is the
+    stage's report."""
     for message in result.warnings:
         context.log.warning(message)
+    with result.phases.time("log_mlflow") if result.phases is not None else nullcontext():
+        _track(result, log)
+    return StageOutput(metrics=result.metrics, report=result.full_report(), metadata=_shown(result.shown))
+
+
+def _track(result: StageResult, log: Any) -> None:
     log.curves(result.curves)
     if result.series:
         log.series(result.series)
@@ -149,7 +156,6 @@ def record(result: StageResult, log: Any, context: AssetExecutionContext) -> Sta
         log.artifact(path)
     for path, folder in result.shared:
         (log.parent_artifacts if path.is_dir() else log.parent_artifact)(path, folder)
-    return StageOutput(metrics=result.metrics, report=result.full_report(), metadata=_shown(result.shown))
 
 
 def _shown(values: dict[str, Any]) -> dict[str, Any]:

@@ -50,3 +50,38 @@ def sft_phases(phases: Phases, result: Any, prefix: str = "") -> None:
         if part.prepare_seconds:
             phases.add(f"{prefix}{name}.tokenize", part.prepare_seconds, tokens=part.dataset_tokens)
         phases.add(f"{prefix}{name}", part.seconds, tokens=part.train_tokens)
+
+
+# Keys that are times wherever they appear: the stage's own, its phase profile (times beside the counts they
+# timed), a critical path, and a `timings` block a stage hands over whole.
+TIMING_KEYS = frozenset({"wall_seconds", "seconds", "phases", "worker_phases", "critical_path", "timings"})
+# sparring names a duration `<what>_seconds` and a rate or a duration in seconds `<what>_s` (tokens_per_s,
+# oracle_fit_s): a measurement of this machine on this run, never of the data.
+TIMING_SUFFIXES = ("_seconds", "_s")
+
+
+def is_timing(key: str) -> bool:
+    """Whether a report's ``key`` holds a time (:data:`TIMING_KEYS`, or a name ending in :data:`TIMING_SUFFIXES`)."""
+    return key in TIMING_KEYS or key.endswith(TIMING_SUFFIXES)
+
+
+def split_timings(value: Any) -> tuple[Any, Any]:
+    """``value`` without its timings, and the timings alone in the same layout (None when it holds none): a dict
+    loses every key :func:`is_timing` names, at any depth, lists keep their length (an entry without timings is
+    ``{}`` on the timings side)."""
+    if isinstance(value, dict):
+        kept, timed = {}, {}
+        for key, item in value.items():
+            if is_timing(str(key)):
+                timed[key] = item
+                continue
+            kept[key], inner = split_timings(item)
+            if inner is not None:
+                timed[key] = inner
+        return kept, timed or None
+    if isinstance(value, list):
+        pairs = [split_timings(item) for item in value]
+        if all(t is None for _, t in pairs):
+            return value, None
+        return [k for k, _ in pairs], [t if t is not None else {} for _, t in pairs]
+    return value, None

@@ -5,13 +5,15 @@ side and where the GRPO time went."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from sparring.agents.scripted import ExpertAgent
+from sparring.drivers import StageResult
+from sparring.params import RewardWeights
 from sparring.settings import AgentRLSettings, AgentSFTSettings, CoevolutionSettings
 from sparring.timing import Phases
 from sparring.train.agent_rl import AgentRLResult, clear_scratch, train_agent_rl
@@ -24,63 +26,76 @@ REPLY_DEMOS = 50  # demonstrations whose commonest first reply answers a rehears
 
 
 @dataclass
-class AgentRLRun:
-    result: AgentRLResult  # the trainer's: the validation curve, DA1's step, the GRPO result
-    metrics: dict[str, float]  # DA0's and DA1's validation figures, the chosen step, the GRPO's reward and cost
-    phases: Phases  # rollouts, then the updates with the validation plays between them
+class Inputs:
+    da0: Path  # agent_sft's checkpoint: DA0, where GRPO starts
+    simulator: Path  # the simulator `coevolution.simulator` names: the first adversary and the cooperative customer
+    gym: list[Scenario]  # the unplayed gym: GRPO's scenarios when `agent_rl.gym: unplayed`
+    train: list[Scenario]  # the train set: GRPO's scenarios when `agent_rl.gym: train`, and the demos' (mix_demos)
+    validation: list[Scenario]  # played every `agent_rl.eval_every` steps: DA1 is chosen on them
+    heldout: list[Scenario]  # never sampled by self-training
+    utterances: pl.DataFrame  # agent_sft's train split: `self_training.intent_rehearsal` replays its exchanges
+    coevolution: CoevolutionSettings  # params' coevolution: the agent's GRPO gym and the opponents, as the cycles'
+    reward: RewardWeights  # params' judge.reward: the agent's reward from the world
+    agent_sft: AgentSFTSettings  # params' agent_sft: how DA0's demonstrations were played (prompt, object refs)
+    scratch: Path  # the trainer's folder, where a killed run resumes; removed once DA1 is in place
 
 
-def run(
-    da0_dir: Path,
-    simulator_dir: Path,
-    gym: Sequence[Scenario],
-    validation: Sequence[Scenario],
-    co: CoevolutionSettings,
-    rl: AgentRLSettings,
-    reward: Any,
-    out_dir: Path,
-    scratch: Path,
-    seed: int,
-    heldout: Sequence[Scenario] = (),
-    demo_scenarios: Sequence[Scenario] = (),
-    agent_sft: AgentSFTSettings | None = None,
-    utterances: pl.DataFrame | None = None,
-) -> AgentRLRun:
-    """:func:`~sparring.train.agent_rl.train_agent_rl` (DA0 -> DA1 in ``out_dir``, training in ``scratch``, where a
-    killed run resumes), then ``scratch`` removed once DA1 is in place, and the figures measured around it.
-    ``heldout``: never sampled by self-training; ``demo_scenarios`` and ``agent_sft``: where and how the expert's
-    demonstrations are played for ``self_training.mix_demos`` (as agent_sft played DA0's); ``utterances``:
-    agent_sft's train split, whose utterance -> intent exchanges ``self_training.intent_rehearsal`` replays."""
+def run(inputs: Inputs, settings: AgentRLSettings, out_dir: Path, seed: int) -> StageResult:
+    """DA0 -> DA1 in ``out_dir`` (:func:`~sparring.train.agent_rl.train_agent_rl`, training in ``inputs.scratch``,
+    removed after), with the validation figures of DA0 and DA1 side by side and where the time went."""
+    gym = inputs.gym if settings.gym == "unplayed" else inputs.train
+    result = train_agent_rl(
+        inputs.da0, inputs.simulator, gym, inputs.validation, inputs.coevolution, settings, inputs.reward, out_dir,
+        inputs.scratch, seed=seed, forbidden=[s.scenario_id for s in inputs.heldout], demos=_demos(inputs, seed),
+        expert=ExpertAgent(refs=inputs.agent_sft.object_refs),  # the one that wrote DA0's demos
+        rehearsal=_rehearsal(inputs, seed),
+    )  # fmt: skip
+    clear_scratch(inputs.scratch)
+    curve = result.curve  # the validation figures by step: the report's and, as `val_*`, the tracker's
+    report = {"curve": curve, "chosen_step": result.step, "signals": result.grpo.steps if result.grpo else [],
+              "self_training": result.self_training}  # fmt: skip
+    return StageResult(
+        _metrics(result),
+        report=report,
+        phases=_phases(result),
+        checkpoints={"": out_dir},
+        series=[{**{f"val_{k}": v for k, v in row.items() if k != "step"}, "step": row["step"]} for row in curve],
+    )
+
+
+def _demos(inputs: Inputs, seed: int) -> Callable[[int], list]:
+    """The expert's first ``n`` demonstrations on the train set, played as agent_sft played DA0's."""
 
     def demos(n: int) -> list:
         from sparring.lm.chat import AGENT_SYSTEM_PROMPT
         from sparring.train.demos import expert_demonstrations
 
-        cfg = agent_sft or AgentSFTSettings()
-        system = AGENT_SYSTEM_PROMPT if cfg.system_prompt else ""
-        return expert_demonstrations(list(demo_scenarios)[:n], seed, refs=cfg.object_refs, agent_system=system)
+        system = AGENT_SYSTEM_PROMPT if inputs.agent_sft.system_prompt else ""
+        refs = inputs.agent_sft.object_refs
+        return expert_demonstrations(list(inputs.train)[:n], seed, refs=refs, agent_system=system)
+
+    return demos
+
+
+def _rehearsal(inputs: Inputs, seed: int) -> Callable[[int, int], list]:
+    """``n`` of agent_sft's utterance -> intent exchanges and first replies for round ``draw``, from a pool built
+    once."""
 
     @cache
-    def rehearsal_pool() -> tuple[list, list]:  # built once, sampled each round
+    def pool() -> tuple[list, list]:
         from sparring.lm.chat import AGENT_SYSTEM_PROMPT
         from sparring.train.demos import intent_examples
 
-        system = AGENT_SYSTEM_PROMPT if (agent_sft or AgentSFTSettings()).system_prompt else None
-        return intent_examples(utterances["text"].to_list(), utterances["intent"].to_list(), system), demos(REPLY_DEMOS)
+        system = AGENT_SYSTEM_PROMPT if inputs.agent_sft.system_prompt else None
+        texts, intents = inputs.utterances["text"].to_list(), inputs.utterances["intent"].to_list()
+        return intent_examples(texts, intents, system), _demos(inputs, seed)(REPLY_DEMOS)
 
     def rehearsal(n: int, draw: int) -> list:
         from sparring.train.demos import rehearsal
 
-        return rehearsal(*rehearsal_pool(), n, draw)
+        return rehearsal(*pool(), n, draw)
 
-    expert = ExpertAgent(refs=(agent_sft or AgentSFTSettings()).object_refs)  # the one that wrote DA0's demos
-    result = train_agent_rl(
-        da0_dir, simulator_dir, gym, validation, co, rl, reward, out_dir, scratch, seed=seed,
-        forbidden=[s.scenario_id for s in heldout], demos=demos, expert=expert,
-        rehearsal=rehearsal if utterances is not None else None,
-    )  # fmt: skip
-    clear_scratch(scratch)
-    return AgentRLRun(result, _metrics(result), _phases(result))
+    return rehearsal
 
 
 def _metrics(result: AgentRLResult) -> dict[str, float]:

@@ -1,19 +1,29 @@
 """Co-RL as one run (../shared/SEEDS.md, peer reward): each member's routing accuracy on labelled utterances before,
 the cohort's diversity probe (κ, c, w), training on the unlabeled pool (co-training by the joint vote, sampled GRPO
 or a teacher in exact expectation), then each member's accuracy after with the paired 95% interval of its gain over
-the same utterances."""
+the same utterances. ``run`` is the stage (the cohort loaded, the pool dealt, the demos played, the members saved);
+``train_and_measure`` the before/after measurement around the training, which benchmarks call on cohorts of their
+own."""
 
 from __future__ import annotations
 
 import random
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
+import polars as pl
+
+from sparring.atomic import replace_dir, write_results
+from sparring.catalog import COHORT
 from sparring.data.sources import IngestError
+from sparring.drivers import ChildRun, StageResult
 from sparring.evaluate.episodes import paired_bootstrap
-from sparring.settings import PeerRewardSettings
+from sparring.lm.checkpoints import load_checkpoint, save_checkpoint
+from sparring.settings import PeerMember, PeerRewardSettings
 from sparring.timing import Phases
 from sparring.train.demos import expert_demonstrations
 from sparring.train.peer_cotrain import train_cotrain
@@ -79,7 +89,104 @@ def hold_out(intents: Sequence[str | None], measure: int, probe: int, n: int, se
     return [labelled[:measure], labelled[measure : measure + probe], [i for i in order if i not in held][:n]]
 
 
-def run(
+@dataclass
+class Inputs:
+    final_agent: Path  # the last cycle's agent checkpoint: the member with no model
+    members_dir: Path  # peer_members' folder: a checkpoint per member with a model, under its name
+    unlabeled: pl.DataFrame  # ingest.unlabeled without the validation and test texts: id, text, intent (withheld)
+    validation: pl.DataFrame  # the validation split: the probe when measure_from is splits
+    test: pl.DataFrame  # the test split: measured on when measure_from is splits
+    scenarios: list[Scenario]  # the train scenarios: the cohort's expert demonstrations are played on them
+    object_refs: str  # agent_sft.object_refs: the demos refer to objects as DA0's did
+    scratch: Path  # the trainers' scratch folder
+    profile: str  # params' profile: written beside the cohort (evaluate reads it only on the same profile)
+
+
+def run(inputs: Inputs, settings: PeerRewardSettings, out_dir: Path, seed: int) -> StageResult:
+    """The cohort (the final agent and peer_members' members) trained on the unlabeled pool and measured before and
+    after (:func:`train_and_measure`) on what :func:`deal` holds out; saved to ``out_dir/<member>`` with the cohort's
+    summary beside them (what evaluate copies into `peer`)."""
+    phases, warnings = Phases(), []
+    models, tokenizers = load_members(settings.members, inputs.final_agent, inputs.members_dir, phases)
+    measured, pool, measure, probe = deal(inputs.unlabeled, inputs.validation, inputs.test, settings, seed)
+    demos = cohort_demos(inputs.scenarios, settings, models["final"], inputs.object_refs, seed, phases)
+    ran = train_and_measure(models, tokenizers, pool, measure, probe, settings, inputs.scratch, seed,
+                            _said_into(warnings), phases, demos=demos)  # fmt: skip
+    with phases.time("save_checkpoints"):  # the members and, beside them, what evaluate copies into `peer`
+        saved = {"profile": inputs.profile, **ran.cohort()}
+        replace_dir(out_dir, partial(_save_all, ran.models, tokenizers, saved))
+    metrics = {k: ran.diversity[k] for k in ("kappa", "c", "w")} | {"train_seconds": ran.seconds}
+    children = {}
+    for name, member in ran.members.items():
+        figures = {k: float(member[k]) for k in ("before", "after", "collapsed")}
+        children[name] = ChildRun(series=member["steps"], metrics=figures)
+        metrics.update({f"{name}.{k}": value for k, value in figures.items()})
+    report = {**ran.cohort(), "members": ran.members, "pairs": ran.diversity["pairs"]}
+    report["probe_accuracy"] = ran.diversity["accuracy"]
+    # each member's routing of each test utterance before and after, by id: the gains' intervals recompute from it
+    votes = {name: {"before": before, "after": after} for name, (before, after) in ran.votes.items()}
+    report["per_utterance"] = {"ids": measured["id"].to_list(), "intents": measure[1], "votes": votes}
+    checkpoints = {name: out_dir / name for name in ran.members}  # each an MLflow logged model `peer_rl-<member>`
+    return StageResult(
+        metrics, report=report, phases=phases, checkpoints=checkpoints, children=children, warnings=warnings
+    )
+
+
+def load_members(
+    members: dict[str, PeerMember], final_agent: Path, members_dir: Path, phases: Phases
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The cohort: the final co-evolved agent (a member with no model, from ``final_agent``) and the members
+    peer_members warm-started (under ``members_dir``), each with the tokenizer it was saved with (a pretrained
+    member reads its own vocabulary)."""
+    models, tokenizers = {}, {}
+    for name, member in members.items():
+        folder = final_agent if member.model is None else members_dir / name
+        if not folder.is_dir():
+            raise FileNotFoundError(f"peer_rl: member {name!r} has no checkpoint at {folder}: run peer_members first")
+        with phases.time(f"load_{name}"):
+            models[name], tokenizers[name] = load_checkpoint(folder)
+    return models, tokenizers
+
+
+def deal(
+    unlabeled: pl.DataFrame, validation: pl.DataFrame, test: pl.DataFrame, settings: PeerRewardSettings, seed: int
+) -> tuple[pl.DataFrame, Labelled, Labelled, Labelled]:
+    """The rows measured on (by ``settings.measure_from``: labelled rows held out of the pool, or the ``test``
+    split's first), and the pool, the measured and the probe as (texts, intents): :func:`hold_out`."""
+    intents = unlabeled["intent"].to_list()
+    if settings.measure_from == "pool":  # labelled rows of the pool held out: measured on what it adapts to
+        measured_at, probe_at, pool_at = hold_out(intents, settings.measure, settings.probe, settings.pool, seed)
+        measured, probed = unlabeled[measured_at], unlabeled[probe_at]
+    else:
+        pool_at = hold_out(intents, 0, 0, settings.pool, seed)[2]  # shuffled by the seed, the first `pool` trained on
+        measured, probed = test.head(settings.measure), validation.head(settings.probe)
+    pooled = unlabeled[pool_at]
+    return measured, _labelled(pooled), _labelled(measured), _labelled(probed)
+
+
+def _labelled(rows: pl.DataFrame) -> tuple[list[str], list[str]]:
+    """``rows``' texts and intents."""
+    return rows["text"].to_list(), rows["intent"].to_list()
+
+
+def _said_into(warnings: list[str]) -> Callable[[str], None]:
+    """A ``say`` that prints a warning to the stage's log (scratch/logs/peer_rl.log) and keeps it in ``warnings``."""
+
+    def say(message: str) -> None:
+        print(message, file=sys.stderr, flush=True)
+        warnings.append(message)
+
+    return say
+
+
+def _save_all(models: dict[str, Any], tokenizers: dict[str, Any], cohort: dict[str, Any], folder: Path) -> None:
+    """Each member's checkpoint under ``folder/<member>``, the cohort's summary beside them."""
+    for name, model in models.items():
+        save_checkpoint(model, tokenizers[name], folder / name)
+    write_results(cohort, folder / COHORT)
+
+
+def train_and_measure(
     models: dict[str, Any],
     tokenizers: dict[str, Any],
     pool: Labelled,

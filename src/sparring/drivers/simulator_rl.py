@@ -6,13 +6,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import polars as pl
 
+from sparring.catalog import FIDELITY
+from sparring.drivers import StageResult
 from sparring.evaluate.ending_ceiling import simulator_ceiling
 from sparring.evaluate.fidelity import better_count, simulator_fidelity
 from sparring.judge.rewards import TrainedBackend
+from sparring.lm.checkpoints import save_checkpoint
 from sparring.lm.policies import LMPolicy
 from sparring.settings import SimulatorRLSettings
 from sparring.timing import Phases
@@ -34,6 +38,11 @@ class SimulatorRun:
         """metrics.json's `simulator`: both stages' fidelity and the ceiling."""
         return {"sft": self.sft, "rl": self.rl, "ceiling": self.ceiling}
 
+    def trajectory(self) -> list[tuple[str, float, int]]:
+        """The reward's raw parts per step as the pipeline run's ``train_<part>`` at that step."""
+        rows = [(row, int(row["step"])) for row in self.history]
+        return [(f"train_{name}", value, step) for row, step in rows for name, value in row.items() if name != "step"]
+
     def metrics(self) -> dict[str, float]:
         """Both simulators' fidelity side by side, how many figures RL wins, the training's first and last step."""
         result, history = self.result, self.history
@@ -54,7 +63,42 @@ class SimulatorRun:
         return metrics
 
 
-def run(
+@dataclass
+class Inputs:
+    simulator: Any  # simulator_sft's model: trained in place
+    tokenizer: Any  # the tokenizer simulator_sft saved with it
+    da0: Any  # agent_sft's DA0: the agent each simulator plays against (greedy)
+    judge: tuple[Any, Any]  # judge_models' oracle and discriminator: the reward and the fidelity are scored with them
+    dialogues: pl.DataFrame  # the train split's dialogues: the replayed training sessions
+    test_dialogues: pl.DataFrame  # the test split's dialogues: the fidelity's held-out sessions
+    heldout: list[Scenario]  # the first ``eval_dialogues`` held-out scenarios: the fidelity's episodes
+    agent_max_new_tokens: int  # agent_sft.max_new_tokens: DA0 answers as it was trained to
+    profile: str  # params' profile: written beside the fidelity (evaluate reads it only on the same profile)
+
+
+def run(inputs: Inputs, settings: SimulatorRLSettings, out_dir: Path, seed: int) -> StageResult:
+    """The SFT simulator trained by GRPO and measured before and after (:func:`train_and_measure`), saved to
+    ``out_dir`` with both stages' fidelity and the ceiling beside the weights (evaluate's `simulator`)."""
+    phases = Phases()
+    ran = train_and_measure(
+        inputs.simulator, inputs.tokenizer, inputs.da0, inputs.judge, (inputs.dialogues, inputs.test_dialogues),
+        inputs.heldout, settings, inputs.agent_max_new_tokens, seed, phases,
+    )  # fmt: skip
+    with phases.time("save_checkpoint"):
+        results = {FIDELITY: {"profile": inputs.profile, **ran.fidelity()}}
+        save_checkpoint(ran.result.model, inputs.tokenizer, out_dir, results)
+    report = {**ran.fidelity(), "train_history": ran.history, "sessions": ran.sessions, "steps": ran.result.steps}
+    return StageResult(
+        ran.metrics(),
+        report=report,
+        phases=phases,
+        checkpoints={"": out_dir},
+        curves=ran.result.curves,
+        trajectory=ran.trajectory(),
+    )
+
+
+def train_and_measure(
     model: Any,
     tokenizer: Any,
     da0: Any,

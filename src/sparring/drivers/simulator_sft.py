@@ -1,16 +1,19 @@
 """TRACER stage 1 as one run (../shared/SEEDS.md, TRACER): the simulator's training conversations (dialogues,
 utterances and the expert's scripted episodes, each turn conditioned on the hidden goal), a copy drill and an
-opening drill for a model from config, SFT, then its fidelity on held-out scenarios and sessions."""
+opening drill for a model from config, SFT, then its fidelity on held-out scenarios and sessions, saved beside it."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 
+from sparring.catalog import FIDELITY
+from sparring.drivers import StageResult
 from sparring.evaluate.fidelity import simulator_fidelity
+from sparring.lm.checkpoints import save_checkpoint
 from sparring.lm.models import build_model, count_parameters
 from sparring.lm.policies import LMPolicy
 from sparring.settings import ModelSpec, SimulatorSFTSettings
@@ -20,54 +23,53 @@ from sparring.world.scenarios import Scenario
 
 
 @dataclass
-class SimulatorSFTRun:
-    model: Any  # the SFT simulator
-    fidelity: dict[str, float]  # on held-out scenarios and sessions (greedy)
-    metrics: dict[str, Any]  # the fidelity with the training's figures
-    curves: Any  # the drills' and SFT's loss curves
-    sessions: list[dict[str, Any]] = field(default_factory=list)  # per replayed session, no texts (docs/runs/)
-    phases: Phases = field(default_factory=Phases)
+class Inputs:
+    model: ModelSpec  # params' `model`: the shape the simulator is built with
+    tokenizer: Any  # the tokenizer stage's
+    utterances: pl.DataFrame  # the train split: openings and the utterance drill's examples
+    dialogues: pl.DataFrame  # the train split's dialogues: the SFT conversations and the scripted episodes' endings
+    test_dialogues: pl.DataFrame  # the test split's dialogues: the fidelity's replayed sessions
+    scenarios: dict[str, list[Scenario]]  # "train" (scripted episodes are played on them) and "heldout" (measured on)
+    judge: tuple[Any, Any]  # judge_models' oracle and discriminator: the fidelity is scored with them
+    scratch: Path  # the trainers' output folder
+    profile: str  # params' profile: written beside the fidelity (evaluate reads it only on the same profile)
 
 
-def run(
-    spec: ModelSpec,
-    tokenizer: Any,
-    utterances: pl.DataFrame,
-    dialogues: tuple[pl.DataFrame, pl.DataFrame],
-    scenarios: dict[str, list[Scenario]],
-    judge: tuple[Any, Any],
-    cfg: SimulatorSFTSettings,
-    scratch: Path,
-    seed: int,
-) -> SimulatorSFTRun:
-    """The simulator trained on ``dialogues[0]`` (train), ``utterances`` and scripted episodes on the first
-    ``cfg.scripted_episodes`` of ``scenarios["train"]``, measured on ``scenarios["heldout"]`` and ``dialogues[1]``
-    (test); ``judge``: the oracle and discriminator its fidelity is scored with."""
-    phases = Phases()
-    train, test = dialogues
+def run(inputs: Inputs, settings: SimulatorSFTSettings, out_dir: Path, seed: int) -> StageResult:
+    """The simulator trained on the train dialogues, utterances and scripted episodes on the first
+    ``settings.scripted_episodes`` train scenarios, measured on the held-out scenarios and the test dialogues; saved
+    to ``out_dir`` with its fidelity beside the weights (evaluate reads it: catalog.FIDELITY)."""
+    phases, cfg, tokenizer = Phases(), settings, inputs.tokenizer
+    train, test = inputs.dialogues, inputs.test_dialogues
     with phases.time("scripted_episodes") as counts:
         # Ending as the persona's dialogues do, not all resolved: the simulator learns every ending (#58).
         endings_from = train if cfg.scripted_endings == "persona" else None
-        episodes = scripted_episodes(scenarios["train"][: cfg.scripted_episodes], seed, dialogues=endings_from)
+        episodes = scripted_episodes(inputs.scenarios["train"][: cfg.scripted_episodes], seed, dialogues=endings_from)
         counts["episodes"] = len(episodes)
+    utterances = inputs.utterances
     conversations = simulator_conversations(train, utterances, episodes, seed=seed, max_utterances=cfg.openings)
     with phases.time("build_model"):
-        model = build_model(spec, tokenizer, seed=seed)
+        model = build_model(inputs.model, tokenizer, seed=seed)
     # The drills are for a model from config: a pretrained one reads its goal already.
-    drills = spec.name_or_path is None
-    result = train_simulator(model, tokenizer, conversations, utterances, cfg, scratch, seed=seed, drills=drills)
+    drills = inputs.model.name_or_path is None
+    result = train_simulator(model, tokenizer, conversations, utterances, cfg, inputs.scratch, seed=seed, drills=drills)
     sft_phases(phases, result)
     policy = LMPolicy(result.model, tokenizer, role="customer", max_new_tokens=cfg.max_new_tokens, greedy=True)
-    sessions: list[dict[str, Any]] = []
+    sessions: list[dict[str, Any]] = []  # per replayed session, no texts (docs/runs/)
     with phases.time("fidelity") as counts:  # held-out episodes, replays, perplexity, judge models
         fidelity = simulator_fidelity(
-            policy, scenarios["heldout"][: cfg.eval_scenarios], test, *judge,
+            policy, inputs.scenarios["heldout"][: cfg.eval_scenarios], test, *inputs.judge,
             seed=seed, max_dialogues=cfg.eval_scenarios, sessions=sessions,
         )  # fmt: skip
         counts["episodes"] = int(fidelity.get("n_sim_episodes", 0) + fidelity.get("n_replayed", 0))
     metrics = {**fidelity, "parameters": count_parameters(result.model), "train_conversations": len(conversations)}
     metrics.update(_training_metrics(result))
-    return SimulatorSFTRun(result.model, fidelity, metrics, result.curves, sessions, phases)
+    with phases.time("save_checkpoint"):
+        results = {FIDELITY: {"profile": inputs.profile, "sft": fidelity}}
+        save_checkpoint(result.model, tokenizer, out_dir, results)
+    return StageResult(
+        metrics, report={"sessions": sessions}, phases=phases, checkpoints={"": out_dir}, curves=result.curves
+    )
 
 
 def _training_metrics(result: Any) -> dict[str, float]:
