@@ -137,11 +137,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--save", type=Path, default=None, help="the cohort (or exact) arm's adapted agent")
     ap.add_argument("--scratch", type=Path, default=Path("/tmp/peer_cotrain"))
     ap.add_argument("--keep", type=float, default=None, help="peer_rl.cotrain.keep for every arm (default: params')")
+    ap.add_argument("--lr", type=float, default=None, help="peer_rl.cotrain.sft.learning_rate (default: params')")
     args = ap.parse_args(argv)
     apply_torch_threads(1)
     p = load_params(REPO / "params.yaml", "default")
+    cotrain = p.peer_rl.cotrain
     if args.keep is not None:
-        p = p.model_copy(update={"peer_rl": p.peer_rl.replace(cotrain=p.peer_rl.cotrain.replace(keep=args.keep))})
+        cotrain = cotrain.replace(keep=args.keep)
+    if args.lr is not None:
+        cotrain = cotrain.replace(sft=cotrain.sft.replace(learning_rate=args.lr))
+    p = p.model_copy(update={"peer_rl": p.peer_rl.replace(cotrain=cotrain)})
     data = Catalog(args.root.resolve())
     heldout = pl.concat([data.utterances("validation"), data.utterances("test")])["text"]
     frame = load_unlabeled(p.ingest, args.seed, REPO, heldout)
