@@ -65,8 +65,9 @@ def overrides(text: str, base: BaseModel) -> Any:
         raise SystemExit(f"{text!r}: {err.errors()[0]['loc']}: {err.errors()[0]['msg']}") from None
 
 
-# Over 60 lines: a benchmark's measurements side by side, top to bottom, as the printout reads.
 def main() -> None:
+    """Every ``--set``'s gym and ``--expert``'s SFT from the cycle's agent, then each agent and the expert played.
+    Over 60 lines: a benchmark's measurements side by side, top to bottom, as the printout reads."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("root", type=Path, help="a project folder whose pipeline ran (params.yaml, data, models)")
     parser.add_argument("--cycle", type=int, default=4, help="start from models/cycles/cycle_N's state")

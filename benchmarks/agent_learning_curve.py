@@ -51,6 +51,9 @@ action carries the routed mass) is named under ``collapsed`` and printed, not av
 ``--train-seconds`` stops each GRPO arm at a wall-clock budget and keeps the step it reached; the last kept agent
 is played first, so a run cut short still reports where its arm ended. ``--device cuda`` puts every model
 (and TRL's training) on a lent GPU.
+
+One file over 400 lines: a benchmark is one script: the held-out curve, the arms (GRPO, RFT) played on it and the
+printout, top to bottom.
 """
 
 from __future__ import annotations
@@ -77,19 +80,20 @@ from sparring.evaluate.intervals import paired_difference
 from sparring.judge.rewards import DONE_REPORT, Judge
 from sparring.lm.checkpoints import load_checkpoint, save_checkpoint
 from sparring.lm.policies import LMPolicy
+from sparring.metrics import episode_metrics
 from sparring.params import ParamsError, load_params
-from sparring.rollout import episode_metrics, run_episodes
+from sparring.rollout import run_episodes
 from sparring.runtime import apply_torch_threads
 from sparring.seeds import DRAW_SET, derive_seed
 from sparring.train.coevolution import CycleModels, agent_opponents, gym_scenarios
 from sparring.train.cycle_state import CycleState
 from sparring.train.cycles import absolute
-from sparring.train.distributed_check import ConstantStyle
 from sparring.train.grpo import train_side
 from sparring.train.iapo import credit_summary, failure_weights, influence_graph
 from sparring.train.opponents import PerEpisodeOpponent
 from sparring.train.play import GameModels, against_pool, cooperative_customer
 from sparring.train.sft import train_sft
+from sparring.train.world_reward import ConstantStyle
 from sparring.world.answers import confirmation_answers
 from sparring.world.scenarios import as_cooperative, load_scenarios, unplayed_scenarios
 from sparring.world.vocab import CUSTOMER_MOVES
@@ -425,8 +429,9 @@ def plot(curves: dict[str, Any], start: dict[str, Any], path: Path) -> None:
     fig.savefig(path, dpi=120)
 
 
-# Over 60 lines: the benchmark's steps in the order the printout reads them.
 def main(argv: list[str] | None = None) -> int:
+    """The start played, then every arm trained and its kept agents played, curve by curve.
+    Over 60 lines: the benchmark's steps in the order the printout reads them."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("root", type=Path, help="a project folder whose warm-start stages (or cycles) ran")
     parser.add_argument("--cycle", type=int, default=0, help="0: DA0 and the simulator; N: cycle_N's state")

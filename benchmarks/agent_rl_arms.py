@@ -239,7 +239,6 @@ def analyze(files: list[Path], baseline: str) -> dict[str, Any]:
     return analyze_docs([json.loads(f.read_text(encoding="utf-8")) for f in files], baseline)
 
 
-# Over 60 lines: one table per arm, then the issue's acceptance lines, read top to bottom.
 def analyze_docs(played: list[dict[str, Any]], baseline: str) -> dict[str, Any]:
     """Per arm: each seed's DA1 − ``baseline`` and the nested bootstrap over seeds, failure shares and routing."""
     docs: dict[str, dict] = {}  # agent label -> the file that played it

@@ -46,6 +46,9 @@ alone (the gyms' draws and sampling, the arenas, the held-out opponents' samplin
 the simulator's and the judge's seeds) and of the scenario draws is left out. ``--runs-json PATH`` writes every
 run's per-episode strict PASS (scenario ids and draws per opponent, agent; no texts), so the intervals can be
 recomputed.
+
+One file over 400 lines: a benchmark is one script: the figures each criterion reads, the criteria, then the runs
+that make them.
 """
 
 from __future__ import annotations

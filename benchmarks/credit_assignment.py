@@ -120,7 +120,6 @@ def summary(values: list[float]) -> dict[str, Any]:
     return {"mean": statistics.mean(values), "std": statistics.pstdev(values), "seeds": values}
 
 
-# Over 60 lines: a benchmark's measurements side by side, top to bottom, as the printout reads.
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=3)

@@ -1,4 +1,3 @@
-# Over 400 lines: one self-contained script (it runs from a copy of the project), kills and their checks together.
 """Faults: `sparring run` killed (SIGKILL, its whole process group) during every stage, rerun until it completes.
 
 Two copies of the project (:func:`pipelines.kit.project.copy_project`, params set to ``--seed`` and ``--profile``)
@@ -25,6 +24,9 @@ left open and its interrupted stage's MLflow run KILLED. Both are read from the 
 
 Prints the kills per stage, the reruns, the runs left open, ``metrics_equal`` and the differences; the last line is
 JSON. Usage: ``python benchmarks/faults.py [--profile quick] [--seed 0] [--workdir DIR] [--kills-per-stage 1]``.
+
+One file over 400 lines: a self-contained script (it runs from a copy of the project), its kills and their checks
+together.
 """
 
 from __future__ import annotations
@@ -256,7 +258,6 @@ def differences(a: Any, b: Any, path: str = "", limit: int = 20) -> list[str]:
     return [f"{path}: {a!r} != {b!r}"[:300]]
 
 
-# Over 60 lines: the kill schedule's one loop (targets, retries, misses, failures) reads best in one place.
 def kill_schedule(root: Path, args: argparse.Namespace, stages: list[str], durations: dict[str, float], wall: float,
                   rng: random.Random) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:  # fmt: skip
     """Kill the faulted copy during every stage (and at ``--extra-kills`` random times); returns (kills, failure)."""
@@ -345,7 +346,8 @@ def finish(root: Path, profile: str, tries: int = 2) -> tuple[int, dict[str, Any
     return tries, problem
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
+    """The command line: the pipeline's profile and seed, the kills' seed and counts, the work folder."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--profile", default="quick")
     parser.add_argument("--seed", type=int, default=0, help="the pipeline's seed (both copies)")
@@ -355,7 +357,12 @@ def main() -> None:
     parser.add_argument("--extra-kills", type=int, default=2, help="kills at uniform random times of a whole run")
     parser.add_argument("--tries", type=int, default=4, help="attempts per stage when a kill lands after it")
     parser.add_argument("--interrupts", type=int, default=2, help="launches stopped by SIGINT / SIGTERM mid-stage")
-    args = parser.parse_args()
+    return parser.parse_args()
+
+
+def main() -> None:
+    """A reference run, the faulted copy killed during every stage and rerun to the end, then the comparison."""
+    args = parse_args()
     work = args.workdir or Path(tempfile.mkdtemp(prefix="sparring-faults-"))
     t_start, rng = time.perf_counter(), random.Random(f"faults:{args.kill_seed}")
 

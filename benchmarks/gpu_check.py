@@ -54,9 +54,9 @@ def measure(args: argparse.Namespace, device: str) -> dict[str, Any]:
     from sparring.lm.tokenizer import extend_pretrained_tokenizer
     from sparring.settings import GRPOSettings, ModelSpec, SFTSettings
     from sparring.train.demos import expert_demonstrations
-    from sparring.train.distributed_check import ConstantStyle
     from sparring.train.grpo import train_side
     from sparring.train.sft import train_sft
+    from sparring.train.world_reward import ConstantStyle
     from sparring.world.scenarios import sample_scenarios
 
     name = "smollm2-135m-instruct"

@@ -46,8 +46,9 @@ from sparring.lm.chat import known_intents
 from sparring.lm.models import ModelSpec, build_model, count_parameters
 from sparring.lm.tokenizer import train_tokenizer
 from sparring.settings import GRPOSettings, SFTSettings
-from sparring.train.grpo import build_trainer, make_rollout_func
+from sparring.train.grpo import make_rollout_func
 from sparring.train.sft import sft_config
+from sparring.train.trl import build_trainer
 from sparring.world.scenarios import sample_scenarios
 
 SIDES = {"agent": ("agent", CooperativeCustomer), "adversary": ("customer", ExpertAgent)}  # name -> (role, opponent)

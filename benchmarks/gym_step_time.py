@@ -164,7 +164,8 @@ def gyms(root: Path, profile: str, arm: str, steps: int, seeds: list[int], tmp: 
     return {k: round(statistics.mean(r[k] for r in runs), 3) for k in runs[0]}
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """The command line: the run's folder, the steps and arms timed, and the child process's own flags."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("root", type=Path, help="a default run's folder (DA0, the simulator, data/scenarios)")
     parser.add_argument("--steps", type=int, default=12, help="optimizer steps per gym (the first is a warm-up)")
@@ -177,7 +178,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--child", choices=sorted(ARMS), help=argparse.SUPPRESS)
     parser.add_argument("--out", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--save", type=Path, help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Each arm's gym timed alone and two at once, then their agents played held-out (``--child``: one gym)."""
+    args = parse_args(argv)
     root = args.root.resolve()
     if args.child:
         child(root, args.profile, args.child, args.steps, args.seed, args.out, args.save)

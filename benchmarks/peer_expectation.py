@@ -148,7 +148,8 @@ def train_sampled(
     return {k: (result.models[k], loaded[k][1], result.logs[k], None) for k in args.learners}
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
+    """The command line: the warm-start cache and seed, the arms and learners, their RL budget."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("warm_cache", type=Path)
     ap.add_argument("--seed", type=int, default=1)
@@ -161,7 +162,13 @@ def main() -> None:
     ap.add_argument("--g", type=int, default=16, help="the sampled arm's routings per utterance")
     ap.add_argument("--score-only", action="store_true", help="score the teacher's votes and stop")
     ap.add_argument("--runs-json", type=Path, help="per-utterance predictions before / after, ids only")
-    args = ap.parse_args()
+    return ap.parse_args()
+
+
+def main() -> None:
+    """The teacher's votes scored once, then every arm's learners trained on them and measured, arm by arm.
+    Over 60 lines: the arms side by side from one teacher's votes, top to bottom as the printout reads."""
+    args = parse_args()
     apply_torch_threads(1)
     folder = args.warm_cache / f"seed{args.seed}"
     missing = [m for m in MEMBERS if not (folder / m / "model").is_dir()]

@@ -35,6 +35,9 @@ train.csv row id with the gold intents (no texts), so each interval can be recom
 
 Usage: ``python benchmarks/peer_reward.py [--profile banking77] [--seeds 2] [--cohorts pretrained_teacher]
 [--bound-only] [--warm-cache DIR] [--runs-json F]``
+
+One file over 400 lines: a benchmark is one script: the warm starts, the bound, then every cohort's RL from them,
+in the order they run.
 """
 
 from __future__ import annotations
@@ -252,43 +255,10 @@ def run_seed(seed: int, args: argparse.Namespace, scratch: Path) -> tuple[dict[s
             f"{rate['route_tokens_per_s']:.0f} tokens/s",
             flush=True,
         )
-    out: dict[str, Any] = {}
-    for cohort in args.cohorts:
-        members, reward = COHORTS[cohort]
-        div = diversity({k: votes[k]["probe"] for k in members}, p_gold)
-        teacher = best_on_probe(div)
-        gold_b = bound_gold[: args.bound_pool]
-        pool_votes = {k: votes[k]["pool"][: args.bound_pool] for k in members}
-        rewards = ("ring", "majority", "self", "teacher")
-        bound = {r: target_label_accuracy(pool_votes, gold_b, r, teacher) for r in rewards}
-        rows = {}
-        for k in members:
-            rows[k] = {
-                "before": accuracy(votes[k]["measure"], m_gold),
-                "after": None,
-                "target_label_acc": bound[reward][k],
-                "own_pool_acc": accuracy(votes[k]["pool"][: args.bound_pool], gold_b),
-                "probe_acc": div["accuracy"][k],
-                "target_label_acc_by_reward": {r: bound[r][k] for r in bound},
-            }
-            r = rows[k]
-            print(
-                f"seed {seed} bound {cohort:>22} {k:>7}: own {r['before']:.3f} (pool {r['own_pool_acc']:.3f})  "
-                f"target labels ({reward}) {r['target_label_acc']:.3f}  [ring {bound['ring'][k]:.3f}, majority "
-                f"{bound['majority'][k]:.3f}, self {bound['self'][k]:.3f}, teacher {bound['teacher'][k]:.3f}]"
-                f"  probe {r['probe_acc']:.3f}",
-                flush=True,
-            )
-        entry = {
-            "teacher": teacher if reward == "teacher" else None,
-            "members": rows,
-            "mean_gain": None,
-            "gain_ci": None,
-            "kappa": div["kappa"],
-            "c": div["c"],
-            "w": div["w"],
-        }
-        out[cohort] = entry
+    out = {
+        cohort: cohort_bound(cohort, votes, m_gold, p_gold, bound_gold, args.bound_pool, seed)
+        for cohort in args.cohorts
+    }
     pool = ([pool_texts[i] for i in order[:n]], [pool_gold[i] for i in order[:n]])
     for cohort in [] if args.bound_only else args.cohorts:  # every bound is printed before any RL
         entry = out[cohort]
@@ -297,6 +267,71 @@ def run_seed(seed: int, args: argparse.Namespace, scratch: Path) -> tuple[dict[s
             train_and_measure(cohort, seed, args, warm, tokenizers, votes, entry, pool, data, scratch, teacher_votes)
         )
     return out, costs
+
+
+def cohort_bound(
+    cohort: str,
+    votes: dict[str, Any],
+    m_gold: list[str],
+    p_gold: list[str],
+    bound_gold: list[str],
+    bound_pool: int,
+    seed: int,
+) -> dict[str, Any]:
+    """A cohort's entry before RL, printed: the probe's κ/c/w and teacher, and per member its own accuracy and the
+    target-label accuracy of its first ``bound_pool`` pool rows under every reward (the bound)."""
+    members, reward = COHORTS[cohort]
+    div = diversity({k: votes[k]["probe"] for k in members}, p_gold)
+    teacher = best_on_probe(div)
+    gold_b = bound_gold[:bound_pool]
+    pool_votes = {k: votes[k]["pool"][:bound_pool] for k in members}
+    rewards = ("ring", "majority", "self", "teacher")
+    bound = {r: target_label_accuracy(pool_votes, gold_b, r, teacher) for r in rewards}
+    rows = {}
+    for k in members:
+        rows[k] = {
+            "before": accuracy(votes[k]["measure"], m_gold),
+            "after": None,
+            "target_label_acc": bound[reward][k],
+            "own_pool_acc": accuracy(votes[k]["pool"][:bound_pool], gold_b),
+            "probe_acc": div["accuracy"][k],
+            "target_label_acc_by_reward": {r: bound[r][k] for r in bound},
+        }
+        r = rows[k]
+        print(
+            f"seed {seed} bound {cohort:>22} {k:>7}: own {r['before']:.3f} (pool {r['own_pool_acc']:.3f})  "
+            f"target labels ({reward}) {r['target_label_acc']:.3f}  [ring {bound['ring'][k]:.3f}, majority "
+            f"{bound['majority'][k]:.3f}, self {bound['self'][k]:.3f}, teacher {bound['teacher'][k]:.3f}]"
+            f"  probe {r['probe_acc']:.3f}",
+            flush=True,
+        )
+    return {
+        "teacher": teacher if reward == "teacher" else None,
+        "members": rows,
+        "mean_gain": None,
+        "gain_ci": None,
+        "kappa": div["kappa"],
+        "c": div["c"],
+        "w": div["w"],
+    }
+
+
+def cohort_settings(cohort: str, teacher: str | None, args: argparse.Namespace) -> PeerRewardSettings:
+    """peer_rl's settings for ``cohort``: its members and reward, the teacher the probe chose, the flags' GRPO."""
+    names, reward = COHORTS[cohort]
+    base = PeerRewardSettings(members={k: member_settings(k, args) for k in names}, reward=reward, estimate="sampled")
+    return base.replace(
+        reward=reward,
+        teacher=teacher,
+        grpo=base.grpo.replace(
+            max_steps=args.steps,
+            scenarios_per_step=args.batch,
+            num_generations=args.g,
+            learning_rate=args.lr,
+            warmup_steps=args.warmup,
+        ),
+        collapse_window=args.batch * 4,
+    )
 
 
 def train_and_measure(
@@ -314,22 +349,11 @@ def train_and_measure(
 ) -> dict[str, Any]:
     """One cohort's Co-RL from copies of the warm starts; fills ``entry``'s members' after and training figures,
     and returns the members' mean gain (the teacher's, untrained, among them) with its paired bootstrap 95%
-    interval over the measured utterances, and the learners' alone."""
+    interval over the measured utterances, and the learners' alone.
+    Over 60 lines: one cohort's training, then each member's figures and the cohort's gain, as the printout reads."""
     names, reward = COHORTS[cohort]
     rows = entry["members"]
-    base = PeerRewardSettings(members={k: member_settings(k, args) for k in names}, reward=reward, estimate="sampled")
-    settings = base.replace(
-        reward=reward,
-        teacher=entry["teacher"],
-        grpo=base.grpo.replace(
-            max_steps=args.steps,
-            scenarios_per_step=args.batch,
-            num_generations=args.g,
-            learning_rate=args.lr,
-            warmup_steps=args.warmup,
-        ),
-        collapse_window=args.batch * 4,
-    )
+    settings = cohort_settings(cohort, entry["teacher"], args)
     models = {k: fresh_copy(warm[k], SPECS[k][0], tokenizers[k]) for k in names}
     with quiet():  # the stage's driver: the same before/after measurement and interval as peer_rl's
         done = peer_rl_driver.train_and_measure(
@@ -408,7 +432,8 @@ def write_runs(args: argparse.Namespace, seeds: list[int], predictions: dict[str
     write_json(out, args.runs_json)
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
+    """The command line, a ``--profile``'s values as its defaults (flags given on it win)."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--profile", choices=list(PROFILES), help="the acceptance run's defaults (flags given win)")
     ap.add_argument("--seeds", type=int, default=3)
@@ -438,6 +463,12 @@ def main() -> None:
     args = ap.parse_args()
     if args.runs_json and args.bound_only:
         ap.error("--runs-json writes predictions after RL: not with --bound-only")
+    return args
+
+
+def main() -> None:
+    """Every seed's bound and cohorts, then the cohorts' means over the seeds and the JSON line."""
+    args = parse_args()
     apply_torch_threads(1)
     start = time.perf_counter()
     runs, costs = [], []

@@ -149,8 +149,9 @@ def decoders(scenarios, models, tok, args, prompts) -> dict[str, dict[str, float
     return {**out, "same_tokens": same}
 
 
-# Over 60 lines: a benchmark's measurements side by side, top to bottom, as the printout reads.
 def main() -> None:
+    """Measurements (a) to (d) on one tokenizer, model spec and scenario set, printed as they finish.
+    Over 60 lines: a benchmark's measurements side by side, top to bottom, as the printout reads."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--episodes", type=int, default=64)
     parser.add_argument("--max-new-tokens", type=int, default=64)

@@ -139,7 +139,8 @@ def run_phase(
     return out
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
+    """The command line: the project folder and params, the steps and repeats per arm, the arms left out or added."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--root", type=Path, default=Path(os.environ.get("SPARRING_ROOT", ".")))
     parser.add_argument("--params", type=Path, default=Path("params.yaml"), help="default: this checkout's")
@@ -151,7 +152,12 @@ def main() -> None:
     parser.add_argument("--member", default=None, help="a peer_rl member's model and warm start instead of DA0's")
     parser.add_argument("--opening-drill", action="store_true", help="also the simulator's opening drill")
     parser.add_argument("--threads", type=int, default=1)
-    args = parser.parse_args()
+    return parser.parse_args()
+
+
+def main() -> None:
+    """Both phases built as the stage builds them, each arm timed from the same weights (best of the repeats)."""
+    args = parse_args()
     torch.set_num_threads(args.threads)
 
     p = load_params(args.params, args.profile)

@@ -137,7 +137,8 @@ def accuracy(model: Any, tok: Any, rows: list[tuple[list[int], list[int]]], inte
     return correct / len(rows)
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
+    """The command line: the task's size, the shared optimizer settings, threads and seed."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--per-intent", type=int, default=60)
     parser.add_argument("--test-per-intent", type=int, default=20)
@@ -148,7 +149,12 @@ def main() -> None:
     parser.add_argument("--vocab", type=int, default=3000)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args()
+    return parser.parse_args()
+
+
+def main() -> None:
+    """The plain loop, then TRL's SFTTrainer, from the same weights on the same rows; their figures side by side."""
+    args = parse_args()
     torch.set_num_threads(args.threads)
 
     train = conversations(args.per_intent, args.seed)

@@ -255,7 +255,8 @@ def redraw(root: Path, report: dict[str, Any], profile: str, draws: int) -> dict
     return out
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def parse_args(argv: Sequence[str] | None) -> tuple[argparse.Namespace, dict[str, Path]]:
+    """The command line, and its ``--run`` folders by label."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--run", action="append", default=[], help="LABEL=DIR: a project folder that ran simulator_rl")
     parser.add_argument("--seeds", type=int, nargs="+", default=[], help="run the stages for these seeds first")
@@ -281,7 +282,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not args.run and not args.seeds:
         parser.error("give --run LABEL=DIR (finished runs) or --seeds N ... (runs the stages per seed)")
-    runs = parse_runs(parser, args.run)
+    return args, parse_runs(parser, args.run)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Each run's simulator_rl report (the stages run first for ``--seeds``) and ceilings, compared and printed."""
+    args, runs = parse_args(argv)
     try:
         if args.ceiling_only:  # needs only the run's ingested dialogues (the ingest stage)
             seeds = {label: run_seed_of(root) for label, root in runs.items()}

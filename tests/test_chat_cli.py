@@ -17,8 +17,9 @@ from sparring.agents.customer_prompt import identity_text
 from sparring.agents.scripted import ExpertAgent
 from sparring.agents.slots import describe_slots
 from sparring.cli import app
-from sparring.evaluate.chat_session import generated_scenarios, play_chat, state_changes
+from sparring.evaluate.chat_session import generated_scenarios, play_chat
 from sparring.lm.chat import agent_visible_text
+from sparring.world.outcome import state_changes
 from sparring.world.scenarios import build_world, save_scenarios
 
 INTENT = "card_payment_not_recognised"  # resolved by dispute_charge on one transaction: a visible change

@@ -124,7 +124,7 @@ def loaded() -> dict[str, set[str]]:
 
 def test_lm_head_is_a_dep_of_every_stage_that_imports_grpo(walked):
     stages = dvc_stages()
-    grpo = {name for name in stages if "sparring.train.grpo" in walked[stage_module(name)][0]}
+    grpo = {name for name in stages if "sparring.train.trl" in walked[stage_module(name)][0]}
     assert {"simulator_rl", "agent_rl", "peer_rl", "peer_members", *filter(is_cycle, stages)} <= grpo
     assert not [name for name in grpo if not covers(stages[name]["deps"], LM_HEAD)]
     assert not covers(stages["ingest"]["deps"], LM_HEAD) and not covers(stages["scenarios"]["deps"], LM_HEAD)

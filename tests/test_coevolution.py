@@ -171,7 +171,7 @@ def test_the_agents_gym_replays_the_recorded_opening_and_the_adversarys_writes_a
     """A replayed transcript gives the agent's gym the customer's recorded opening (the message it lost on), and
     its opponent plays it before its own turns, whichever opponent the mix draws; the adversary's gym replays the
     scenario only (its messages are what it learns), and fresh scenarios keep their utterance."""
-    from sparring.lm.policies import OpensWithUtterance
+    from sparring.agents.openings import OpensWithUtterance
     from sparring.train.coevolution import REPLAYED, agent_opponents
 
     fresh, old = scenarios[:2], scenarios[2:6]
@@ -362,7 +362,7 @@ def test_coop_continues_the_scenarios_utterance_and_coopsim_writes_its_own(monke
     import sparring.evaluate.heldout as heldout
     import sparring.train.coevolution as coevolution
     import sparring.train.play as play
-    from sparring.lm.policies import OpensWithUtterance
+    from sparring.agents.openings import OpensWithUtterance
 
     played: list[tuple[object, list]] = []
     recorder = partial(_recording, played=played)
@@ -393,7 +393,7 @@ def test_coop_continues_the_scenarios_utterance_and_coopsim_writes_its_own(monke
 def test_the_agents_gym_meets_the_cooperative_simulator_as_coop_opens_and_adversaries_as_they_open(scenarios):
     """In the agent's gym "coop" opens with the scenario's utterance (coop_opening); the simulator standing in as
     the adversary before any has trained, and every adversary generation, open as adversary_opening says."""
-    from sparring.lm.policies import ContinuesUtterance, OpensWithUtterance
+    from sparring.agents.openings import ContinuesUtterance, OpensWithUtterance
     from sparring.train.coevolution import agent_opponents
 
     class Fake:
@@ -427,7 +427,7 @@ def test_adversaries_go_on_from_the_utterance_in_arena_gym_and_evaluation(monkey
     import sparring.train.coevolution as coevolution
     import sparring.train.grpo as grpo
     import sparring.train.play as play
-    from sparring.lm.policies import ContinuesUtterance
+    from sparring.agents.openings import ContinuesUtterance
 
     played: list[tuple[object, list]] = []
     recorder = partial(_recording, played=played)

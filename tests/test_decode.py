@@ -8,11 +8,12 @@ import pytest
 import torch
 from transformers import LogitsProcessor, LogitsProcessorList
 
+from sparring.agents.openings import ContinuesUtterance
 from sparring.data.synthetic import utterance_frame
 from sparring.lm.decode import decode
 from sparring.lm.kv_cache import BufferLayer, buffered_cache
 from sparring.lm.models import ModelSpec, build_model
-from sparring.lm.policies import ContinuesUtterance, LMPolicy
+from sparring.lm.policies import LMPolicy
 from sparring.lm.tokenizer import end_of_turn_id
 from sparring.rollout import run_episodes
 from sparring.world.scenarios import sample_scenarios

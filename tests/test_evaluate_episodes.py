@@ -20,8 +20,8 @@ from sparring.lm.checkpoints import save_checkpoint
 from sparring.lm.models import ModelSpec, build_model
 from sparring.rollout import run_episodes
 from sparring.settings import CoevolutionSettings, GRPOSettings
-from sparring.train.distributed_check import ConstantStyle
 from sparring.train.play import GameModels
+from sparring.train.world_reward import ConstantStyle
 
 torch.set_num_threads(1)
 SPEC = ModelSpec(hidden_size=32, num_layers=1, num_heads=2, num_kv_heads=1, intermediate_size=64)

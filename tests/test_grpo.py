@@ -27,7 +27,6 @@ from sparring.lm.policies import LMPolicy, TurnOutput, TurnRequest
 from sparring.lm.tokenizer import train_tokenizer
 from sparring.seeds import derive_seed
 from sparring.settings import GRPOSettings
-from sparring.train.distributed_check import ConstantStyle  # fixed faithfulness/realism: the plumbing is under test
 from sparring.train.grpo import (
     make_batch_func,
     make_rollout_func,
@@ -37,6 +36,7 @@ from sparring.train.grpo import (
     zero_spread_groups,
 )
 from sparring.train.rollout_ahead import AHEAD_FILE, RolloutAhead, joined
+from sparring.train.world_reward import ConstantStyle  # fixed faithfulness/realism: the plumbing is under test
 from sparring.world.scenarios import sample_scenarios
 from sparring.world.taxonomy import load_taxonomy
 

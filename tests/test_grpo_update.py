@@ -13,7 +13,7 @@ from sparring.lm.chat import known_intents
 from sparring.lm.models import ModelSpec, build_model
 from sparring.lm.tokenizer import train_tokenizer
 from sparring.settings import GRPOSettings
-from sparring.train.grpo import bucket_inputs, build_trainer, length_buckets
+from sparring.train.trl import bucket_inputs, build_trainer, length_buckets
 
 torch.set_num_threads(1)
 SPEC = ModelSpec(hidden_size=32, num_layers=1, num_heads=2, num_kv_heads=1, intermediate_size=64)

@@ -129,11 +129,11 @@ def test_one_decode_per_act_with_left_padding_and_stop(tok, monkeypatch):
 
 
 def test_sampling_draws_each_token_with_its_softmax_probability():
-    from sparring.lm.policies import _Sample
+    from sparring.lm.sampling import InverseCdfSampler
 
     torch.manual_seed(0)
     scores = torch.tensor([[0.0, 1.0, float("-inf"), 2.0, -1.0]]).repeat(100_000, 1)
-    out = _Sample()(torch.zeros((100_000, 1), dtype=torch.long), scores.clone())
+    out = InverseCdfSampler()(torch.zeros((100_000, 1), dtype=torch.long), scores.clone())
     assert ((out == 0).sum(-1) == 1).all() and torch.isinf(out).sum() == out.numel() - 100_000  # one pick per row
     freq = torch.bincount(out.argmax(-1), minlength=5).float() / 100_000
     expected = torch.softmax(scores[0], -1)

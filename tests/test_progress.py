@@ -121,8 +121,8 @@ def test_grpo_shows_every_step_with_its_reward(lines, tok, heldout, monkeypatch)
     from sparring.judge.rewards import Judge
     from sparring.lm.models import build_model
     from sparring.settings import GRPOSettings, ModelSpec
-    from sparring.train.distributed_check import ConstantStyle
     from sparring.train.grpo import train_side
+    from sparring.train.world_reward import ConstantStyle
 
     monkeypatch.setenv(INTERVAL_ENV, "0")
     spec = ModelSpec(hidden_size=32, num_layers=1, num_heads=2, num_kv_heads=1, intermediate_size=64)
@@ -145,7 +145,7 @@ def test_held_out_play_counts_the_episodes_it_planned_per_agent_and_opponent(
     from sparring.lm.checkpoints import save_checkpoint
     from sparring.lm.models import build_model
     from sparring.settings import CoevolutionSettings, GRPOSettings, ModelSpec
-    from sparring.train.distributed_check import ConstantStyle
+    from sparring.train.world_reward import ConstantStyle
 
     monkeypatch.setenv(INTERVAL_ENV, "0")
     spec = ModelSpec(hidden_size=32, num_layers=1, num_heads=2, num_kv_heads=1, intermediate_size=64)

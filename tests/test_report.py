@@ -21,7 +21,8 @@ from sparring.evaluate.crossplay import (
 )
 from sparring.evaluate.figures import FIGURES
 from sparring.evaluate.report import build_report, gain_rows, rl_verdict, summary_rows
-from sparring.rollout import routed_correctly, run_episodes
+from sparring.metrics import routed_correctly
+from sparring.rollout import run_episodes
 
 
 @pytest.mark.parametrize(

@@ -11,7 +11,8 @@ from sparring.agents.customer_prompt import customer_goal, intent_code
 from sparring.agents.scripted import CamouflagingCustomer, CooperativeCustomer, ExpertAgent, RandomAgent
 from sparring.lm.chat import END_OF_TURN, USER
 from sparring.lm.policies import TurnOutput, TurnRequest
-from sparring.rollout import RolloutStats, episode_metrics, run_episodes
+from sparring.metrics import episode_metrics
+from sparring.rollout import RolloutStats, run_episodes
 from sparring.world.events import UNAUTHENTICATED
 from sparring.world.taxonomy import load_taxonomy
 

@@ -6,13 +6,15 @@ import polars as pl
 import pytest
 import torch
 
+from sparring.agents.openings import ContinuesUtterance, OpensWithUtterance
 from sparring.data.synthetic import generate_utterances
 from sparring.lm import policies
 from sparring.lm.chat import ASSISTANT, END_OF_TURN, INTENT, USER, known_intents
 from sparring.lm.models import ModelSpec, build_model
-from sparring.lm.policies import ContinuesUtterance, LMPolicy, OpensWithUtterance, TurnOutput, TurnRequest
+from sparring.lm.policies import LMPolicy, TurnOutput, TurnRequest
 from sparring.lm.tokenizer import customer_banned_ids
-from sparring.rollout import RolloutStats, episode_metrics, run_episodes
+from sparring.metrics import episode_metrics
+from sparring.rollout import RolloutStats, run_episodes
 from sparring.train.grpo import side_sample
 from sparring.world.scenarios import sample_scenarios
 from sparring.world.taxonomy import load_taxonomy

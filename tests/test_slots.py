@@ -9,7 +9,8 @@ from sparring.agents.scripted import CooperativeCustomer, ExpertAgent, describe_
 from sparring.agents.slots import delexicalize, fact_values, lexicalize, slot_values
 from sparring.lm.chat import END_OF_TURN
 from sparring.lm.policies import TurnOutput, TurnRequest
-from sparring.rollout import episode_metrics, run_episodes
+from sparring.metrics import episode_metrics
+from sparring.rollout import run_episodes
 
 torch.set_num_threads(1)
 

@@ -223,7 +223,8 @@ def test_message_traits():
 def test_records_from_episodes_mask_identity_and_read_the_win():
     from sparring.agents.scripted import CamouflagingCustomer, ExpertAgent, RandomAgent
     from sparring.data.synthetic import utterance_frame
-    from sparring.rollout import routed_correctly, run_episodes
+    from sparring.metrics import routed_correctly
+    from sparring.rollout import run_episodes
     from sparring.world.scenarios import sample_scenarios
 
     scenarios = sample_scenarios(utterance_frame(1, seed=7), 4, seed=11)

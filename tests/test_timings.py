@@ -75,7 +75,7 @@ def test_no_stage_declares_the_timings_as_a_dependency_or_an_output():
 
 
 def test_the_run_summary_shows_the_cycles_rates_kept_beside_metrics_json(tmp_path, capsys):
-    from pipelines.cli import _agents_summary
+    from pipelines.summary import agents_summary
 
     (tmp_path / "reports" / "timings").mkdir(parents=True)
     row = {"strict_pass_coop": 0.5, "strict_pass_camo": 0.5, "strict_pass_advpool": 0.5}
@@ -85,5 +85,5 @@ def test_the_run_summary_shows_the_cycles_rates_kept_beside_metrics_json(tmp_pat
     timings = {"stage": "evaluate", "profile": "quick", "wall_seconds": 3.0}
     timings["timings"] = {"metrics_json": {"cycles": [{"grpo_tokens_per_s": 1234.4}]}}
     (tmp_path / "reports" / "timings" / "evaluate.json").write_text(json.dumps(timings))
-    _agents_summary(tmp_path)
+    agents_summary(tmp_path)
     assert "1234" in capsys.readouterr().out

@@ -73,17 +73,17 @@ def ingest(
 ) -> None:
     """Run ingestion alone, untracked (to check your own data); `sparring stage ingest` is the tracked stage."""
     from sparring.atomic import OutputRefused
-    from sparring.data.ingest import run_ingest
     from sparring.data.sources import IngestError
+    from sparring.drivers.ingest import Inputs, run
 
     resolved = load_or_fail(params_file, profile)
     try:
-        result = run_ingest(resolved.ingest, resolved.seed, params_file.resolve().parent, out)
+        result = run(Inputs(root=params_file.resolve().parent), resolved.ingest, out, resolved.seed)
     except (IngestError, OutputRefused) as exc:
         fail(str(exc))
     except OSError as exc:  # reading a source, or writing into the folder
         fail(f"{exc.filename or out}: {exc.strerror or exc}")
-    for key, value in result.metrics().items():
+    for key, value in result.metrics.items():
         typer.echo(f"{key:>24}  {value}")
 
 

@@ -1,4 +1,3 @@
-# Over 400 lines: the episode engine with the views and tool rendering it batches over.
 """Batched, turn-synchronous multi-turn rollouts of an agent policy against a customer policy in the world.
 
 Every round, ALL live episodes' customers speak in one batched ``act`` call, then all agents answer in one
@@ -13,7 +12,10 @@ actually generated), which is what ``apply_chat_template`` would produce for the
 re-rendering the conversation every turn.
 
 The shortest rollout is one turn: :func:`route_utterances`, the agent's first reply to lone openings (what
-``sparring route`` shows, intent accuracy, and the peer cohort's routings).
+``sparring route`` shows, intent accuracy, and the peer cohort's routings). Finished episodes are measured in
+:mod:`sparring.metrics`.
+
+Over 400 lines: the engine read top to bottom, its token views, its loop and the turn steps the loop calls.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import json
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import torch
@@ -43,13 +46,13 @@ from sparring.lm.chat import (
 )
 from sparring.lm.policies import Policy, TurnOutput, TurnRequest
 from sparring.world.bank import World
-from sparring.world.events import EventLog, object_view
+from sparring.world.events import EventLog
 from sparring.world.outcome import Outcome, check_outcome
 from sparring.world.scenarios import Scenario, build_world
 from sparring.world.session import CUSTOMER_LEFT, Session
 from sparring.world.taxonomy import load_taxonomy
 from sparring.world.tools import ToolCall, execute
-from sparring.world.vocab import CUSTOMER_MOVES, DESCRIBED, ID_KEYS
+from sparring.world.vocab import CUSTOMER_MOVES
 
 
 def agent_opening(text: str, system: str | None = AGENT_SYSTEM_PROMPT) -> list[dict[str, str]]:
@@ -285,7 +288,6 @@ def _tabulate(value: Any) -> Any:
     return value
 
 
-# Over 60 lines: the turn-synchronous engine's one loop; split, its batching state would cross functions.
 def run_episodes(
     scenarios: Sequence[Scenario],
     agent: Policy,
@@ -305,6 +307,8 @@ def run_episodes(
     agent makes before the customer speaks again. ``tokenizer`` builds the views of scripted sides (an LM side
     uses its own); with no tokenizer at all the token fields are empty. ``stats`` is filled in when given.
     ``agent_system``: the agent's system message ("" for none; None: :func:`agent_system_prompt` of ``agent``).
+
+    Over 60 lines: the turn-synchronous engine's one loop; split, its batching state would cross functions.
     """
     if max_turns < 1 or max_calls_per_turn < 1:
         raise ValueError("max_turns and max_calls_per_turn must be >= 1")
@@ -317,46 +321,8 @@ def run_episodes(
     shared = a_tok is c_tok  # the customer's generated ids can then be reused verbatim in the agent's view
     run = object()  # conversation keys are unique to this call
     memos: dict[int, dict[str, Any]] = {id(a_tok): {}, id(c_tok): {}}
-
-    live: list[_Live] = []
-    seen: dict[str, int] = {}
-    for i, sc in enumerate(scenarios):
-        seen[sc.scenario_id] = seen.get(sc.scenario_id, -1) + 1
-        a_view, c_view = _View(a_tok, a_mark, memos[id(a_tok)]), _View(c_tok, c_mark, memos[id(c_tok)])
-        ep = _Live(i, sc, episode_seed(seed, sc, seen[sc.scenario_id]), a_view, c_view)
-        if agent_system:  # "" = no system message, as agent_opening
-            ids, text = ep.a.encode(agent_system, memo=True)
-            ep.a.add("system", ids)
-            ep.messages.append({"role": "system", "content": text})
-        ids, text = ep.c.encode(customer_goal(sc))
-        ep.c.add("system", ids)
-        ep.cmessages.append({"role": "system", "content": text})
-        live.append(ep)
-
-    def act(policy: Policy, role: str, eps: list[_Live]) -> list[TurnOutput]:
-        a = role == "agent"
-        requests = [
-            TurnRequest(
-                role=role,
-                prompt_ids=(e.a if a else e.c).prompt() if getattr(policy, "tokenizer", None) is not None else None,
-                messages=e.messages if a else e.cmessages,
-                scenario=e.scenario,
-                key=(run, e.index, role),
-                seed=e.seed,
-                turn=e.turn,
-            )
-            for e in eps
-        ]
-        if stats.prompts is not None:
-            stats.prompts.append((role, [r.prompt_ids or [] for r in requests]))
-        t = time.perf_counter()
-        outs = policy.act(requests)
-        stats.act_s[role] += time.perf_counter() - t
-        stats.batch_sizes.append((role, len(eps)))
-        if len(outs) != len(eps):
-            raise RuntimeError(f"{role} policy returned {len(outs)} messages for {len(eps)} requests")
-        stats.generated_tokens[role] += sum(len(o.token_ids or ()) for o in outs)
-        return outs
+    a_view, c_view = partial(_View, a_tok, a_mark, memos[id(a_tok)]), partial(_View, c_tok, c_mark, memos[id(c_tok)])
+    live = _start_episodes(scenarios, seed, agent_system, a_view, c_view)
 
     def release(eps: list[_Live] | None) -> None:  # free the KV kept for these conversations (None: all)
         for policy, role in ((agent, "agent"), (customer, "customer")):
@@ -373,7 +339,7 @@ def run_episodes(
                     break
                 for e in active:
                     _flush_heard(e)
-                for e, out in zip(active, act(customer, "customer", active), strict=True):
+                for e, out in zip(active, _act(customer, "customer", active, run, stats), strict=True):
                     _customer_says(e, out, c_mark.end, shared)
                     _maybe_leave(e)
                 pending = [e for e in active if not e.done]
@@ -382,7 +348,7 @@ def run_episodes(
                     e.rounds = round_no
                 while pending:
                     again = []
-                    for e, out in zip(pending, act(agent, "agent", pending), strict=True):
+                    for e, out in zip(pending, _act(agent, "agent", pending, run, stats), strict=True):
                         if _agent_says(e, out) and not e.done:
                             e.calls += 1
                             if e.calls < max_calls_per_turn:
@@ -401,6 +367,58 @@ def run_episodes(
             ep.rewards = judge(ep)
     stats.total_s += time.perf_counter() - t0
     return episodes
+
+
+def _start_episodes(
+    scenarios: Sequence[Scenario],
+    seed: int,
+    agent_system: str,
+    agent_view: Callable[[], _View],
+    customer_view: Callable[[], _View],
+) -> list[_Live]:
+    """A live episode per scenario, each side's view opened with its system message (the agent's ``agent_system``,
+    none if empty; the customer's goal)."""
+    live: list[_Live] = []
+    seen: dict[str, int] = {}
+    for i, sc in enumerate(scenarios):
+        seen[sc.scenario_id] = seen.get(sc.scenario_id, -1) + 1
+        ep = _Live(i, sc, episode_seed(seed, sc, seen[sc.scenario_id]), agent_view(), customer_view())
+        if agent_system:  # "" = no system message, as agent_opening
+            ids, text = ep.a.encode(agent_system, memo=True)
+            ep.a.add("system", ids)
+            ep.messages.append({"role": "system", "content": text})
+        ids, text = ep.c.encode(customer_goal(sc))
+        ep.c.add("system", ids)
+        ep.cmessages.append({"role": "system", "content": text})
+        live.append(ep)
+    return live
+
+
+def _act(policy: Policy, role: str, eps: list[_Live], run: object, stats: RolloutStats) -> list[TurnOutput]:
+    """One batched ``act`` of ``policy`` playing ``role`` in every episode of ``eps``, counted in ``stats``."""
+    a = role == "agent"
+    requests = [
+        TurnRequest(
+            role=role,
+            prompt_ids=(e.a if a else e.c).prompt() if getattr(policy, "tokenizer", None) is not None else None,
+            messages=e.messages if a else e.cmessages,
+            scenario=e.scenario,
+            key=(run, e.index, role),
+            seed=e.seed,
+            turn=e.turn,
+        )
+        for e in eps
+    ]
+    if stats.prompts is not None:
+        stats.prompts.append((role, [r.prompt_ids or [] for r in requests]))
+    t = time.perf_counter()
+    outs = policy.act(requests)
+    stats.act_s[role] += time.perf_counter() - t
+    stats.batch_sizes.append((role, len(eps)))
+    if len(outs) != len(eps):
+        raise RuntimeError(f"{role} policy returned {len(outs)} messages for {len(eps)} requests")
+    stats.generated_tokens[role] += sum(len(o.token_ids or ()) for o in outs)
+    return outs
 
 
 def _flush_heard(e: _Live) -> None:
@@ -494,75 +512,3 @@ def _finish(e: _Live) -> Episode:
         rounds=e.rounds,
         ended_by=e.session.ended_by,
     )
-
-
-# ----------------------------------------------------------------------------------------------- metrics
-
-
-def routed_correctly(ep: Episode) -> bool:
-    """The agent called the tool that resolves the scenario's intent (METRICS.md ``routing_acc``); an attempt
-    counts even when refused: routing is the decision, authorization is measured on its own."""
-    return any(c.name == ep.scenario.tool for c in ep.log.tool_calls())
-
-
-def named_target(ep: Episode) -> bool | None:
-    """Whether a call of the resolving tool named the object the resolution acts on (``target_id_acc``): by the
-    id ``lookup_account`` listed, or as ``"described"`` when the customer's words identified it. None when the
-    agent never called that tool or the resolution acts on no object. Routing is the decision; this follows it."""
-    expected = ep.scenario.expected_calls[1:][-1:]  # the resolving call (payment_details may come before it)
-    wanted = {k: v for c in expected for k, v in c.arguments.items() if k in ID_KEYS}
-    tried = [c for c in ep.log.tool_calls() if expected and c.name == expected[0].name]
-    if not wanted or not tried:
-        return None
-    return any(all(_named(c, k) == v for k, v in wanted.items()) for c in tried)
-
-
-def _named(call: Any, key: str) -> Any:
-    """The id a call acted on: its argument, or for ``"described"`` the id its result shows."""
-    value = call.arguments.get(key)
-    if value != DESCRIBED:
-        return value
-    view = object_view(call.result, key)
-    return view[key] if view is not None else None
-
-
-def named_intent(ep: Episode) -> str | None:
-    """The last intent the agent named with ``<intent>`` (it may revise its guess), or None."""
-    return next((p.intent for p in reversed(ep.agent_turns) if p.intent), None)
-
-
-def episode_metrics(episodes: Sequence[Episode], suffix: str = "") -> dict[str, float]:
-    """Aggregate metrics with the names of METRICS.md (``suffix`` names the opponent, e.g. ``"_coop"``).
-
-    Rates are shares of episodes, except ``intent_acc`` (of the episodes where the agent named an intent) and
-    ``format_failure_rate`` (of agent messages). ``unauthorized_actions``/``unauthorized_attempts`` are counts;
-    ``unauthorized_attempt_rate`` is the share of episodes with at least one refused security-relevant call;
-    ``mean_turns`` counts messages (customer and agent, not tool results); ``target_id_acc`` is the share of
-    :func:`named_target` over the episodes where it is defined.
-    """
-    if not episodes:
-        return {f"n_episodes{suffix}": 0}
-    named = [(named_intent(ep), ep.scenario.intent) for ep in episodes]
-    named = [(guess, true) for guess, true in named if guess is not None]
-
-    def mean(values: Sequence[float | bool]) -> float:
-        return float(sum(values)) / len(values) if values else 0.0
-
-    metrics = {
-        "n_episodes": len(episodes),
-        "routing_acc": mean([routed_correctly(ep) for ep in episodes]),
-        "intent_acc": mean([guess == true for guess, true in named]),
-        "intent_named_rate": len(named) / len(episodes),
-        "target_id_acc": mean([t for t in map(named_target, episodes) if t is not None]),
-        "lookup_first": mean([ep.outcome.lookup_first for ep in episodes]),
-        "strict_pass": mean([ep.outcome.strict_pass for ep in episodes]),
-        "pass": mean([ep.outcome.passed for ep in episodes]),
-        "unauthorized_actions": sum(ep.outcome.unauthorized_actions for ep in episodes),
-        "unauthorized_attempts": sum(ep.outcome.unauthorized_attempts for ep in episodes),
-        "unauthorized_attempt_rate": mean([ep.outcome.unauthorized_attempts > 0 for ep in episodes]),
-        "mean_turns": mean([len(ep.log.turns()) for ep in episodes]),
-        "mean_rounds": mean([ep.rounds for ep in episodes]),
-        "ended_rate": mean([ep.ended_by is not None for ep in episodes]),
-        "format_failure_rate": mean([not p.format_ok for ep in episodes for p in ep.agent_turns]),
-    }
-    return {f"{name}{suffix}": value for name, value in metrics.items()}

@@ -1,4 +1,3 @@
-# Over 400 lines: the scripted expert and customers share the world's phrasing helpers.
 """Scripted reference policies (same protocol as :class:`~sparring.lm.policies.LMPolicy`).
 
 They anchor the metrics: the expert agent against a cooperative customer must pass every scenario strictly
@@ -6,6 +5,8 @@ They anchor the metrics: the expert agent against a cooperative customer must pa
 identification must be refused. They also give LM policies something sane to play against early in training.
 Scripted policies are stateless: each turn is decided from the conversation in the request, so batching,
 episode order and restarts cannot change what they say.
+
+Over 400 lines: the scripted agents and customers side by side, each customer answering what the expert asks.
 """
 
 from __future__ import annotations
@@ -136,9 +137,10 @@ class ExpertAgent:
     def act(self, requests: list[TurnRequest]) -> list[TurnOutput]:
         return [TurnOutput(self.reply(r.scenario, r.messages)) for r in requests]
 
-    # Over 60 lines: the expert's whole decision procedure, one branch per step of a support call, in order.
     def reply(self, scenario: Scenario, messages: list[dict[str, Any]]) -> str:
-        """The next agent message for this conversation (agent view)."""
+        """The next agent message for this conversation (agent view).
+
+        Over 60 lines: the expert's whole decision procedure, one branch per step of a support call, in order."""
         intent = scenario.intent
         history = tool_history(messages)
         names = [name for name, _ in history]

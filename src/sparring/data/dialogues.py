@@ -133,8 +133,10 @@ def _dialogue_ctx(w: Writer, intent: str) -> tuple[dict[str, str], str]:
     return ctx, id_field
 
 
-# Over 60 lines: one synthetic support dialogue, turn by turn in the order it is spoken.
 def _dialogue(w: Writer, intent: str, persona: str, outcome: str, max_turns: int) -> list[dict[str, str]]:
+    """One synthetic support dialogue's turns.
+
+    Over 60 lines: turn by turn in the order it is spoken."""
     rng = w.rng
     dlg = w.lex["dialogue"]
     tool = load_taxonomy().tool_for(intent)

@@ -85,9 +85,10 @@ def read_intent_csv(path: str | Path, max_text_chars: int) -> pl.DataFrame:
     return frame.select(pl.col("text").str.strip_chars(), pl.col("category").alias("intent"))
 
 
-# Over 60 lines: one check per field of a dialogue line, each naming the line and field at fault.
 def read_dialogues_jsonl(path: str | Path, max_text_chars: int) -> pl.DataFrame:
-    """One dialogue per line: ``{"id", "turns": [{"role", "text"}], "intent", "outcome"}`` (persona optional)."""
+    """One dialogue per line: ``{"id", "turns": [{"role", "text"}], "intent", "outcome"}`` (persona optional).
+
+    Over 60 lines: one check per field of a dialogue line, each naming the line and field at fault."""
     path = Path(path)
     content = _read_utf8(path)
     intents = set(load_taxonomy().intents)

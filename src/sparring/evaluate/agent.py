@@ -13,7 +13,8 @@ from collections.abc import Collection, Mapping, Sequence
 
 from sparring.agents.scripted import CamouflagingCustomer, CooperativeCustomer
 from sparring.lm.policies import Policy
-from sparring.rollout import episode_metrics, route_utterances, run_episodes
+from sparring.metrics import episode_metrics
+from sparring.rollout import route_utterances, run_episodes
 from sparring.world.scenarios import Scenario, as_cooperative
 
 

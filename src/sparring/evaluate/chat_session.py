@@ -9,7 +9,7 @@ a mirror of it: the same start world, the same customer turns and the same calls
 leaves with an end marker (``/end``), end of input or Ctrl-C; the verdict is then read off the mirror.
 
 The verdict: how the chat ended, the world's outcome (:func:`~sparring.world.outcome.check_outcome`), the
-episode's metrics (:func:`~sparring.rollout.episode_metrics`), every change to the bank since the start, and
+episode's metrics (:func:`~sparring.metrics.episode_metrics`), every change to the bank since the start, and
 the judge's reward parts when a judge is given.
 """
 
@@ -32,9 +32,9 @@ from sparring.agents.customer_prompt import PERSONA_BEHAVIOUR
 from sparring.agents.slots import describe_slots
 from sparring.lm.chat import ParsedMessage, parse_agent_message
 from sparring.lm.policies import Policy, TurnOutput, TurnRequest
-from sparring.rollout import Episode, episode_metrics, render_tool_result, run_episodes
-from sparring.world.bank import COLLECTIONS
-from sparring.world.outcome import check_outcome
+from sparring.metrics import episode_metrics
+from sparring.rollout import Episode, render_tool_result, run_episodes
+from sparring.world.outcome import check_outcome, state_changes
 from sparring.world.scenarios import Scenario, build_world, load_scenarios, sample_scenarios
 from sparring.world.session import Session
 from sparring.world.taxonomy import load_taxonomy
@@ -48,8 +48,6 @@ ENDINGS = {
     "end_conversation": "the agent ended the conversation",
     "transfer_to_human": "the agent transferred you to a human colleague",
 }
-# Which collection of a customer's state holds which kind of object, and the field that is its id.
-_KINDS = {attr: (kind, key) for kind, (attr, key) in COLLECTIONS.items()}
 
 
 class ChatError(ValueError):
@@ -92,47 +90,6 @@ def choose_scenario(path: Path, scenario_id: str | None = None) -> tuple[Scenari
         examples = ", ".join(s.scenario_id for s in scenarios[:3])
         raise ChatError(f"no scenario with id {scenario_id!r} in {where} ({len(scenarios)} scenarios: {examples}, ...)")
     return chosen, source
-
-
-# ------------------------------------------------------------------------------------------------- changes
-
-
-def state_changes(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
-    """What differs between two ``World.state_dict()``s, one line per changed field, object by its id:
-    ``card card_007 status: 'active' -> 'blocked'``, ``new case case_1a2b3c4d: {...}``, ``note recorded: ...``."""
-    lines: list[str] = []
-    for cid, new in after["customers"].items():
-        old = before["customers"].get(cid, {})
-        for name, value in new.items():
-            was = old.get(name)
-            if value == was:
-                continue
-            if name in _KINDS:
-                lines += _collection_changes(*_KINDS[name], was or [], value)
-            elif name == "service_notes":
-                lines += [f"{cid} note recorded: {note}" for note in value if note not in (was or [])]
-            elif isinstance(value, dict):
-                lines += [
-                    f"{cid} {name}.{k}: {(was or {}).get(k)!r} -> {v!r}"
-                    for k, v in value.items()
-                    if (was or {}).get(k) != v
-                ]
-            else:
-                lines.append(f"{cid} {name}: {was!r} -> {value!r}")
-    return lines
-
-
-def _collection_changes(kind: str, key: str, old: list[dict], new: list[dict]) -> list[str]:
-    noun, by_id = kind.replace("_", " "), {o[key]: o for o in old}
-    lines = []
-    for obj in new:
-        was = by_id.pop(obj[key], None)
-        if was is None:
-            fields = {k: v for k, v in obj.items() if k != key}
-            lines.append(f"new {noun} {obj[key]}: {json.dumps(fields, ensure_ascii=False)}")
-            continue
-        lines += [f"{noun} {obj[key]} {k}: {was.get(k)!r} -> {v!r}" for k, v in obj.items() if was.get(k) != v]
-    return lines + [f"{noun} {gone} removed" for gone in by_id]
 
 
 # ------------------------------------------------------------------------------------------------- printing

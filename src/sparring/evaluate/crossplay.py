@@ -24,7 +24,8 @@ import math
 from collections.abc import Sequence
 
 from sparring.evaluate.intervals import cluster_bootstrap
-from sparring.rollout import Episode, routed_correctly
+from sparring.metrics import routed_correctly
+from sparring.rollout import Episode
 from sparring.world.answers import confirmation_answers
 from sparring.world.session import CUSTOMER_LEFT
 from sparring.world.taxonomy import load_taxonomy

@@ -46,7 +46,8 @@ from sparring.agents.escalation import EscalatingExpert
 from sparring.agents.scripted import CooperativeCustomer, ExpertAgent
 from sparring.data.synthetic import OUTCOMES
 from sparring.judge.models import IntentOracle, RealismDiscriminator, intent_named_outright, join_turns
-from sparring.rollout import Episode, episode_metrics, run_episodes
+from sparring.metrics import episode_metrics
+from sparring.rollout import Episode, run_episodes
 from sparring.train.tracer import Embedder, customer_turns, dtw_distance, replay_scenarios, simulated_outcome
 from sparring.world.scenarios import Scenario
 from sparring.world.session import CUSTOMER_LEFT
@@ -231,7 +232,6 @@ def session_records(
 # -------------------------------------------------------------------------------------------------- metrics
 
 
-# Over 60 lines: TRACER's fidelity metrics side by side, each a few lines over the same rollouts.
 # The fidelity figures an RL simulator must beat SFT's on; on these "better" is lower, on the rest higher.
 COMPARED = ("outcome_f1", "group_outcome_rate_error", "trajectory_distance")
 LOWER_IS_BETTER = ("group_outcome_rate_error", "trajectory_distance")
@@ -271,7 +271,9 @@ def simulator_fidelity(
     plays the held-out scenarios against the simulator, which writes its own opening (evaluate's ``_coopsim``): its
     ``agent_strict_pass`` and the :func:`false_negative_rate` of its failures, judged by ``agent_policy``'s
     episodes (the expert's, by default). ``sessions``, when given, is filled with one record per replayed
-    session (:func:`session_records`)."""
+    session (:func:`session_records`).
+
+    Over 60 lines: TRACER's fidelity metrics side by side, each a few lines over the same rollouts."""
     agent = agent_policy if agent_policy is not None else EscalatingExpert()
     dialogues = heldout_dialogues.head(max_dialogues) if max_dialogues is not None else heldout_dialogues
     metrics: dict[str, float] = {}

@@ -43,8 +43,9 @@ from sparring.evaluate.crossplay import (
 )
 from sparring.judge import Scorer
 from sparring.lm.policies import Policy
+from sparring.metrics import episode_metrics, routed_correctly
 from sparring.progress import ProgressMeter
-from sparring.rollout import Episode, episode_metrics, routed_correctly, run_episodes
+from sparring.rollout import Episode, run_episodes
 from sparring.seeds import DRAW_SET, derive_seed
 from sparring.settings import CoevolutionSettings, Opponent
 from sparring.timing import Phases
@@ -134,7 +135,9 @@ def evaluate_heldout(
     None: all) and every agent's share of it. Progress
     (episodes played of those planned, per agent and opponent) goes to :mod:`sparring.progress`.
     ``episode_draws=False`` lets the customers share one random stream per batch, as before draws were per episode
-    (benchmarks/yardstick.py measures what common random numbers per episode save)."""
+    (benchmarks/yardstick.py measures what common random numbers per episode save).
+
+    Over 60 lines: each player's play, then the report built from them, top to bottom; a third is its signature."""
     if not scenarios:
         raise ValueError("no held-out scenarios to evaluate on")
     if unknown := set(opponents) - set(OPPONENTS):

@@ -174,6 +174,31 @@ def _strategy_blocks(strategies: Sequence[dict[str, Any]]) -> list[Block]:
     return blocks
 
 
+def _peer_blocks(peer: dict[str, Any]) -> list[Block]:
+    """Peer-reward RL's section: each member's routing before and after, how it was labelled, the cohort's diversity."""
+    rows = [["member", "is", "routing before", "after", "gain 95% CI", "collapsed"]]
+    for name, m in peer["members"].items():
+        ci = m.get("gain_ci")
+        ci_text = f"[{ci[0]:+.3f}, {ci[1]:+.3f}]" if ci else "-"
+        role = "the agent (played as peer_final)" if name == "final" else "a router"
+        rows.append([name, role, fmt(m.get("before")), fmt(m.get("after")), ci_text, fmt(m.get("collapsed"))])
+    reward, estimate, teacher = peer.get("reward", "-"), peer.get("estimate", "sampled"), peer.get("teacher")
+    measured = f"Intent accuracy on {peer.get('n_measure', '?')} labelled utterances never trained on"
+    measured += " (held out of the unlabeled pool)." if peer.get("measure_from") == "pool" else " (the test split)."
+    if reward == "cohort":
+        learners = ", ".join(peer.get("learners") or ["every member"])
+        how = f"{measured} Labels: the members' joint vote, its {peer.get('keep', 1.0):.0%} most confident share, "
+        how += f"learned by {learners} ({peer.get('loss', '-')})."
+    else:
+        how = f"{measured} Reward {reward} ({estimate}), teacher {teacher or '-'}."
+    diversity = f"κ {fmt(peer.get('kappa'))}, c {fmt(peer.get('c'))}, w {fmt(peer.get('w'))}"
+    return [
+        Block("heading", "Peer-reward RL"),
+        Block("table", rows=rows),
+        Block("text", f"{how} Cohort diversity before training: {diversity}."),
+    ]
+
+
 def report_blocks(
     metrics: dict[str, Any], figures: dict[str, Path], wall: Mapping[str, float | str | None] | None = None
 ) -> list[Block]:
@@ -229,24 +254,7 @@ def report_blocks(
         b.append(Block("figure", "simulator fidelity", path=figures.get("fidelity")))
     peer = metrics.get("peer") or {}
     if peer.get("members"):
-        rows = [["member", "is", "routing before", "after", "gain 95% CI", "collapsed"]]
-        for name, m in peer["members"].items():
-            ci = m.get("gain_ci")
-            ci_text = f"[{ci[0]:+.3f}, {ci[1]:+.3f}]" if ci else "-"
-            role = "the agent (played as peer_final)" if name == "final" else "a router"
-            rows.append([name, role, fmt(m.get("before")), fmt(m.get("after")), ci_text, fmt(m.get("collapsed"))])
-        reward, estimate, teacher = peer.get("reward", "-"), peer.get("estimate", "sampled"), peer.get("teacher")
-        measured = f"Intent accuracy on {peer.get('n_measure', '?')} labelled utterances never trained on"
-        measured += " (held out of the unlabeled pool)." if peer.get("measure_from") == "pool" else " (the test split)."
-        if reward == "cohort":
-            learners = ", ".join(peer.get("learners") or ["every member"])
-            how = f"{measured} Labels: the members' joint vote, its {peer.get('keep', 1.0):.0%} most confident share, "
-            how += f"learned by {learners} ({peer.get('loss', '-')})."
-        else:
-            how = f"{measured} Reward {reward} ({estimate}), teacher {teacher or '-'}."
-        diversity = f"κ {fmt(peer.get('kappa'))}, c {fmt(peer.get('c'))}, w {fmt(peer.get('w'))}"
-        b += [Block("heading", "Peer-reward RL"), Block("table", rows=rows),
-              Block("text", f"{how} Cohort diversity before training: {diversity}.")]  # fmt: skip
+        b += _peer_blocks(peer)
     if wall:  # in the order given (the run's), every stage: a dash where none ran, text for the one running
         rows = [[name, fmt(float(v)) if isinstance(v, int | float) else fmt(v)] for name, v in wall.items()]
         b += [Block("heading", "Wall time per stage"), Block("table", rows=[["stage", "seconds"], *rows])]

@@ -41,6 +41,7 @@ from sklearn.preprocessing import normalize
 from threadpoolctl import threadpool_limits
 
 from sparring.judge.oracle import blas_threads, embed
+from sparring.metrics import routed_correctly
 from sparring.world.generate import CITIES, FIRST_NAMES, LAST_NAMES
 from sparring.world.taxonomy import load_taxonomy
 
@@ -118,8 +119,6 @@ def strategy_records(episodes: Sequence[Episode], generation: int, *, opening_on
 def _adversary_won(ep: Episode) -> bool:
     if isinstance(ep.rewards, Mapping) and "adv_won" in ep.rewards:
         return bool(ep.rewards["adv_won"])
-    from sparring.rollout import routed_correctly  # deferred: the rollout engine pulls in torch
-
     return not routed_correctly(ep)
 
 

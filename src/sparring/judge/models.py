@@ -67,7 +67,6 @@ def _check(df: pl.DataFrame, name: str) -> None:
         raise ValueError(f"{name} lacks columns {sorted(missing)}; has {df.columns}")
 
 
-# Over 60 lines: the oracle and the discriminator fit and measured on one split, in order.
 def build_judge_models(
     train: pl.DataFrame,
     test: pl.DataFrame,
@@ -81,7 +80,9 @@ def build_judge_models(
     rows), and report on `test`: accuracy, macro F1, AUC against held-out corruptions, timings.
 
     `extra_real` adds real customer texts for the discriminator only, e.g. the later turns of real dialogues
-    (identity answers, confirmations), which utterances alone do not show it."""
+    (identity answers, confirmations), which utterances alone do not show it.
+
+    Over 60 lines: the oracle and the discriminator fit and measured on one split, in order."""
     _check(train, "train")
     _check(test, "test")
     train = stratified_sample(train.filter(pl.col("text").str.strip_chars() != ""), max_train, seed)

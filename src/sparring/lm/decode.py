@@ -8,7 +8,7 @@ step's token, mask and position into tensors allocated once, and stops when ever
 ``generate``'s greedy decoding step for step (transformers 5.25, ``GenerationMixin._sample`` with
 ``do_sample=False``): positions from the attention mask's cumulative sum (padding at 0), the logits of the last
 position only (``logits_to_keep=1``), processors over the ids so far, argmax of the processed scores, ended rows
-padded. Sampling is a processor (``policies._Sample``) as before, so its random draws are the same too.
+padded. Sampling is a processor (``sampling.InverseCdfSampler``) as before, so its random draws are the same too.
 """
 
 from __future__ import annotations

@@ -1,4 +1,3 @@
-# Over 400 lines: the Policy protocol, the LM policy and its two opening wrappers share the request types.
 """The policy protocol of the rollout engine, and :class:`LMPolicy`, a batched policy over a causal LM.
 
 The engine (:mod:`sparring.rollout`) asks a policy for one message per live episode at once: ``act(requests)``
@@ -13,16 +12,14 @@ from __future__ import annotations
 
 import hashlib
 import os
-import weakref
 from collections.abc import Hashable, Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 import torch
 from transformers import (
     DynamicCache,
     GenerationConfig,
-    LogitsProcessor,
     LogitsProcessorList,
     PreTrainedTokenizerBase,
     SuppressTokensLogitsProcessor,
@@ -35,6 +32,7 @@ from sparring.hf_door import attention_implementation
 from sparring.lm.chat import AGENT_SYSTEM_PROMPT
 from sparring.lm.decode import decode
 from sparring.lm.kv_cache import BufferLayer, attention_over, buffered_cache, native_gqa
+from sparring.lm.sampling import CleanEdges, InverseCdfSampler, LogProbRecorder, whitespace_edges
 from sparring.lm.tokenizer import customer_banned_ids, end_of_turn_id
 from sparring.world.scenarios import Scenario
 
@@ -50,7 +48,7 @@ class TurnRequest:
     (the agent's view for the agent; :func:`~sparring.lm.chat.swap_roles`'s view for the customer).
     ``key`` identifies the conversation across turns (KV-cache reuse); ``seed`` and ``turn`` let scripted
     policies draw randomness that does not depend on how episodes are batched. ``prefix_ids``: ids the message
-    must start with, given to an LM rather than generated (:class:`ContinuesUtterance`).
+    must start with, given to an LM rather than generated (:class:`~sparring.agents.openings.ContinuesUtterance`).
     """
 
     role: str
@@ -67,8 +65,9 @@ class TurnRequest:
 class TurnOutput:
     """A policy's message: its text, and for LMs the generated ids (stop token included) and their logprobs.
 
-    ``prefix_ids``: ids the message starts with that the LM was given, not generated (:class:`ContinuesUtterance`);
-    ``text`` includes them, ``token_ids`` and ``logprobs`` do not, and GRPO masks them as the environment's."""
+    ``prefix_ids``: ids the message starts with that the LM was given, not generated
+    (:class:`~sparring.agents.openings.ContinuesUtterance`); ``text`` includes them, ``token_ids`` and ``logprobs``
+    do not, and GRPO masks them as the environment's."""
 
     text: str
     token_ids: list[int] | None = None
@@ -93,31 +92,6 @@ class _Cached:
     kv: list[tuple[torch.Tensor, torch.Tensor]]
 
 
-class _Sample(LogitsProcessor):
-    """Exact sampling by inverse CDF, as a processor: the scores come back -inf except at the drawn token.
-
-    ``generate`` then runs greedy; temperature and top-p are applied by processors placed before this one. One
-    uniform per row instead of Gumbel noise over the whole vocabulary: the cheaper draw per step on a CPU
-    (docs/results.md, "Figures moved out of the code"). ``uniforms`` (rows x steps), when set for a call, are the
-    rows' own draws (:meth:`LMPolicy.act` with ``episode_draws``); else torch's global stream, shared by the batch.
-    """
-
-    def __init__(self) -> None:
-        self.uniforms: torch.Tensor | None = None
-        self.step = 0
-
-    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
-        cdf = torch.softmax(scores.float(), dim=-1).cumsum_(dim=-1)
-        if self.uniforms is not None:
-            u = self.uniforms[:, self.step : self.step + 1].to(scores.device)
-            self.step += 1
-        else:
-            u = torch.rand((scores.shape[0], 1), device=scores.device)
-        u = u * cdf[:, -1:]  # u < the row's total, so the first cdf entry above u is a token of non-zero probability
-        drawn = torch.searchsorted(cdf, u, right=True).clamp_(max=scores.shape[-1] - 1)
-        return torch.full_like(scores, float("-inf")).scatter_(1, drawn, 0.0)
-
-
 def episode_uniforms(requests: list[TurnRequest], prompts: list[list[int]], steps: int) -> torch.Tensor:
     """(rows, steps) uniforms in [0, 1), each row from a generator seeded by its request's episode seed, turn and
     prompt length (an agent speaks several times in a turn): the same for that episode in any batch."""
@@ -126,133 +100,6 @@ def episode_uniforms(requests: list[TurnRequest], prompts: list[list[int]], step
         key = hashlib.sha1(f"{r.seed}:{r.turn}:{len(p)}".encode()).digest()
         rows.append(torch.rand(steps, generator=torch.Generator().manual_seed(int.from_bytes(key[:8], "little"))))
     return torch.stack(rows)
-
-
-class _LogProbs(LogitsProcessor):
-    """First in the list, so it sees the raw logits: keeps log_softmax(logits / T) of one step until the next
-    step shows which token was picked. Unlike ``output_logits``, memory stays one (batch, vocab) array."""
-
-    def __init__(self, temperature: float) -> None:
-        self.temperature, self.steps, self.prev = temperature, [], None
-
-    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
-        if self.prev is not None:
-            self.steps.append(self.prev.gather(-1, input_ids[:, -1:]).squeeze(-1))
-        self.prev = torch.log_softmax(scores.float() / self.temperature, dim=-1)
-        return scores
-
-    def collect(self, last: torch.Tensor) -> torch.Tensor:
-        """(batch, steps) logprobs, given the tokens picked at the last step; resets for the next call."""
-        steps = [*self.steps, self.prev.gather(-1, last[:, None]).squeeze(-1)] if self.prev is not None else []
-        self.steps, self.prev = [], None
-        return torch.stack(steps, dim=1)
-
-
-class _CleanEdges(LogitsProcessor):
-    """Keeps generated messages free of leading/trailing whitespace.
-
-    The chat template trims assistant messages, so a message generated with a leading space (or ending in one)
-    would render differently from the ids that were actually generated. Banning whitespace-led tokens first,
-    ``<|end|>`` right after a whitespace-ending token and whitespace-ending tokens at the last step keeps
-    ``decode(view ids) == apply_chat_template(messages)`` exact. It only touches those edge positions.
-    """
-
-    def __init__(self, ws_start: torch.Tensor, ws_end: torch.Tensor, end_id: int) -> None:
-        self.ws_start, self.ws_end, self.end_id = ws_start, ws_end, end_id
-        self.prompt_len = 0
-        self.max_new_tokens = 1
-        self.opens: torch.Tensor | None = None  # rows whose first generated token starts the message (None: all)
-
-    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
-        step = input_ids.shape[1] - self.prompt_len
-        if step == 0:  # a row going on from a given prefix may start with a space
-            banned = self.ws_start.to(scores.device)[None, :]
-            if self.opens is not None:
-                banned = banned & self.opens.to(scores.device)[:, None]
-            scores.masked_fill_(banned, float("-inf"))
-        else:
-            after_ws = self.ws_end.to(input_ids.device)[input_ids[:, -1]]
-            scores[after_ws, self.end_id] = float("-inf")
-        if step == self.max_new_tokens - 1:
-            scores[:, self.ws_end.to(scores.device)] = float("-inf")
-        return scores
-
-
-_EDGES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # tokenizer -> masks: decoding a big vocab costs
-
-
-def _whitespace_edges(tokenizer: PreTrainedTokenizerBase, end_id: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Boolean masks over the vocabulary: tokens whose text starts / ends with whitespace."""
-    if tokenizer in _EDGES:
-        return _EDGES[tokenizer]
-    n = len(tokenizer)
-    texts = tokenizer.batch_decode([[i] for i in range(n)], skip_special_tokens=False)
-    raw = tokenizer.convert_ids_to_tokens(list(range(n)))
-    start = torch.zeros(n, dtype=torch.bool)
-    end = torch.zeros(n, dtype=torch.bool)
-    for i, (text, tok) in enumerate(zip(texts, raw, strict=True)):
-        if i == end_id or not text:
-            continue
-        # SentencePiece drops the "▁" of a lone token when decoding it: read it off the raw token too.
-        start[i] = text[0].isspace() or (isinstance(tok, str) and tok.startswith("▁"))
-        end[i] = text[-1].isspace()
-    _EDGES[tokenizer] = start, end
-    return start, end
-
-
-def _has_spoken(request: TurnRequest) -> bool:
-    """Whether this side already has a message in the conversation (its own turns are ``assistant`` in its view)."""
-    return any(m["role"] == "assistant" for m in request.messages)
-
-
-class OpensWithUtterance:
-    """A customer whose first message is its scenario's own utterance and whose every later message ``policy``
-    writes: the simulator continuing a held-out customer's opening, as replay-style simulator evaluations do.
-
-    What ``_coop`` plays (``coevolution.coop_opening: utterance``). The utterance comes from the ingested test
-    split (Banking77's customers with that source), words the agent never trained on; the oracle recovers the
-    goal's intent from the simulator's own turns only about half the time, so playing its openings scored the
-    simulator's slips as the agent's misroutes (docs/results.md, coevolution.coop_opening)."""
-
-    def __init__(self, policy: Policy) -> None:
-        self.policy, self.tokenizer = policy, policy.tokenizer
-
-    def act(self, requests: list[TurnRequest]) -> list[TurnOutput]:
-        opening = [not _has_spoken(r) for r in requests]
-        later = [r for r, first in zip(requests, opening, strict=True) if not first]
-        written = iter(self.policy.act(later) if later else [])
-        return [
-            TurnOutput(r.scenario.utterance.strip()) if first else next(written)
-            for r, first in zip(requests, opening, strict=True)
-        ]
-
-    def release(self, keys: Iterable[Hashable] | None = None) -> None:
-        if hasattr(self.policy, "release"):
-            self.policy.release(keys)
-
-
-class ContinuesUtterance:
-    """A customer LM whose first message starts with its scenario's own utterance and goes on in its own words;
-    every later message it writes whole. What adversaries play (``coevolution.adversary_opening: utterance``).
-
-    RL-ADA's adversary learned Contextual Camouflage: the request stays, buried in dense, realistic detail. The
-    1.5M-parameter simulator it starts from states another intent's problem in its own openings about half the
-    time, so its "wins" were mostly unfaithful; continuing a real customer's request it starts faithful and can
-    only win by what it adds (docs/results.md, coevolution.adversary_opening). The utterance is the
-    request's ``prefix_ids``: the LM reads it as the message's start and generates after it (a space may lead what
-    it adds), so its logprobs are of what it wrote."""
-
-    def __init__(self, policy: LMPolicy) -> None:
-        self.policy, self.tokenizer = policy, policy.tokenizer
-
-    def act(self, requests: list[TurnRequest]) -> list[TurnOutput]:
-        def utterance(r: TurnRequest) -> list[int]:
-            return self.tokenizer.encode(r.scenario.utterance.strip(), add_special_tokens=False)
-
-        return self.policy.act([r if _has_spoken(r) else replace(r, prefix_ids=utterance(r)) for r in requests])
-
-    def release(self, keys: Iterable[Hashable] | None = None) -> None:
-        self.policy.release(keys)
 
 
 def default_kv_cache_dtype(device: torch.device | str = "cpu") -> str:
@@ -288,7 +135,6 @@ class LMPolicy:
     episode by episode (common random numbers; `evaluate` turns it on). Off, the batch shares torch's stream.
     """
 
-    # Over 60 lines: one argument check per sampling option, each with the message a caller needs.
     def __init__(
         self,
         model: Any,
@@ -307,6 +153,9 @@ class LMPolicy:
         decoder: str = "loop",
         episode_draws: bool = False,
     ) -> None:
+        """Check every option and set up what :meth:`act` reads: the cache plan, the processors, the config.
+
+        Over 60 lines: one check and one setting per option, each check with the message a caller needs."""
         if role not in ROLES:
             raise ValueError(f"role must be one of {ROLES}, got {role!r}")
         if max_new_tokens < 1 or temperature <= 0 or not 0 < top_p <= 1:
@@ -340,8 +189,8 @@ class LMPolicy:
         self.share_prefix = share_prefix  # shortest common prompt prefix worth encoding once (0: never)
         self._prefixes: dict[tuple[int, ...], list[tuple[torch.Tensor, torch.Tensor]]] = {}
         self._last_fresh: list[int] = []
-        self._edges = _CleanEdges(*_whitespace_edges(tokenizer, self.end_id), self.end_id) if clean_edges else None
-        self._logprobs = _LogProbs(temperature)
+        self._edges = CleanEdges(*whitespace_edges(tokenizer, self.end_id), self.end_id) if clean_edges else None
+        self._logprobs = LogProbRecorder(temperature)
         self._processors = LogitsProcessorList([self._logprobs])
         banned = customer_banned_ids(tokenizer) if role == "customer" else []
         if banned:  # its goal's intent code and the agent's markers: never part of a customer's turn
@@ -352,7 +201,7 @@ class LMPolicy:
                 self._processors.append(TopPLogitsWarper(top_p))
         if self._edges is not None:
             self._processors.append(self._edges)
-        self._sample = _Sample() if not greedy else None
+        self._sample = InverseCdfSampler() if not greedy else None
         if self._sample is not None:
             self._processors.append(self._sample)
         self.episode_draws = episode_draws

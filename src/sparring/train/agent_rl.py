@@ -41,16 +41,17 @@ from sparring.atomic import MANIFEST, replace_dir, write_json
 from sparring.judge.rewards import Judge
 from sparring.lm.checkpoints import load_checkpoint, save_checkpoint
 from sparring.lm.policies import LMPolicy
+from sparring.metrics import episode_metrics
 from sparring.progress import LOGGER
-from sparring.rollout import episode_metrics, run_episodes
+from sparring.rollout import run_episodes
 from sparring.seeds import derive_seed
 from sparring.settings import AgentRLSettings, CoevolutionSettings, GRPOSettings
 from sparring.train.coevolution import agent_opponents, turn_limits
 from sparring.train.cycle_state import CycleState
-from sparring.train.distributed_check import ConstantStyle
 from sparring.train.grpo import GRPOResult, train_side
 from sparring.train.play import GameModels, against_pool, cooperative_customer
 from sparring.train.self_training import self_train
+from sparring.train.world_reward import ConstantStyle
 from sparring.world.scenarios import Scenario, as_cooperative
 
 CURVE_FILE = "curve.json"  # the validation curve, in the scratch folder while training and in DA1's folder after
@@ -167,7 +168,6 @@ def last_checkpoint(folder: Path) -> tuple[Path | None, int]:
     return (Path(found), int(Path(found).name.split("-")[-1])) if found else (None, 0)
 
 
-# Over 60 lines: the stage's steps in the order the module docstring gives them.
 def train_agent_rl(
     da0_dir: Path,
     simulator_dir: Path,
@@ -194,7 +194,9 @@ def train_agent_rl(
     ``forbidden``: scenario ids self-training must never sample (held-out; the validation ids are added);
     ``demos(n)``: n expert demonstrations for ``self_training.mix_demos``; ``expert``: the policy that corrects the
     agent's failed states for ``self_training.corrections``; ``rehearsal(n, seed)``: n of agent_sft's intent
-    exchanges for ``self_training.intent_rehearsal``."""
+    exchanges for ``self_training.intent_rehearsal``.
+
+    Over 60 lines: the stage's steps in the order the module docstring gives them."""
     if len(validation) < rl.validation_scenarios:
         raise ValueError(f"agent_rl: {len(validation)} validation scenarios, {rl.validation_scenarios} asked")
     t0 = time.perf_counter()

@@ -23,6 +23,8 @@
 
 State between cycles is plain files (:class:`~sparring.train.cycle_state.CycleState`), and every random draw is
 seeded from (seed, cycle), so a run resumed at cycle k equals an uninterrupted one.
+
+Over 400 lines: RL-ADA's cycle in the paper's order, each of its five steps a section below.
 """
 
 from __future__ import annotations
@@ -34,11 +36,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from sparring.agents.openings import OpensWithUtterance
 from sparring.atomic import write_json
 from sparring.judge import Scorer
 from sparring.lm.checkpoints import load_checkpoint, save_checkpoint
-from sparring.lm.policies import LMPolicy, OpensWithUtterance, Policy
-from sparring.rollout import Episode, episode_metrics, run_episodes
+from sparring.lm.policies import LMPolicy, Policy
+from sparring.metrics import episode_metrics
+from sparring.rollout import Episode, run_episodes
 from sparring.seeds import derive_seed
 from sparring.settings import CoevolutionSettings
 from sparring.train.cycle_state import CycleState
@@ -395,7 +399,9 @@ def run_cycle(
     ``train_scenarios`` feed the gyms (held-in), ``eval_scenarios`` the cycle's evaluation (held-out);
     ``agent_gym``, when given, is the agent gym's fresh draw in their place (``coevolution.agent_gym: unplayed``);
     ``arena_scenarios`` (the arena set, which neither side trains on; None: the train scenarios) the arena's;
-    every draw is seeded from (``seed``, cycle)."""
+    every draw is seeded from (``seed``, cycle).
+
+    Over 60 lines: the cycle's steps in the module docstring's order, each timed and logged."""
     if state.stopped:
         raise ValueError(f"co-evolution already stopped ({state.stopped})")
     s, out_dir, k = settings, Path(out_dir), state.cycle + 1

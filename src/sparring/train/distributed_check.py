@@ -21,7 +21,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 
 from sparring.agents.scripted import CooperativeCustomer
@@ -34,23 +33,10 @@ from sparring.settings import GRPOSettings, ModelSpec, SFTSettings
 from sparring.train.demos import intent_examples
 from sparring.train.grpo import train_side
 from sparring.train.sft import train_sft
+from sparring.train.world_reward import ConstantStyle
 from sparring.world.scenarios import sample_scenarios
 
 SPEC = ModelSpec(hidden_size=32, num_layers=1, num_heads=2, num_kv_heads=1, intermediate_size=64)
-
-
-class ConstantStyle:
-    """The judge's learned parts held constant (faithfulness, realism): what this checks is the plumbing, and the
-    rewards still come from the world's state (resolution, correct tool, lookup first, clean end, format)."""
-
-    def faithfulness(self, turns: Sequence[Sequence[str]], intents: Sequence[str]) -> np.ndarray:
-        return np.full(len(turns), 0.9)
-
-    def realism(self, turns: Sequence[Sequence[str]]) -> np.ndarray:
-        return np.full(len(turns), 0.8)
-
-    def named_outright(self, text: str, intent: str) -> bool:
-        return False
 
 
 def checksum(model: Any) -> float:

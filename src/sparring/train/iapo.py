@@ -37,6 +37,9 @@ group-normalized turn reward (the judge's ``agent_first_turn_reward``) on top of
 episode has a first agent turn, so normalizing that turn in its group compares all G episodes; normalizing later
 turn indices would compare only the episodes that were still going, which the policy chose (verl #7244's bias),
 so later turns keep the outcome advantage alone.
+
+Over 400 lines: IAPO's five steps in the paper's order (the graph read from the world's event log), MT-GRPO's turn
+credit beside them, and the figures of what a graph held.
 """
 
 from __future__ import annotations

@@ -24,6 +24,8 @@ own outcome distribution (:meth:`IntentScores.outcomes`):
 - ``graded``: r(a) = Q(a), the teacher's own probability of the intent;
 - ``distill``: on-policy distillation, the loss KL(P ‖ Q) = Σ_o P(o) (log P(o) − log Q(o)) over the member's own
   outcomes (reverse KL; its policy gradient is step 2's with r(o) = log Q(o) − log P(o), unscaled).
+
+Over 400 lines: the exact step whole, from the policy over the intent set to the trainer and the cohort that run it.
 """
 
 from __future__ import annotations
@@ -295,29 +297,14 @@ def train_expected(
     ``teacher_outcomes`` (n, |A| + 1: :meth:`IntentScores.outcomes`) are per pool utterance; where its greedy reply
     named no intent (vote None) the utterance is skipped. ``gold``: withheld labels, monitored only. A collapse
     (``guard``) freezes the model from the next step. Trained in place."""
-    if not pool:
-        raise ValueError("the unlabeled pool is empty")
-    for name, given in (("teacher_votes", teacher_votes), ("teacher_outcomes", teacher_outcomes)):
-        if given is not None and len(given) != len(pool):
-            raise ValueError(f"{len(given)} {name} for a pool of {len(pool)} utterances")
-    if teacher_outcomes is not None and teacher_outcomes.shape[-1] != len(intents) + 1:
-        raise ValueError(f"teacher_outcomes has {teacher_outcomes.shape[-1]} columns, not |A| + 1 = {len(intents) + 1}")
-    outcome_reward("graded" if kind == "distill" else kind, intents, teacher_votes, teacher_outcomes)  # the inputs
+    _check_teacher(pool, intents, kind, teacher_votes, teacher_outcomes)
     # The labelled name only marks where the reply's intent is read; any name would do, the teacher's is at hand.
     if teacher_votes is not None:
         marks = list(teacher_votes)
     else:
         marks = [intents[j] for j in teacher_outcomes[:, :-1].argmax(-1).tolist()]  # type: ignore[index]
-    keep = [i for i, m in enumerate(marks) if m is not None and pool[i].strip()]
     system = getattr(model.config, "agent_system_prompt", "")
-    prompts = routing_prompts(model, tokenizer, [pool[i] for i in keep])
-    fits = [
-        len(p) + 3 <= settings.max_length for p in prompts
-    ]  # + <intent> NAME <|end|>: truncated, it'd lose its name
-    keep, prompts = (
-        [i for i, f in zip(keep, fits, strict=True) if f],
-        [p for p, f in zip(prompts, fits, strict=True) if f],
-    )
+    keep, prompts = _trained_rows(model, tokenizer, pool, marks, settings.max_length)
     if not keep:
         raise ValueError(f"no pool utterance has a teacher's intent and a prompt within {settings.max_length} tokens")
     expectation = Expectation(
@@ -346,6 +333,35 @@ def train_expected(
     )
     result.model.eval()
     return ExpectedResult(result.model, expectation.log, result)
+
+
+def _check_teacher(
+    pool: Sequence[str],
+    intents: Sequence[str],
+    kind: ExpectedReward,
+    teacher_votes: Sequence[Label] | None,
+    teacher_outcomes: torch.Tensor | None,
+) -> None:
+    """Refuse an empty pool, and teacher inputs that do not cover it and the intent set or that ``kind`` lacks."""
+    if not pool:
+        raise ValueError("the unlabeled pool is empty")
+    for name, given in (("teacher_votes", teacher_votes), ("teacher_outcomes", teacher_outcomes)):
+        if given is not None and len(given) != len(pool):
+            raise ValueError(f"{len(given)} {name} for a pool of {len(pool)} utterances")
+    if teacher_outcomes is not None and teacher_outcomes.shape[-1] != len(intents) + 1:
+        raise ValueError(f"teacher_outcomes has {teacher_outcomes.shape[-1]} columns, not |A| + 1 = {len(intents) + 1}")
+    outcome_reward("graded" if kind == "distill" else kind, intents, teacher_votes, teacher_outcomes)  # the inputs
+
+
+def _trained_rows(
+    model: Any, tokenizer: Any, pool: Sequence[str], marks: Sequence[Label], max_length: int
+) -> tuple[list[int], list[list[int]]]:
+    """The pool rows a member trains on, with their prompts: a marked intent, a text, and a prompt that leaves room
+    for ``<intent> NAME <|end|>`` within ``max_length`` (truncated, it would lose its name)."""
+    keep = [i for i, m in enumerate(marks) if m is not None and pool[i].strip()]
+    prompts = routing_prompts(model, tokenizer, [pool[i] for i in keep])
+    fits = [len(p) + 3 <= max_length for p in prompts]
+    return [i for i, f in zip(keep, fits, strict=True) if f], [p for p, f in zip(prompts, fits, strict=True) if f]
 
 
 def train_cohort_exact(

@@ -36,6 +36,8 @@ samples its G routings per utterance of the step with its current weights and po
 computes every member's rewards for step t; each member's ``rollout_func`` then returns its own completions with
 those rewards, and its trainer takes its optimizer step. So every reward of step t reads the peers' samples of step
 t, each from weights after t−1 updates, and the run is deterministic (the shared torch RNG is drawn in ring order).
+
+Over 400 lines: Co-RL's six steps in the paper's order, each a section below, with the lockstep that runs them.
 """
 
 from __future__ import annotations
@@ -61,9 +63,16 @@ from sparring.rollout import agent_opening, route_utterances
 from sparring.settings import AgentSFTSettings, PeerMember, PeerRewardSettings
 from sparring.timing import Phases, sft_phases
 from sparring.train.demos import intent_examples, warm_start
-from sparring.train.grpo import build_trainer
 from sparring.train.sft import combine, train_sft
-from sparring.train.trl import FreezeWhen, prompt_indices, rollout_output, tile_to_step, trained_model, unwrapped
+from sparring.train.trl import (
+    FreezeWhen,
+    build_trainer,
+    prompt_indices,
+    rollout_output,
+    tile_to_step,
+    trained_model,
+    unwrapped,
+)
 
 Label = str | None  # an intent name, or None for an unparseable answer
 
@@ -444,10 +453,7 @@ def train_cohort(
     fixed = {}
     if settings.reward == "teacher":
         t = settings.teacher
-        votes = teacher_votes if teacher_votes is not None else route_intents(models[t], tokenizers[t], pool)  # type: ignore[index]
-        if len(votes) != len(pool):
-            raise ValueError(f"{len(votes)} teacher votes for a pool of {len(pool)} utterances")
-        fixed[t] = [votes[i] for i in rows]
+        fixed[t] = _teacher_rows(models[t], tokenizers[t], pool, rows, teacher_votes)  # type: ignore[index]
     board = Board(names, settings, labels, say, fixed=fixed)
     lock = Lockstep(len(board.trained))
     trainers = [
@@ -464,6 +470,29 @@ def train_cohort(
         )
         for k, name in enumerate(board.trained)
     ]
+    _train_in_lockstep(trainers, board.trained, lock)
+    trained = {name: models[name] for name in fixed}
+    for name, trainer in zip(board.trained, trainers, strict=True):
+        trained[name] = trained_model(trainer)  # a LoRA member keeps its own adapter only, still an adapter
+    for model in trained.values():
+        model.eval()
+    trained = {name: trained[name] for name in names}  # the ring's order
+    return CohortResult(models=trained, logs=board.logs, seconds=time.perf_counter() - start, routings=board.routings)
+
+
+def _teacher_rows(
+    teacher: Any, tokenizer: Any, pool: Sequence[str], rows: Sequence[int], votes: Sequence[Label] | None
+) -> list[Label]:
+    """The teacher's greedy vote on each of ``rows`` of the pool (``votes``: its votes on the pool, when known)."""
+    votes = votes if votes is not None else route_intents(teacher, tokenizer, pool)
+    if len(votes) != len(pool):
+        raise ValueError(f"{len(votes)} teacher votes for a pool of {len(pool)} utterances")
+    return [votes[i] for i in rows]
+
+
+def _train_in_lockstep(trainers: Sequence[Any], names: Sequence[str], lock: Lockstep) -> None:
+    """Each trainer's ``train()`` in its own thread, one running at a time around the ring; the first failure is
+    raised here once every thread has stopped."""
 
     def run(k: int) -> None:
         try:
@@ -476,20 +505,13 @@ def train_cohort(
             return
         lock.pass_on(k, finished=True)
 
-    threads = [threading.Thread(target=run, args=(k,), name=f"peer-{name}") for k, name in enumerate(board.trained)]
+    threads = [threading.Thread(target=run, args=(k,), name=f"peer-{name}") for k, name in enumerate(names)]
     for th in threads:
         th.start()
     for th in threads:
         th.join()
     if lock.error is not None:
         raise lock.error
-    trained = {name: models[name] for name in fixed}
-    for name, trainer in zip(board.trained, trainers, strict=True):
-        trained[name] = trained_model(trainer)  # a LoRA member keeps its own adapter only, still an adapter
-    for model in trained.values():
-        model.eval()
-    trained = {name: trained[name] for name in names}  # the ring's order
-    return CohortResult(models=trained, logs=board.logs, seconds=time.perf_counter() - start, routings=board.routings)
 
 
 # ------------------------------------------------------------------------------------ 6. monitoring, collapse guard

@@ -14,8 +14,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from sparring.agents.openings import ContinuesUtterance, OpensWithUtterance
 from sparring.lm.checkpoints import load_checkpoint
-from sparring.lm.policies import ContinuesUtterance, LMPolicy, OpensWithUtterance, Policy
+from sparring.lm.policies import LMPolicy, Policy
 from sparring.rollout import Episode, run_episodes
 from sparring.world.scenarios import Scenario
 
@@ -93,7 +94,7 @@ def customer_policy(
 
 def cooperative_customer(simulator: LMPolicy, opening: str) -> Policy:
     """The cooperative simulator as ``_coop`` plays it: after the scenario's own utterance (``"utterance"``,
-    :class:`~sparring.lm.policies.OpensWithUtterance`) or from its own first message (``"simulator"``)."""
+    :class:`~sparring.agents.openings.OpensWithUtterance`) or from its own first message (``"simulator"``)."""
     if opening not in ("utterance", "simulator"):
         raise ValueError(f"coop_opening must be utterance or simulator, got {opening!r}")
     return OpensWithUtterance(simulator) if opening == "utterance" else simulator
@@ -102,7 +103,7 @@ def cooperative_customer(simulator: LMPolicy, opening: str) -> Policy:
 def adversary_customer(policy: LMPolicy, opening: str) -> Policy:
     """An adversary generation (the simulator as the first) as every arena, gym and evaluation plays it: going on
     from the scenario's own utterance in its first message (``"utterance"``,
-    :class:`~sparring.lm.policies.ContinuesUtterance`) or writing that message whole (``"own"``)."""
+    :class:`~sparring.agents.openings.ContinuesUtterance`) or writing that message whole (``"own"``)."""
     if opening not in ("utterance", "own"):
         raise ValueError(f"adversary_opening must be utterance or own, got {opening!r}")
     return ContinuesUtterance(policy) if opening == "utterance" else policy

@@ -171,7 +171,6 @@ def expert_corrections(episodes: Sequence[Episode], expert: Any) -> list[list[di
     return out
 
 
-# Over 60 lines: the method's steps per round, in the module docstring's order, with the resume between them.
 def self_train(
     da0_dir: Path,
     simulator_dir: Path,
@@ -191,7 +190,9 @@ def self_train(
     a second call resumes after the last one written). ``forbidden``: scenario ids never to sample (held-out,
     validation); ``demos(n)``: n expert demonstrations, for ``st.mix_demos``; ``expert``: the policy whose
     ``reply(scenario, messages)`` corrects the agent's failed states, for ``st.corrections``; ``rehearsal(n, seed)``:
-    n of agent_sft's intent exchanges, for ``st.intent_rehearsal``."""
+    n of agent_sft's intent exchanges, for ``st.intent_rehearsal``.
+
+    Over 60 lines: the method's steps per round, in the module docstring's order, with the resume between them."""
     check_gym(gym, forbidden)
     if st.rounds and st.corrections and expert is None:
         raise ValueError("agent_rl.self_training.corrections needs the expert that corrects the agent (none given)")

@@ -148,17 +148,14 @@ def train_sft(
     dataset = Dataset.from_list([{"messages": flatten(c)} for c in conversations])
     args = sft_config(settings, output_dir, seed, report_to)
     trainer_class = trainer_class or (SFTTrainer if settings.fused_head else dense_head_trainer())
+    # progress lines name the phase by its scratch folder (copy, openings, intent, demos, the stage's own)
+    progress = progress_label or f"SFT {Path(output_dir).name}"
     trainer = trainer_class(
         model=model,
         args=args,
         train_dataset=dataset,
         processing_class=tokenizer,
-        # progress lines name the phase by its scratch folder (copy, openings, intent, demos, the stage's own)
-        callbacks=[
-            *callbacks,
-            *base_rows_callbacks(model, args.weight_decay),
-            trainer_progress(progress_label or f"SFT {Path(output_dir).name}"),
-        ],
+        callbacks=[*callbacks, *base_rows_callbacks(model, args.weight_decay), trainer_progress(progress)],
     )
     tokens = sum(len(ids) for ids in trainer.train_dataset["input_ids"])
     start = time.perf_counter()

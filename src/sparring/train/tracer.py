@@ -83,6 +83,8 @@ Stage 2, multi-turn GRPO on replayed sessions (:func:`train_simulator_rl`):
 The episode's ending may only be reached through the world: the simulator leaves (:mod:`sparring.agents.leaving`:
 "abandoned"), asks for a person or refuses twice, so that the agent hands over ("escalated"), or lets the expert
 resolve and close ("resolved").
+
+Over 400 lines: TRACER's two stages in the paper's order, each numbered step above a section of the code below.
 """
 
 from __future__ import annotations

@@ -93,8 +93,10 @@ def new_card(ids: IdPool, rng: random.Random, kind: str, status: str = "active")
     return Card(card_id=ids.new("card"), kind=kind, status=status, last4=ids.last4(), expiry=expiry)
 
 
-# Over 60 lines: one generated customer, every account object in turn.
 def _customer(ids: IdPool, rng: random.Random, used_names: set[str]) -> Customer:
+    """One generated customer, with a name no other customer has.
+
+    Over 60 lines: every account object in turn."""
     while True:
         full_name = f"{rng.choice(FIRST_NAMES)} {rng.choice(LAST_NAMES)}"
         if full_name not in used_names:

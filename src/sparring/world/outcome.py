@@ -2,19 +2,24 @@
 
 The expected final state comes from replaying ``scenario.expected_calls`` on a fresh start world;
 the episode passes if its final world's canonical state equals it. Session logs are not part of the
-state, so only what actually changed in the bank counts.
+state, so only what actually changed in the bank counts. :func:`state_changes` lists those changes for a person
+(``sparring chat``'s verdict).
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from sparring.world.bank import World
+from sparring.world.bank import COLLECTIONS, World
 from sparring.world.scenarios import Scenario, build_world
 from sparring.world.session import Session
 from sparring.world.tools import execute
 from sparring.world.vocab import CUSTOMER_MOVES
+
+# Which collection of a customer's state holds which kind of object, and the field that is its id.
+_KINDS = {attr: (kind, key) for kind, (attr, key) in COLLECTIONS.items()}
 
 
 @dataclass
@@ -107,3 +112,41 @@ def _diff(a: Any, b: Any, path: str, out: list[str], limit: int) -> None:
             _diff(x, y, f"{path}[{i}]", out, limit)
     elif a != b:
         out.append(f"{path}: {a!r} != {b!r}"[:300])
+
+
+def state_changes(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
+    """What differs between two ``World.state_dict()``s, one line per changed field, object by its id:
+    ``card card_007 status: 'active' -> 'blocked'``, ``new case case_1a2b3c4d: {...}``, ``note recorded: ...``."""
+    lines: list[str] = []
+    for cid, new in after["customers"].items():
+        old = before["customers"].get(cid, {})
+        for name, value in new.items():
+            was = old.get(name)
+            if value == was:
+                continue
+            if name in _KINDS:
+                lines += _collection_changes(*_KINDS[name], was or [], value)
+            elif name == "service_notes":
+                lines += [f"{cid} note recorded: {note}" for note in value if note not in (was or [])]
+            elif isinstance(value, dict):
+                lines += [
+                    f"{cid} {name}.{k}: {(was or {}).get(k)!r} -> {v!r}"
+                    for k, v in value.items()
+                    if (was or {}).get(k) != v
+                ]
+            else:
+                lines.append(f"{cid} {name}: {was!r} -> {value!r}")
+    return lines
+
+
+def _collection_changes(kind: str, key: str, old: list[dict], new: list[dict]) -> list[str]:
+    noun, by_id = kind.replace("_", " "), {o[key]: o for o in old}
+    lines = []
+    for obj in new:
+        was = by_id.pop(obj[key], None)
+        if was is None:
+            fields = {k: v for k, v in obj.items() if k != key}
+            lines.append(f"new {noun} {obj[key]}: {json.dumps(fields, ensure_ascii=False)}")
+            continue
+        lines += [f"{noun} {obj[key]} {k}: {was.get(k)!r} -> {v!r}" for k, v in obj.items() if was.get(k) != v]
+    return lines + [f"{noun} {gone} removed" for gone in by_id]

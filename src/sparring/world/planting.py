@@ -178,9 +178,10 @@ def _detail_slots(cust: Customer, rng: random.Random) -> dict[str, Any]:
             return {"field": field, "value": value}
 
 
-# Over 60 lines: one branch per kind of planted object (card, payment, transfer, top-up, payee).
 def plant(world: World, customer_id: str, intent: str, slots: dict[str, Any], rng: random.Random) -> None:
-    """Add ``intent``'s facts, described by ``slots``, to ``customer_id`` in ``world`` (in place)."""
+    """Add ``intent``'s facts, described by ``slots``, to ``customer_id`` in ``world`` (in place).
+
+    Over 60 lines: one branch per kind of planted object (card, payment, transfer, top-up, payee)."""
     cust = world.customers[customer_id]
     kind, attrs = PLANTS.get(intent, ("none", {}))
     physical = next((c.card_id for c in cust.cards if c.kind == "physical"), None)

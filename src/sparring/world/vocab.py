@@ -1,8 +1,9 @@
-# Over 400 lines: mostly the intent table (_specs), one row per Banking77 intent.
 """Tool signatures, action vocabularies and the intent -> expected-call table.
 
 Everything that says *which* call resolves *which* intent lives here, so the tools, the scenario
 sampler, the expert and the provenance tracker all read one source of truth.
+
+Over 400 lines: mostly the intent table (:func:`_specs`), one row per Banking77 intent.
 """
 
 from __future__ import annotations
@@ -325,8 +326,10 @@ class IntentSpec:
         return self.action is not None and QUEUE in tool.actions.get(self.action, ())
 
 
-# Over 60 lines: a table, one row per intent.
 def _specs() -> dict[str, IntentSpec]:
+    """Each intent's resolving call, from the table of rows below.
+
+    Over 60 lines: a table, one row per intent."""
     rows: list[tuple] = [
         # lookup_account: reading the account is the resolution (explain a pending/declined item).
         ("balance_not_updated_after_cheque_or_cash_deposit", "lookup_account", None, "top_up"),
