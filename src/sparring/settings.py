@@ -361,7 +361,9 @@ class CotrainSettings(Settings):
     )
     demos: int = Field(600, ge=0, description="expert demonstrations on train scenarios mixed in under sft")
     demo_customers: list[Literal["cooperative", "camouflaging"]] = Field(
-        ["cooperative"], min_length=1, description="the scripted customers the expert plays each demo scenario against"
+        ["cooperative", "camouflaging"],
+        min_length=1,
+        description="the scripted customers the expert plays each demo scenario against",
     )
     sft: SFTSettings = Field(
         SFTSettings(
