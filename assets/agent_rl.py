@@ -7,11 +7,11 @@ checkpoint to the weights an uninterrupted run reaches. The scratch folder is re
 
 from __future__ import annotations
 
-from pipelines.kit.graph_shape import PLAYS_RL_SIMULATOR
-from pipelines.kit.stages import Plot, Stage, StageContext, stage_asset
 from sparring.catalog import AGENT_RL, AGENT_SFT, SIMULATORS
 from sparring.drivers import StageResult
 from sparring.drivers.agent_rl import Inputs, run
+from stagekit.graph_shape import PLAYS_RL_SIMULATOR
+from stagekit.stages import Plot, Stage, StageContext, stage_asset
 
 STAGE = Stage(
     name="agent_rl",

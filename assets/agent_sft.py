@@ -3,12 +3,12 @@
 
 from __future__ import annotations
 
-from pipelines.kit.checks import report_check
-from pipelines.kit.stages import Plot, Stage, StageContext, stage_asset
 from sparring.catalog import AGENT_SFT
 from sparring.drivers import StageResult
 from sparring.drivers.agent_sft import Inputs, run
 from sparring.evaluate import checks
+from stagekit.checks import report_check
+from stagekit.stages import Plot, Stage, StageContext, stage_asset
 
 STAGE = Stage(
     name="agent_sft",

@@ -18,13 +18,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pipelines.kit.graph_shape import PARAMS_FILE, cycle_name, n_cycles
-from pipelines.kit.stages import Plot, Stage, StageContext, stage_asset, stage_deps
 from sparring.catalog import AGENT_RL, JUDGE, SCENARIOS, SIMULATORS, cycle_dir
 from sparring.drivers import StageResult
 from sparring.drivers.coevolution import Inputs, run
 from sparring.params import some_profile_plays_rl_simulator
 from sparring.train.cycles import fingerprint
+from stagekit.graph_shape import PARAMS_FILE, cycle_name, n_cycles
+from stagekit.stages import Plot, Stage, StageContext, stage_asset, stage_deps
 
 # Each cycle's data series: the W_DA trajectory so far (dvc.yaml plots the last cycle's, the whole run's).
 W_DA = Plot("cycle", "w_da", "co-evolution: W_DA (the agent's win rate in the arena) per cycle")

@@ -14,9 +14,6 @@ from __future__ import annotations
 
 from dagster import AssetCheckSeverity
 
-from pipelines.kit.checks import report_check
-from pipelines.kit.graph_shape import LAST_CYCLE, N_CYCLES
-from pipelines.kit.stages import Stage, StageContext, stage_asset
 from sparring.catalog import (
     AGENT_RL,
     AGENT_SFT,
@@ -32,6 +29,9 @@ from sparring.catalog import (
 from sparring.drivers import StageResult
 from sparring.drivers.evaluate import Inputs, run
 from sparring.evaluate import checks
+from stagekit.checks import report_check
+from stagekit.graph_shape import LAST_CYCLE, N_CYCLES
+from stagekit.stages import Stage, StageContext, stage_asset
 
 STAGE = Stage(
     name="evaluate",

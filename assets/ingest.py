@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from dagster import AssetCheckResult, MetadataValue, asset_check
 
-from pipelines.kit.resources import ProjectResource
-from pipelines.kit.stages import Stage, StageContext, stage_asset
 from sparring.catalog import INGEST
 from sparring.data.ingest import check_splits
 from sparring.drivers import StageResult
 from sparring.drivers.ingest import Inputs, run
+from stagekit.resources import ProjectResource
+from stagekit.stages import Stage, StageContext, stage_asset
 
 STAGE = Stage(
     name="ingest",

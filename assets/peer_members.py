@@ -5,10 +5,10 @@ wrote."""
 
 from __future__ import annotations
 
-from pipelines.kit.stages import Stage, StageContext, stage_asset
 from sparring.catalog import PEER_MEMBERS
 from sparring.drivers import StageResult
 from sparring.drivers.peer_members import Inputs, run
+from stagekit.stages import Stage, StageContext, stage_asset
 
 STAGE = Stage(
     name="peer_members",

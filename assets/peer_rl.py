@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import polars as pl
 
-from pipelines.kit.graph_shape import LAST_CYCLE, N_CYCLES
-from pipelines.kit.stages import Stage, StageContext, stage_asset
 from sparring.catalog import PEER_MEMBERS, PEER_RL, cycle_dir
 from sparring.data.ingest import load_unlabeled
 from sparring.drivers import StageResult
 from sparring.drivers.peer_rl import Inputs, run
 from sparring.train.cycle_state import CycleState
+from stagekit.graph_shape import LAST_CYCLE, N_CYCLES
+from stagekit.stages import Stage, StageContext, stage_asset
 
 STAGE = Stage(
     name="peer_rl",

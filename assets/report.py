@@ -4,14 +4,14 @@ MLflow parent run. The plots are DVC plots too (`dvc plots show` draws them)."""
 
 from __future__ import annotations
 
-from pipelines.kit.project import declared_stages
-from pipelines.kit.stages import Stage, StageContext, stage_asset
-from pipelines.kit.timings import run_order_times
 from sparring.catalog import FIGURES as FIGURES_DIR
 from sparring.catalog import METRICS, REPORT_HTML, REPORT_MD, REPORTS
 from sparring.drivers import StageResult
 from sparring.drivers.report import Inputs, run
 from sparring.evaluate.figures import FIGURES
+from stagekit.project import declared_stages
+from stagekit.stages import Stage, StageContext, stage_asset
+from stagekit.timings import run_order_times
 
 STAGE = Stage(
     name="report",

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from pipelines.kit.stages import Stage, StageContext, stage_asset
 from sparring.catalog import SCENARIOS
 from sparring.drivers import StageResult
 from sparring.drivers.scenarios import Inputs, run
+from stagekit.stages import Stage, StageContext, stage_asset
 
 STAGE = Stage(
     name="scenarios",

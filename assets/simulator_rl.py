@@ -3,10 +3,10 @@ simulators' fidelity on the same held-out sessions, with DA0 played against each
 
 from __future__ import annotations
 
-from pipelines.kit.stages import Stage, StageContext, stage_asset
 from sparring.catalog import AGENT_SFT, SIMULATOR_RL, SIMULATOR_SFT
 from sparring.drivers import StageResult
 from sparring.drivers.simulator_rl import Inputs, run
+from stagekit.stages import Stage, StageContext, stage_asset
 
 STAGE = Stage(
     name="simulator_rl",

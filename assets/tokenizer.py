@@ -3,10 +3,10 @@ pretrained `model.name_or_path`, that model's own tokenizer with sparring's toke
 
 from __future__ import annotations
 
-from pipelines.kit.stages import Stage, StageContext, stage_asset
 from sparring.catalog import TOKENIZER
 from sparring.drivers import StageResult
 from sparring.drivers.tokenizer import Inputs, run
+from stagekit.stages import Stage, StageContext, stage_asset
 
 STAGE = Stage(
     name="tokenizer",

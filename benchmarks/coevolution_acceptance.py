@@ -66,9 +66,9 @@ import numpy as np
 
 from benchmarks.credit_arms import nested_line
 from benchmarks.run_folders import BadRun, copy_command, parse_runs, prepare_copy
-from pipelines.kit.project import declared_stages
 from sparring.evaluate.episodes import episode_outcomes, outcome_matrix, paired_gain
 from sparring.evaluate.intervals import nested_bootstrap
+from stagekit.project import declared_stages
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -1,6 +1,6 @@
 """Faults: `sparring run` killed (SIGKILL, its whole process group) during every stage, rerun until it completes.
 
-Two copies of the project (:func:`pipelines.kit.project.copy_project`, params set to ``--seed`` and ``--profile``)
+Two copies of the project (:func:`stagekit.project.copy_project`, params set to ``--seed`` and ``--profile``)
 under ``--workdir``: ``reference`` runs once, uninterrupted; ``faulted`` is killed and rerun. Which stage is
 running is read from the Dagster run's event log (``.dagster/history/runs/<run id>.db``: STEP_START, STEP_SUCCESS),
 polled every 20 ms, read-only (the log is in WAL mode, so reading never blocks the run's writes).
@@ -45,7 +45,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from pipelines.kit.project import copy_project
+from stagekit.project import copy_project
 
 ROOT = Path(__file__).resolve().parents[1]
 TIMING_KEYS = ("seconds", "tokens_per_s", "wall", "fingerprint", "resumed")

@@ -7,7 +7,7 @@ src/sparring/timing.py), and the Dagster event log
 (``.dagster/history/runs/<run id>.db``: each step's start and end, so the time a stage spends outside its function
 (MLflow run, reports, the step's own start) and the run's start, end and asset checks). With ``--run`` it first
 runs the pipeline (``--profile``, default ``default``) in a copy of the project
-(:func:`pipelines.kit.project.copy_project`, as benchmarks/faults.py does) under ``--workdir``, and also measures
+(:func:`stagekit.project.copy_project`, as benchmarks/faults.py does) under ``--workdir``, and also measures
 the process: launch to the run's start (interpreter start-up, imports, loading the job) and the run's end to exit
 (dvc commit, the summary tables).
 
@@ -34,8 +34,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from pipelines.kit.project import copy_project
 from sparring.timing import UNITS
+from stagekit.project import copy_project
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN_START = ("PIPELINE_START", "RUN_START")
@@ -48,7 +48,7 @@ def stage_reports(root: Path) -> dict[str, dict[str, Any]]:
     """Every stage's timings (reports/timings/<stage>.json: ``wall_seconds``, ``phases``, its timing metrics), with
     its report's metrics beside them, by stage name. A report from before timings moved out (one holding
     ``wall_seconds`` itself) counts as it is."""
-    from pipelines.kit.timings import TIMINGS
+    from stagekit.timings import TIMINGS
 
     out = {}
     for path in [*sorted((root / "reports").glob("*.json")), *sorted((root / TIMINGS).glob("*.json"))]:

@@ -26,7 +26,7 @@ from typing import Any
 from mlflow import MlflowClient
 from mlflow.entities import Metric
 
-from pipelines.kit.resources import StageLog
+from stagekit.resources import StageLog
 
 KEYS = ("reward", "entropy", "unparseable", "agree_teacher", "vote_acc", "target_acc")
 

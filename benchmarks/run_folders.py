@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from pipelines.kit.project import copy_project
+from stagekit.project import copy_project
 
 
 class BadRun(Exception):
@@ -31,7 +31,7 @@ def parse_runs(parser: argparse.ArgumentParser, runs: Sequence[str]) -> dict[str
 
 
 def prepare_copy(src: Path, dst: Path, seed: int, profile: str) -> Path:
-    """``src`` copied to ``dst`` (:func:`pipelines.kit.project.copy_project`), its params set to ``seed`` and
+    """``src`` copied to ``dst`` (:func:`stagekit.project.copy_project`), its params set to ``seed`` and
     ``profile``; relative data paths (``../shared/...``) made absolute, since the copy lives elsewhere."""
 
     def absolute(node: Any) -> Any:

@@ -41,7 +41,7 @@ def _root() -> Path:
 
 
 def _prepare(profile: str | None, verbose: bool = False) -> Path:
-    from pipelines.kit.resources import VERBOSE_ENV, ensure_dagster_home
+    from stagekit.resources import VERBOSE_ENV, ensure_dagster_home
 
     root = _root()
     if profile:
@@ -69,8 +69,8 @@ def _stages() -> list:
 
 def _check_outputs(root: Path, stages: list[Any]) -> None:
     """Every stage's output folders checked before the run starts, not when that stage ends, maybe an hour in."""
-    from pipelines.kit.stages import check_outputs
     from sparring.atomic import OutputRefused
+    from stagekit.stages import check_outputs
 
     try:
         for stage in stages:
@@ -94,7 +94,7 @@ def _execute(
     from dagster._utils.interrupts import capture_interrupts
 
     from pipelines.closing import owner_tags
-    from pipelines.kit.resources import MlflowTracking
+    from stagekit.resources import MlflowTracking
 
     config, root, owner = _run_config(verbose), root or _root(), owner_tags()
     tracking, result = MlflowTracking(root=str(root)), None
@@ -137,7 +137,7 @@ def _close_runs(instance: Any, tracking: Any, experiment: str, owner: dict[str, 
     """Before a run (``owner`` None): close the runs killed commands left open, and say so. After it: close what
     this command's run left open (only an interrupted run leaves any)."""
     from pipelines.closing import close_own_runs, close_stale_runs, describe
-    from pipelines.kit.progress import say
+    from stagekit.progress import say
 
     if owner is None:
         closed = describe(*close_stale_runs(instance, tracking, experiment))
@@ -177,7 +177,7 @@ def run_timing(root: Path, stages: list[Any], profile: str, took: float, paralle
     """The run's timing, as reports/timings/run.json records it: the wall time the command measured, every stage's
     (from reports/timings/<stage>.json), and the critical path, scheduled on ``parallel`` slots as the executor runs
     them, so a stage that waited for a free process is on it (``waits``)."""
-    from pipelines.kit.progress import previous_seconds, scheduled_path
+    from stagekit.progress import previous_seconds, scheduled_path
 
     seconds = {s.name: previous_seconds(root, s.name, profile) for s in stages}
     known = {s.name: seconds[s.name] for s in stages if seconds[s.name] is not None}
@@ -203,8 +203,8 @@ def critical_line(timing: dict[str, Any]) -> str:
 def _tell_dvc(root: Path, ran: str) -> None:
     """After a successful run, record what it made in dvc.lock (`dvc commit`), so `dvc repro` has nothing to do;
     only when the run's profile is params.yaml's, the profile DVC records."""
-    from pipelines.kit.progress import say
-    from pipelines.kit.project import dvc_commit, file_profile, is_dvc_repo
+    from stagekit.progress import say
+    from stagekit.project import dvc_commit, file_profile, is_dvc_repo
 
     if not is_dvc_repo(root):
         return
@@ -222,7 +222,7 @@ def profiles_help() -> str:
 
 def estimate_line(root: Path, stages: list[Any], profile: str, parallel: int) -> str:
     """How long the run should take: from the stages' last times here, else from a measured run (PROFILE_GUIDE)."""
-    from pipelines.kit.progress import run_estimate
+    from stagekit.progress import run_estimate
 
     found = run_estimate(root, stages, profile, parallel)
     return found or f"no stage times here yet; a whole run on 2 cores: {PROFILE_GUIDE[profile][1]}"
@@ -240,9 +240,9 @@ def run(
     profile: str = typer.Option(None, help=" | ".join(PROFILES) + " (see above)"),
     verbose: bool = VERBOSE_OPTION,
 ) -> None:
-    from pipelines.kit.progress import say
-    from pipelines.kit.timings import RUN_TIMINGS
     from sparring.atomic import write_json
+    from stagekit.progress import say
+    from stagekit.timings import RUN_TIMINGS
 
     root = _prepare(profile, verbose)
     began, params = time.perf_counter(), load_params(root / "params.yaml")
@@ -266,7 +266,7 @@ class _StageCommand(TyperCommand):
     """`sparring stage --help` lists the stages, read from dvc.yaml only when help is asked for."""
 
     def format_help(self, ctx: Any, formatter: Any) -> None:
-        from pipelines.kit.project import declared_stages
+        from stagekit.project import declared_stages
 
         try:
             names = list(declared_stages(project_root()))
@@ -290,7 +290,7 @@ def stage(
 def run_stage(name: str, profile: str | None = None, verbose: bool = False, check_upstream: bool = True) -> None:
     """`sparring stage NAME`. Without ``check_upstream`` a stage whose optional inputs are absent still runs:
     benchmarks/coevolution_acceptance.py's `evaluate` from a shared warm start, with no peer cohort."""
-    from pipelines.kit.project import declared_stages, dvc_profile_conflict, missing_upstream
+    from stagekit.project import declared_stages, dvc_profile_conflict, missing_upstream
 
     root = _prepare(profile, verbose)
     via = "--profile" if profile else PROFILE_ENV
@@ -355,7 +355,7 @@ def dvc_yaml(
     write: bool = typer.Option(False, "--write", help="rewrite dvc.yaml from the Stage declarations"),
 ) -> None:
     """Check (or --write) that dvc.yaml matches the stages declared in assets/."""
-    from pipelines.kit.stages import render_dvc_yaml
+    from stagekit.stages import render_dvc_yaml
 
     path = _root() / "dvc.yaml"
     wanted = render_dvc_yaml(_stages())

@@ -5,7 +5,7 @@ Every run `sparring run` and `sparring stage` start is tagged with the process t
 host, pid and the pid's start time, so a reused pid is not mistaken for it). A Dagster run still STARTED (or
 STARTING, CANCELING, NOT_STARTED) whose owner is gone is stale; so is an MLflow run still RUNNING whose Dagster
 run is stale or over. A SIGTERM or SIGINT ends a run through Dagster's own interrupt handling (the run FAILURE,
-each interrupted stage's MLflow run KILLED: pipelines/kit/resources.py); :func:`close_own_runs` then closes whatever
+each interrupted stage's MLflow run KILLED: stagekit/resources.py); :func:`close_own_runs` then closes whatever
 the run still left open, and a SIGKILL's leftovers are closed by the next command's :func:`close_stale_runs`.
 Runs without owner tags (the Dagster UI's, or older ones) are left alone: nothing says whether they still run.
 """
@@ -19,11 +19,11 @@ from pathlib import Path
 from typing import Any
 
 HOST_TAG, PID_TAG, STARTED_TAG = "sparring/host", "sparring/pid", "sparring/pid_started"
-DAGSTER_RUN_TAG = "dagster.run_id"  # on every MLflow run of a pipeline execution (pipelines/kit/resources.py)
+DAGSTER_RUN_TAG = "dagster.run_id"  # on every MLflow run of a pipeline execution (stagekit/resources.py)
 PARENT_TAG = "mlflow.parentRunId"
 OPEN = ("NOT_STARTED", "STARTING", "STARTED", "CANCELING")  # Dagster run statuses of a run not over
 KILLED = "KILLED"
-KIND_TAG = "sparring.kind"  # "pipeline": the parent MLflow run of a Dagster run (pipelines/kit/resources.py)
+KIND_TAG = "sparring.kind"  # "pipeline": the parent MLflow run of a Dagster run (stagekit/resources.py)
 
 
 def settled_status(dagster_status: str | None, stages: Iterable[str]) -> str:

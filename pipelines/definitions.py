@@ -21,8 +21,8 @@ from assets import (
     simulator_sft,
     tokenizer,
 )
-from pipelines.kit.resources import MlflowTracking, ProjectResource
-from pipelines.kit.stages import Stage
+from stagekit.resources import MlflowTracking, ProjectResource
+from stagekit.stages import Stage
 
 # Every stage with its asset, in pipeline order: one per assets/ module, and co-evolution's cycle_1 ... cycle_N.
 STAGE_ASSETS: list[tuple[Stage, Any]] = [

@@ -1,6 +1,6 @@
 """One stage's Dagster definitions, for `sparring stage <name>` (what every DVC stage runs): above the assets, it
 imports the one module that declares the stage, not the whole graph's (so `sparring stage ingest` starts without
-torch). The kit below the assets (pipelines/kit/) never imports an asset."""
+torch). The kit below the assets (stagekit/) never imports an asset."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ from dagster import (
     define_asset_job,
 )
 
-from pipelines.kit.resources import MlflowTracking, ProjectResource
-from pipelines.kit.stages import Stage, stage_module
+from stagekit.resources import MlflowTracking, ProjectResource
+from stagekit.stages import Stage, stage_module
 
 
 def stage_definitions(name: str) -> tuple[Stage, Any] | None:

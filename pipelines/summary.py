@@ -18,7 +18,7 @@ def stage_summary(root: Path, stages: list[Any], headline_only: bool = False) ->
     table = Table(title=title, show_lines=False)
     for column in ("stage", "metric", "value"):
         table.add_column(column)
-    from pipelines.kit.timings import read_timings
+    from stagekit.timings import read_timings
 
     for stage in stages:
         report = json.loads((root / stage.report).read_text())
@@ -52,7 +52,7 @@ def agents_summary(root: Path) -> None:
     cycles = Table(title=f"co-evolution (stop: {doc.get('stop_reason')})")
     for column in ("cycle", "trained", "w_da", "arena_adv_success", "grpo_tokens_per_s"):
         cycles.add_column(column, justify="left" if column == "trained" else "right")
-    from pipelines.kit.timings import read_timings
+    from stagekit.timings import read_timings
 
     # The cycles' rates are timings: evaluate keeps them beside metrics.json, in the cycles' order.
     timed = ((read_timings(root, "evaluate", doc.get("profile", "")) or {}).get("timings") or {}).get("metrics_json")

@@ -24,8 +24,8 @@ from pipelines.closing import (
     owner_alive,
     owner_tags,
 )
-from pipelines.kit.resources import MlflowTracking
 from sparring.params import Tracking, load_params
+from stagekit.resources import MlflowTracking
 
 ROOT = Path(__file__).resolve().parents[1]
 EXPERIMENT = "sparring"  # params.yaml's
@@ -187,7 +187,7 @@ def test_ctrl_c_during_a_stage_prints_one_line_and_exits_130(tmp_path):
     """Ctrl-C reaches the terminal's whole process group: Dagster's log mirrors (tail and its orphan watcher) used
     to print KeyboardInterrupt tracebacks and the command exited 1. An ingest of many utterances keeps the stage
     running while the signal arrives."""
-    from pipelines.kit.project import copy_project
+    from stagekit.project import copy_project
 
     def slow(raw: dict) -> None:
         raw.update(profile="quick")

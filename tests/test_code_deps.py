@@ -15,8 +15,8 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from pipelines.kit.code_deps import code_files, collapse, import_closure, imports
-from pipelines.kit.stages import is_cycle, stage_module
+from stagekit.code_deps import code_files, collapse, import_closure, imports
+from stagekit.stages import is_cycle, stage_module
 
 ROOT = Path(__file__).resolve().parents[1]
 LM_HEAD = "src/sparring/train/lm_head.py"
@@ -40,7 +40,7 @@ edges, real_import = {}, builtins.__import__
 
 def ours(name):
     path = getattr(sys.modules.get(name), "__file__", None)
-    top = name.partition(".")[0] in ("sparring", "assets", "pipelines")
+    top = name.partition(".")[0] in ("sparring", "stagekit", "assets", "pipelines")
     return top and bool(path) and Path(path).resolve().is_relative_to(root)
 
 
@@ -82,7 +82,7 @@ from pathlib import Path
 
 root = Path(sys.argv[1]).resolve()
 importlib.import_module(sys.argv[2])
-ours = [n for n in list(sys.modules) if n.partition(".")[0] in ("sparring", "assets", "pipelines")]
+ours = [n for n in list(sys.modules) if n.partition(".")[0] in ("sparring", "stagekit", "assets", "pipelines")]
 files = {n: getattr(sys.modules[n], "__file__", None) for n in ours}
 print(json.dumps(sorted(n for n, f in files.items() if f and Path(f).resolve().is_relative_to(root))))
 """

@@ -24,14 +24,14 @@ from typer.testing import CliRunner
 from assets.coevolution import cycle_stages
 from pipelines.cli import app
 from pipelines.definitions import STAGES
-from pipelines.kit.graph_shape import N_CYCLES
-from pipelines.kit.progress import upstream_closure
-from pipelines.kit.project import copy_project as copy_into
-from pipelines.kit.stages import render_dvc_yaml
 from sparring.params import PROFILES, load_params
 from sparring.train.cycle_state import CycleState
 from sparring.train.cycles import absolute, fingerprint, is_finished, portable
 from sparring.world.scenarios import load_scenarios
+from stagekit.graph_shape import N_CYCLES
+from stagekit.progress import upstream_closure
+from stagekit.project import copy_project as copy_into
+from stagekit.stages import render_dvc_yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent

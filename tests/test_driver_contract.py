@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from pipelines.definitions import STAGES
-from pipelines.kit.stages import is_cycle
+from stagekit.stages import is_cycle
 
 ROOT = Path(__file__).resolve().parents[1]
 SIGNATURE = ["inputs", "settings", "out_dir", "seed"]

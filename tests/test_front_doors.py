@@ -16,10 +16,10 @@ import yaml
 from typer.testing import CliRunner
 
 from pipelines.cli import app
-from pipelines.kit.project import copy_project
 from sparring.atomic import MANIFEST
 from sparring.lm.checkpoints import CheckpointError, load_checkpoint
 from sparring.world.taxonomy import load_taxonomy
+from stagekit.project import copy_project
 
 ROOT = Path(__file__).resolve().parents[1]
 INTENTS = load_taxonomy().intent_names
@@ -439,8 +439,8 @@ def test_a_stage_run_from_dagster_refuses_a_foreign_file_before_it_trains(tmp_pa
     """The Dagster UI (and `sparring run`'s stage processes) run the asset without the command's check."""
     from dagster import materialize
 
-    from pipelines.kit.resources import MlflowTracking, ProjectResource
-    from pipelines.kit.stages import Stage, StageOutput, stage_asset
+    from stagekit.resources import MlflowTracking, ProjectResource
+    from stagekit.stages import Stage, StageOutput, stage_asset
 
     ran = []
     declared = Stage(name="fixed", description="", params=(), deps=(), outs=("models/fixed",))

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import yaml
 
-from pipelines.kit.project import copy_project
+from stagekit.project import copy_project
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent

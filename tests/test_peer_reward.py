@@ -138,7 +138,7 @@ def test_unlabeled_csv_names_file_and_column(tmp_path):
 
 def test_peer_rl_stage_sits_after_the_last_cycle_and_its_members_stage_beside_the_sft_stages():
     from pipelines.definitions import STAGES
-    from pipelines.kit.graph_shape import N_CYCLES
+    from stagekit.graph_shape import N_CYCLES
 
     names = [s.name for s in STAGES]
     assert names.index("peer_rl") == names.index(f"cycle_{N_CYCLES}") + 1 < names.index("evaluate")

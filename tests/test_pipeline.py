@@ -17,9 +17,9 @@ from typer.testing import CliRunner
 
 from pipelines.cli import app
 from pipelines.definitions import STAGES, defs
-from pipelines.kit.project import copy_project
-from pipelines.kit.stages import STAGE_COMMAND, render_dvc_yaml
 from sparring.progress import INTERVAL_ENV
+from stagekit.project import copy_project
+from stagekit.stages import STAGE_COMMAND, render_dvc_yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent  # the venv's bin: sparring and dvc live there

@@ -17,7 +17,8 @@ import pytest
 import torch
 
 from pipelines.cli import critical_line, run_timing
-from pipelines.kit.progress import (
+from sparring.progress import INTERVAL_ENV, LOGGER, ProgressMeter, format_duration, forward_to, relay_from
+from stagekit.progress import (
     critical_path,
     estimate_run,
     run_estimate,
@@ -25,8 +26,7 @@ from pipelines.kit.progress import (
     stage_progress,
     upstream_closure,
 )
-from pipelines.kit.stages import Stage
-from sparring.progress import INTERVAL_ENV, LOGGER, ProgressMeter, format_duration, forward_to, relay_from
+from stagekit.stages import Stage
 
 torch.set_num_threads(1)
 

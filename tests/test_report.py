@@ -134,7 +134,7 @@ def test_report_shows_the_metrics_numbers_and_every_figure(tmp_path):
 def test_the_wall_time_table_lists_every_stage_in_run_order_evaluate_and_report_too(tmp_path):
     """Issue 61 item 7: the table was alphabetical, from metrics.json, which evaluate writes before it and report
     end. It now takes the run's order and every stage, from the timings the pipeline keeps beside the reports."""
-    from pipelines.kit.timings import run_order_times
+    from stagekit.timings import run_order_times
 
     timings = tmp_path / "reports" / "timings"
     timings.mkdir(parents=True)
@@ -188,7 +188,7 @@ def test_checks_pass_on_good_reports_and_fail_on_planted_bad_ones():
 
 def test_dagster_checks_read_the_report_and_fail_on_a_missing_or_bad_file(tmp_path):
     from assets.evaluate import no_unauthorized_actions
-    from pipelines.kit.resources import ProjectResource
+    from stagekit.resources import ProjectResource
 
     project = ProjectResource(root=str(tmp_path))
     result = no_unauthorized_actions(project=project)

@@ -7,9 +7,9 @@ import json
 from pathlib import Path
 from types import SimpleNamespace
 
-from pipelines.kit.progress import previous_seconds
-from pipelines.kit.stages import Stage, StageOutput, _write_reports
-from pipelines.kit.timings import read_timings, split_timings, wall_seconds
+from stagekit.progress import previous_seconds
+from stagekit.stages import Stage, StageOutput, _write_reports
+from stagekit.timings import read_timings, split_timings, wall_seconds
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 from pipelines.definitions import STAGES
-from pipelines.kit.project import copy_project
-from pipelines.kit.resources import TRAINING_EXPERIMENT, MlflowTracking
 from sparring.params import load_params
+from stagekit.project import copy_project
+from stagekit.resources import TRAINING_EXPERIMENT, MlflowTracking
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent

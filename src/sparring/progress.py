@@ -2,7 +2,7 @@
 
 The library only logs them, as INFO records of the ``sparring.progress`` logger (:data:`LOGGER`); whoever runs it
 decides where they go. Without a handler nothing shows (Python's last-resort handler prints warnings only); the
-pipeline sends them to the terminal and to Dagster's run log (pipelines/kit/stages.py), and evaluate's worker
+pipeline sends them to the terminal and to Dagster's run log (stagekit/stages.py), and evaluate's worker
 processes forward theirs to the stage's process (:func:`forward_to`, :func:`relay_from`).
 
 :class:`ProgressMeter` counts one task and writes a line at most every :func:`progress_interval` seconds

@@ -82,7 +82,7 @@ def run(inputs: Inputs, settings: Evaluate, out_dir: Path, seed: int) -> StageRe
     headline = {f"{agent}.{m}": values[m] for agent, values in agents.items() for m in KEY_METRICS if m in values}
     report = {"stop_reason": document["stop_reason"], "phases": done.phases, "worker_phases": done.worker_phases}
     report["episodes"] = done.episodes  # per-episode outcomes, for paired comparisons
-    report["timings"] = {"metrics_json": timed or {}}  # moved whole to the timings file (pipelines/kit/timings.py)
+    report["timings"] = {"metrics_json": timed or {}}  # moved whole to the timings file (stagekit/timings.py)
     cycles = len(document["cycles"])
     metrics = {**headline, "n_heldout": document["n_heldout"], "cycles_run": cycles}
     return StageResult(metrics, report=report, files=[path])

@@ -23,9 +23,9 @@ import yaml
 from dagster import ConfigurableResource, DagsterExecutionInterruptedError
 from dagster._utils.interrupts import capture_interrupts  # defers SIGINT/SIGTERM in the main thread (Dagster's own)
 
-from pipelines.kit.compute_logs import DAGSTER_YAML_BLOCK
 from sparring.params import Params, load_params
 from sparring.runtime import apply_torch_threads, git_commit, project_root
+from stagekit.compute_logs import DAGSTER_YAML_BLOCK
 
 # What a SIGINT or SIGTERM raises in a stage (Dagster maps SIGTERM to its SIGINT handling): its runs end KILLED.
 INTERRUPTS = (KeyboardInterrupt, DagsterExecutionInterruptedError)

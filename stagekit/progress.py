@@ -19,8 +19,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NamedTuple, TextIO
 
-from pipelines.kit.timings import wall_seconds
 from sparring.progress import LOGGER, format_duration, progress_interval
+from stagekit.timings import wall_seconds
 
 HEARTBEAT_SECONDS = 60.0  # a stage whose code logged nothing for this long still shows it is running
 

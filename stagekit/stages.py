@@ -5,12 +5,12 @@ by `sparring dvc-yaml --write`). Every DVC stage runs `sparring stage <name>`, w
 Dagster asset in-process against the project's Dagster instance, so `dvc repro` and the Dagster UI run the
 same code, update the same files, and both log to MLflow. tests/test_pipeline.py checks that dvc.yaml and the
 asset graph agree. A stage's code dependencies are computed, not declared: the import closure of its module
-(pipelines/kit/code_deps.py), which dvc.yaml lists and `code_version` hashes alike.
+(stagekit/code_deps.py), which dvc.yaml lists and `code_version` hashes alike.
 
 Besides its own outputs, every stage writes reports/<stage>.json (all its metrics), reports/headline/<stage>.json
 (a few headline numbers: DVC's metrics, so `dvc metrics show` stays a short table) and, for the stages with a
 `series`, reports/plots/<stage>.json (a data series for `dvc plots show`). Its timings (wall time, phases, timing
-metrics) go to reports/timings/<stage>.json, which DVC does not track (pipelines/kit/timings.py). Where each stage's
+metrics) go to reports/timings/<stage>.json, which DVC does not track (stagekit/timings.py). Where each stage's
 files live is sparring.catalog's: the assets read their inputs through `StageContext.catalog`.
 """
 
@@ -34,14 +34,14 @@ from dagster import (
     asset,
 )
 
-from pipelines.kit.code_deps import code_files, collapse, folder_files
-from pipelines.kit.progress import previous_seconds, say, stage_progress
-from pipelines.kit.resources import INTERRUPTS, VERBOSE_ENV, MlflowTracking, ProjectResource
-from pipelines.kit.timings import split_timings, write_stage_timings
 from sparring.atomic import adopt_dir, check_replaceable, write_json
 from sparring.catalog import REPORTS, Catalog, stage_report
 from sparring.drivers import StageResult
 from sparring.params import Params
+from stagekit.code_deps import code_files, collapse, folder_files
+from stagekit.progress import previous_seconds, say, stage_progress
+from stagekit.resources import INTERRUPTS, VERBOSE_ENV, MlflowTracking, ProjectResource
+from stagekit.timings import split_timings, write_stage_timings
 
 # Every stage reads these: switching the profile or the seed reruns everything.
 COMMON_PARAMS = ("profile", "seed")
@@ -50,8 +50,8 @@ COMMON_PARAMS = ("profile", "seed")
 COMMON_DEPS = (
     "src/sparring/params.py",
     "src/sparring/settings.py",
-    "pipelines/kit/stages.py",
-    "pipelines/kit/timings.py",
+    "stagekit/stages.py",
+    "stagekit/timings.py",
 )
 CYCLE = re.compile(r"cycle_(\d+)")
 # Each DVC stage's command: `sparring stage <name>`, found on PATH or, without the venv activated (`.venv/bin/dvc
@@ -59,7 +59,7 @@ CYCLE = re.compile(r"cycle_(\d+)")
 # find (exit 127) lost them. `env` sets PATH the same way in sh, bash, zsh and fish (DVC runs cmd in $SHELL).
 STAGE_COMMAND = 'env "PATH=$PATH:.venv/bin" sparring stage'
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def is_cycle(name: str) -> bool:
@@ -111,7 +111,7 @@ class Stage:
 class StageContext:
     root: Path
     params: Params
-    log: Any  # pipelines.kit.resources.StageLog
+    log: Any  # stagekit.resources.StageLog
     dagster: AssetExecutionContext
 
     @property
@@ -245,7 +245,7 @@ def _plot_points(stage: Stage, log: Any, report: dict[str, Any]) -> list[dict[st
 
 def _write_reports(stage: Stage, root: Path, params: Params, output: StageOutput, log: Any, seconds: float) -> None:
     """reports/<stage>.json without its timings, which go to reports/timings/<stage>.json: downstream stages
-    depend on the report, and a rerun with the same inputs must leave them up to date (pipelines/kit/timings.py)."""
+    depend on the report, and a rerun with the same inputs must leave them up to date (stagekit/timings.py)."""
     report = {
         "stage": stage.name,
         "profile": params.profile,
@@ -278,7 +278,7 @@ def stage_asset(stage: Stage) -> Callable[[Callable[[StageContext], StageResult 
     """Wrap a plain `fn(StageContext) -> StageResult` (its driver's) as the stage's Dagster asset: it loads params,
     opens the stage's MLflow run, times the work, records the result (:func:`record`), writes reports/<stage>.json
     (and its headline and plot files) atomically and returns metadata. It prints one line when the stage starts and
-    one when it ends, and between them the progress its code logs (pipelines/kit/progress.py)."""
+    one when it ends, and between them the progress its code logs (stagekit/progress.py)."""
 
     def wrap(fn: Callable[[StageContext], StageResult | StageOutput]) -> Any:
         @asset(

@@ -19,8 +19,8 @@ from typing import Any
 from dagster import Field, Float, StringSource
 from dagster._core.storage.local_compute_log_manager import LocalComputeLogManager
 
-# What ensure_dagster_home writes into dagster.yaml (pipelines/kit/resources.py).
-DAGSTER_YAML_BLOCK = "compute_logs:\n  module: pipelines.kit.compute_logs\n  class: SparringComputeLogManager\n"
+# What ensure_dagster_home writes into dagster.yaml (stagekit/resources.py).
+DAGSTER_YAML_BLOCK = "compute_logs:\n  module: stagekit.compute_logs\n  class: SparringComputeLogManager\n"
 
 
 @contextmanager

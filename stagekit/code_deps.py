@@ -14,9 +14,14 @@ import functools
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 # Where each of the project's top-level packages lives; what is imported from anywhere else is not its code.
-PACKAGES = {"sparring": ("src", "sparring"), "assets": ("assets",), "pipelines": ("pipelines",)}
+PACKAGES = {
+    "sparring": ("src", "sparring"),
+    "stagekit": ("stagekit",),
+    "assets": ("assets",),
+    "pipelines": ("pipelines",),
+}
 DATA_SUFFIXES = (".json", ".yaml", ".txt")  # package data a module reads from its own folder
 
 

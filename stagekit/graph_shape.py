@@ -8,7 +8,7 @@ from pathlib import Path
 
 from sparring.params import PROFILES, load_params, some_profile_plays_rl_simulator
 
-PARAMS_FILE = Path(__file__).resolve().parents[2] / "params.yaml"
+PARAMS_FILE = Path(__file__).resolve().parents[1] / "params.yaml"
 
 
 def n_cycles(params_file: Path = PARAMS_FILE) -> int:

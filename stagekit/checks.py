@@ -9,8 +9,8 @@ from typing import Any
 
 from dagster import AssetCheckResult, AssetChecksDefinition, AssetCheckSeverity, MetadataValue, asset_check
 
-from pipelines.kit.resources import ProjectResource
 from sparring.catalog import stage_report
+from stagekit.resources import ProjectResource
 
 
 def report_check(

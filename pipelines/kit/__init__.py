@@ -1,4 +1,0 @@
-"""The stage kit: what an asset declares itself with (Stage, stage_asset), its resources, checks, progress, timings
-and the graph's shape. Below the assets: nothing here imports an asset or the composition above them
-(pipelines/definitions.py, stage_job.py, cli.py, summary.py, closing.py), statically or through importlib
-(tests/test_import_layers.py)."""
