@@ -38,7 +38,7 @@ STAGE = Stage(
     description="Held-out evaluation of DA0, DA1, each cycle's agent and the final agent against the cooperative "
     "simulator, the camouflaging customer, the reference opponent and the adversary pool, over several customer "
     "draws → reports/metrics.json.",
-    params=("evaluate", "coevolution", "judge"),
+    params=("evaluate", "coevolution", "judge", "agent_sft"),  # agent_sft: the expert names objects as DA0 does
     outs=(),
     metrics=(METRICS,),
     upstream=(

@@ -10,7 +10,7 @@ from stagekit.stages import Stage, StageContext, stage_asset
 STAGE = Stage(
     name="judge_models",
     description="Intent oracle (MiniLM + TF-IDF → logistic regression) and realism discriminator for the judge.",
-    params=("judge",),
+    params=("judge", "ingest"),  # ingest: the utterance source its report names
     # the oracle's classes and the discriminator's label patterns come from the taxonomy
     outs=(JUDGE,),
     upstream=("ingest",),
