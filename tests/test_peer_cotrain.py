@@ -101,6 +101,7 @@ def test_refreshed_labels_are_the_peers_current_votes_and_the_pools_labels_never
     gold = ["pin_blocked"] * len(texts)
     result = train_cotrain(models, {k: tok for k in models}, texts, _settings(), tmp_path, gold=gold)
     assert [k for k, _ in scored] == ["final", "peer"] * 2 and [k for k, _ in handed] == ["final", "peer"] * 2
+    assert result.routings == 4 * len(texts)  # the pool scored by both members in both rounds: the phase's count
     for r in range(2):
         votes = dict(scored[2 * r : 2 * r + 2])
         for learner, labels in handed[2 * r : 2 * r + 2]:

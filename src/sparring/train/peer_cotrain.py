@@ -88,6 +88,7 @@ def train_cotrain(
     start = time.perf_counter()
     views: dict[str, torch.Tensor] = {}
     stale = list(models)  # members whose weights changed since they last scored the pool
+    scored = 0  # utterances scored over the intent set, every member's together: the phase's count of routings
     for r in range(cfg.rounds):
         live = [k for k in learners if logs[k].collapsed is None]
         if not live:
@@ -95,6 +96,7 @@ def train_cotrain(
         label = f"peer_rl round {r + 1} of {cfg.rounds}"
         views.update({k: intent_logprobs(models[k], tokenizers[k], pool, intents, f"{label}: {k} scoring the pool")
                       for k in stale})  # fmt: skip
+        scored += len(pool) * len(stale)
         stale = live
         for name in live:
             votes, _ = joint_votes([v for k, v in views.items() if cfg.views == "all" or k != name], intents, cfg.keep)
@@ -113,7 +115,7 @@ def train_cotrain(
                     "frozen")  # fmt: skip
     for model in models.values():
         model.eval()
-    return CohortResult(models=dict(models), logs=logs, seconds=time.perf_counter() - start)
+    return CohortResult(models=dict(models), logs=logs, seconds=time.perf_counter() - start, routings=scored)
 
 
 def _learn_sft(
