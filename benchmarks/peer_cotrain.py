@@ -5,7 +5,7 @@ ROOT is a finished run's folder (its last cycle's agent, ``models/peer_members/<
 pool is what the main job's peer_rl reads: ``ingest.unlabeled`` of this checkout's params.yaml (by default
 Banking77's train.csv, read by path, its labels withheld), without ROOT's validation and test texts; ``--seed``
 deals its labelled rows into the measured ones and the probe (never trained on) and the pool
-(``drivers.peer_rl.hold_out``, as the stage does with ``seed: S``). Arms, each from fresh copies of the checkpoints:
+(``drivers.peer_rl.deal``, as the stage does with ``seed: S``). Arms, each from fresh copies of the checkpoints:
 
 - ``cohort``: params.yaml's ``peer_rl`` as the main job runs it (the joint vote of every member, the agent learns
   it beside the expert's demonstrations on ROOT's train scenarios);
@@ -125,7 +125,7 @@ def run_arm(arm: str, args: argparse.Namespace, p: Any, parts: dict, ids: list[s
 def main(argv: list[str] | None = None) -> int:
     from sparring.catalog import Catalog
     from sparring.data.ingest import load_unlabeled
-    from sparring.drivers.peer_rl import hold_out
+    from sparring.drivers.peer_rl import deal
     from sparring.params import load_params
     from sparring.runtime import apply_torch_threads
 
@@ -148,16 +148,12 @@ def main(argv: list[str] | None = None) -> int:
         cotrain = cotrain.replace(sft=cotrain.sft.replace(learning_rate=args.lr))
     p = p.model_copy(update={"peer_rl": p.peer_rl.replace(cotrain=cotrain)})
     data = Catalog(args.root.resolve())
-    heldout = pl.concat([data.utterances("validation"), data.utterances("test")])["text"]
-    frame = load_unlabeled(p.ingest, args.seed, REPO, heldout)
-    cfg = p.peer_rl
-    at = hold_out(frame["intent"].to_list(), cfg.measure, cfg.probe, cfg.pool, args.seed)
-    parts = {
-        k: (frame[i]["text"].to_list(), frame[i]["intent"].to_list())
-        for k, i in zip(("measure", "probe", "pool"), at, strict=True)
-    }
-    ids = frame[at[0]]["id"].to_list()
-    doc: dict[str, Any] = {"root": str(args.root), "seed": args.seed, "n_pool": len(at[2]), "gold": parts["measure"][1]}
+    validation, test = data.utterances("validation"), data.utterances("test")
+    frame = load_unlabeled(p.ingest, args.seed, REPO, pl.concat([validation, test])["text"])
+    measured, pool, measure, probe = deal(frame, validation, test, p.peer_rl, args.seed)  # as the stage deals it
+    parts = {"measure": measure, "probe": probe, "pool": pool}
+    ids = measured["id"].to_list()
+    doc: dict[str, Any] = {"root": str(args.root), "seed": args.seed, "n_pool": len(pool[0]), "gold": measure[1]}
     doc["arms"] = {}
     for arm in args.arms:
         doc["arms"][arm] = run_arm(arm, args, p, parts, ids)
