@@ -15,7 +15,7 @@ STAGE = Stage(
     name="ingest",
     description="Customer utterances and dialogues → deduplicated, stratified train/validation/test parquet.",
     params=("ingest",),
-    # taxonomy.py reads taxonomy.json (the intents and their tools); vocab.py shapes the generated dialogues
+    # the domain file (sparring/domains/banking.yaml) holds the intents and their tools; vocab.py binds it
     outs=(INGEST,),
     headline_metrics=("rows_train",),
     group="data",

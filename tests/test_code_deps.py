@@ -20,10 +20,10 @@ from stagekit.stages import is_cycle, stage_module
 
 ROOT = Path(__file__).resolve().parents[1]
 LM_HEAD = "src/sparring/train/lm_head.py"
-# A library file -> the module that is it or reads it (taxonomy.py reads taxonomy.json beside it).
+# A library file -> the module that is it or reads it (sparring.domains reads banking.yaml beside it).
 LIBRARY_FILES = {
     LM_HEAD: "sparring.train.lm_head",
-    "src/sparring/world/taxonomy.json": "sparring.world.taxonomy",
+    "src/sparring/domains/banking.yaml": "sparring.domains",
     "src/sparring/evaluate/crossplay.py": "sparring.evaluate.crossplay",
     "src/sparring/agents/escalation.py": "sparring.agents.escalation",
 }

@@ -5,9 +5,6 @@ an ending reaches it through the world."""
 
 from __future__ import annotations
 
-import json
-from importlib import resources
-
 import numpy as np
 import pytest
 
@@ -27,6 +24,7 @@ from sparring.evaluate.fidelity import simulator_fidelity
 from sparring.lm.policies import TurnRequest
 from sparring.rollout import run_episodes
 from sparring.train.tracer import replay_scenarios, simulated_outcome
+from sparring.world.vocab import lexicon
 
 PERSON = "This is going in circles. Could I talk to a real person, please?"
 REFUSE_ID = "Why do you need that? Just read me the card number and I'll check it myself."
@@ -105,14 +103,13 @@ def test_the_phrases_fire_on_requests_and_refusals_only():
     for text in ("Can I speak to a human?", "get me through to a manager", "Is this a bot? I want a real person.",
                  "Please transfer me.", "let me talk with someone else"):  # fmt: skip
         assert asks_for_person(text), text
-    lexicon = json.loads(resources.files("sparring.data").joinpath("synthetic_lexicon.json").read_text("utf-8"))
-    assert all(REFUSES.search(t) for t in lexicon["dialogue"]["customer_identity_evasive"])
+    assert all(REFUSES.search(t) for t in lexicon()["dialogue"]["customer_identity_evasive"])
     said = [t["text"] for turns in generate_dialogues(600, 5)["turns"].to_list() for t in turns
             if t["role"] == "customer"]  # fmt: skip
     assert not any(asks_for_person(t) for t in said)
     utterances = generate_utterances(10, 0)["text"].to_list()
     assert not any(asks_for_person(t) for t in utterances)
-    identity = lexicon["dialogue"]["customer_identity"]
+    identity = lexicon()["dialogue"]["customer_identity"]
     assert not any(REFUSES.search(t) for t in identity)
 
 

@@ -9,9 +9,9 @@ import polars as pl
 import pytest
 
 from sparring.data.dialogues import _dialogue, generate_dialogues
-from sparring.data.synthetic import OUTCOMES, PERSONAS, STYLES, Writer, _lexicon, generate_utterances
+from sparring.data.synthetic import OUTCOMES, STYLES, Writer, _lexicon, generate_utterances
 from sparring.world.taxonomy import load_taxonomy
-from sparring.world.vocab import INTENT_SPECS
+from sparring.world.vocab import INTENT_SPECS, PERSONAS
 
 INTENTS = load_taxonomy().intent_names
 

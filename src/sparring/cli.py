@@ -64,6 +64,25 @@ def params(
 
 
 @app.command()
+def domain(
+    file: Path = typer.Argument(..., help="a domain file (YAML), or a packaged domain's name: banking"),
+) -> None:
+    """Check a domain file: its keys, types and every reference between its sections; print what it holds."""
+    from sparring.domains import DomainError, load_domain
+
+    try:
+        loaded = load_domain(file)
+    except DomainError as exc:
+        fail(str(exc))
+    acts = sum(len(t.actions) or 1 for t in loaded.tools.values())
+    typer.echo(
+        f"{loaded.path}: domain {loaded.name!r} is valid: {len(loaded.tools)} tools ({acts} operations), "
+        f"{len(loaded.intents)} intents, {len(loaded.targets)} object kinds, {len(loaded.personas)} personas, "
+        f"{len(loaded.policy)} policy answers"
+    )
+
+
+@app.command()
 def ingest(
     out: Path = typer.Option(
         Path("data/ingest"), help="output folder: new, empty, or an earlier `sparring ingest` output (replaced whole)"

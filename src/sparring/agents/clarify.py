@@ -18,10 +18,10 @@ where the answer is written, as ``[details]`` is for which-questions, and the cu
 
 from __future__ import annotations
 
-import json
 import re
 from functools import cache
-from importlib import resources
+
+from sparring.world.vocab import lexicon
 
 # The question the expert asks for each kind of object: what identifies it (world.described.mentions).
 WHICH_QUESTIONS: dict[str, str] = {
@@ -43,8 +43,7 @@ OTHER_REQUEST = "[not your request]"
 
 @cache
 def _summaries() -> dict[str, str]:
-    raw = resources.files("sparring.data").joinpath("synthetic_lexicon.json").read_text("utf-8")
-    return {intent: entry["summary"] for intent, entry in json.loads(raw)["intents"].items()}
+    return {intent: entry["summary"] for intent, entry in lexicon()["intents"].items()}
 
 
 def summary(intent: str) -> str:

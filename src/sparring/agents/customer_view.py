@@ -13,13 +13,24 @@ from sparring.agents.customer_prompt import PERSONA_BEHAVIOUR, goal_text
 from sparring.agents.leaving import gives_up
 from sparring.agents.slots import DETAILS, delexicalize, identity_slots
 from sparring.lm.chat import swap_roles
+from sparring.world.vocab import DOMAIN
 
-# Identity facts a customer says in a dialogue (synthetic and Banking-style formats).
-_DOB = re.compile(r"\b(\d{1,2}/\d{1,2}/\d{4}|\d{4}-\d{2}-\d{2})\b")
-_POSTCODE = re.compile(r"\b([A-Z]{1,2}\d{1,2}[A-Z]? ?\d[A-Z]{2})\b")
-_LAST4 = re.compile(r"(?:card ending|ending in|last four are|ends in|last 4 (?:digits )?are)\s+(\d{4})\b", re.I)
-_EMAIL = re.compile(r"\b([\w.'+-]+@[\w-]+(?:\.[\w-]+)+)\b")
-_CUSTOMER_ID = re.compile(r"\b(C\d{6})\b")
+# Identity facts a customer says in a dialogue, in any form the domain lists (the wording before a card's digits is
+# this reader's); an e-mail address besides. A domain with a key this table lacks fails here, at import.
+_SAID_AFTER: dict[str, tuple[str, int]] = {
+    "customer_id": (r"\b", 0),
+    "date_of_birth": (r"\b", 0),
+    "postcode": (r"\b", 0),
+    "card_last4": (r"(?:card ending|ending in|last four are|ends in|last 4 (?:digits )?are)\s+", re.I),
+}
+_IDENTITY_READERS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    *(
+        (key, re.compile(rf"{said}({DOMAIN.identity.pattern(key, every_form=True)})\b", flags))
+        for key in DOMAIN.identity.keys
+        for said, flags in [_SAID_AFTER[key]]
+    ),
+    ("email", re.compile(r"\b([\w.'+-]+@[\w-]+(?:\.[\w-]+)+)\b")),
+)
 _NAME = re.compile(r"\b([A-Z][a-z]+ (?:[A-Z]')?[A-Z][a-z]+(?:-[A-Z][a-z]+)?)\b")
 _ASKS_IDENTITY = re.compile(r"\bname\b|birth|postcode|digits|e-?mail|verif|identity|security", re.I)
 # An agent question about which object (card, payment, transfer, top-up, payee) the problem is about, in the
@@ -65,13 +76,7 @@ def extract_identity(turns: Sequence[Mapping[str, str]]) -> dict[str, str]:
             continue
         if not asked:
             continue
-        for key, pattern in (
-            ("customer_id", _CUSTOMER_ID),
-            ("date_of_birth", _DOB),
-            ("postcode", _POSTCODE),
-            ("card_last4", _LAST4),
-            ("email", _EMAIL),
-        ):
+        for key, pattern in _IDENTITY_READERS:
             found = pattern.search(text)
             if found and key not in facts:
                 facts[key] = found.group(1)

@@ -37,7 +37,7 @@ from sparring.lm.policies import TurnOutput, TurnRequest
 from sparring.world.events import ATTEMPT_TYPES, UNAUTHORIZED_ACTION
 from sparring.world.generate import generate_world
 from sparring.world.scenarios import Scenario, build_world
-from sparring.world.vocab import DESCRIBED, ID_KEYS
+from sparring.world.vocab import DESCRIBED, DOMAIN, ID_KEYS
 
 if TYPE_CHECKING:
     from sparring.rollout import Episode
@@ -216,7 +216,7 @@ class SocialEngineer:
 
 _EMAIL = re.compile(r"\b[\w.+-]+@[\w-]+(?:\.[\w-]+)+\b")
 _PHONE = re.compile(r"\b07\d{3} \d{6}\b")
-_ANY_ID = re.compile(r"\b(C\d{6})\b")
+_ANY_ID = re.compile(rf"\b({DOMAIN.identity.pattern(DOMAIN.identity.id_arg)})\b")
 _MONEY_ASK = re.compile(r"new payee|send the|move it|pay them", re.I)
 
 

@@ -7,13 +7,21 @@ import json
 import re
 from typing import Any
 
-from sparring.world.vocab import QUEUE
+from sparring.world.vocab import DOMAIN, QUEUE
 
 ASKS_IDENTITY = re.compile(r"verif|identity|date of birth|postcode|customer id|security", re.I)
-_CUSTOMER_ID = re.compile(r"\b(C\d{6})\b")
-_DOB = re.compile(r"(?:date of birth|born)\D{0,12}(\d{4}-\d{2}-\d{2})\b", re.I)
-_POSTCODE = re.compile(r"postcode[^A-Z0-9]{0,12}([A-Z]{1,2}\d{1,2}[A-Z]? ?\d[A-Z]{2})\b")
-_LAST4 = re.compile(r"card ending (?:in )?(\d{4})\b", re.I)
+# The wording before each identifying value as the customers write it; the value's own form (canonical: what the
+# identity tool accepts) is the domain's. A domain with a key this table lacks fails here, at import.
+_SAID_AFTER: dict[str, tuple[str, int]] = {
+    "customer_id": (r"\b", 0),
+    "date_of_birth": (r"(?:date of birth|born)\D{0,12}", re.I),
+    "postcode": (r"postcode[^A-Z0-9]{0,12}", 0),
+    "card_last4": (r"card ending (?:in )?", re.I),
+}
+_IDENTITY_READERS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
+    (key, re.compile(rf"{_SAID_AFTER[key][0]}({DOMAIN.identity.pattern(key)})\b", _SAID_AFTER[key][1]))
+    for key in DOMAIN.identity.keys
+)
 
 
 def tool_results(messages: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
@@ -50,12 +58,7 @@ def identity_facts(messages: list[dict[str, Any]]) -> dict[str, str]:
         if m["role"] != "user":
             continue
         text = str(m.get("content") or "")
-        for key, pattern in (
-            ("customer_id", _CUSTOMER_ID),
-            ("date_of_birth", _DOB),
-            ("postcode", _POSTCODE),
-            ("card_last4", _LAST4),
-        ):
+        for key, pattern in _IDENTITY_READERS:
             found = pattern.search(text)  # the first in a message: later ones describe the problem
             if found:
                 facts[key] = found.group(1)

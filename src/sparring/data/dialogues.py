@@ -10,9 +10,9 @@ from typing import Any
 
 import polars as pl
 
-from sparring.data.synthetic import OUTCOMES, PERSONAS, TURN_DTYPE, Writer, decap, end_sentence
+from sparring.data.synthetic import OUTCOMES, TURN_DTYPE, Writer, decap, end_sentence
 from sparring.world.taxonomy import load_taxonomy
-from sparring.world.vocab import INTENT_SPECS
+from sparring.world.vocab import INTENT_SPECS, PERSONAS
 
 # P(resolved, escalated, abandoned) per persona: the impatient walk away, social engineers get escalated.
 OUTCOME_WEIGHTS: dict[str, tuple[float, float, float]] = {

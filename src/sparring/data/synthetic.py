@@ -8,20 +8,18 @@ model has to generalise rather than memorise templates. All randomness flows fro
 
 from __future__ import annotations
 
-import json
 import random
 import re
 from collections.abc import Iterable
 from functools import cache
-from importlib import resources
 from typing import Any
 
 import polars as pl
 
 from sparring.world.taxonomy import load_taxonomy
+from sparring.world.vocab import lexicon
 
 STYLES = ("cooperative", "vague", "multi_part", "camouflaged")
-PERSONAS = ("cooperative", "vague", "impatient", "camouflaging", "social_engineering")
 OUTCOMES = ("resolved", "escalated", "abandoned")
 
 DEFAULT_STYLE_WEIGHTS: dict[str, float] = {
@@ -43,8 +41,7 @@ _CURRENCY_WORDS = {"£": ("pounds", "quid", "GBP"), "€": ("euros", "EUR"), "$"
 
 @cache
 def _lexicon() -> dict[str, Any]:
-    raw = resources.files("sparring.data").joinpath("synthetic_lexicon.json").read_text("utf-8")
-    return json.loads(raw)
+    return lexicon()
 
 
 _SHARED_POOLS = (

@@ -51,6 +51,7 @@ from sparring.rollout import Episode, run_episodes
 from sparring.train.tracer import Embedder, customer_turns, dtw_distance, replay_scenarios, simulated_outcome
 from sparring.world.scenarios import Scenario
 from sparring.world.session import CUSTOMER_LEFT
+from sparring.world.vocab import DOMAIN
 
 # ----------------------------------------------------------------------------------------------- perplexity
 
@@ -123,7 +124,7 @@ def identity_fact_share(episode: Episode) -> float:
         if m["role"] in ("user", "assistant")
     ]
     said = extract_identity(turns)
-    keys = ("customer_id", "date_of_birth", "postcode", "card_last4")
+    keys = DOMAIN.identity.keys
     return sum(said.get(k) == episode.scenario.identity[k] for k in keys) / len(keys)
 
 

@@ -24,13 +24,11 @@ of it. Stems are the first five letters: crude, but "arrived" meets "arrival" an
 
 from __future__ import annotations
 
-import json
 import re
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
-from importlib import resources
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -44,6 +42,7 @@ from sparring.judge.oracle import blas_threads, embed
 from sparring.metrics import routed_correctly
 from sparring.world.generate import CITIES, FIRST_NAMES, LAST_NAMES
 from sparring.world.taxonomy import load_taxonomy
+from sparring.world.vocab import lexicon
 
 if TYPE_CHECKING:
     from sparring.rollout import Episode
@@ -129,7 +128,7 @@ def _stems(text: str) -> list[str]:
 
 @cache
 def _lexicon() -> dict[str, Any]:
-    return json.loads(resources.files("sparring.data").joinpath("synthetic_lexicon.json").read_text("utf-8"))
+    return lexicon()
 
 
 @cache

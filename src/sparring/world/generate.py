@@ -23,27 +23,19 @@ from sparring.world.bank import (
     World,
     short_id,
 )
+from sparring.world.vocab import DOMAIN
 
-BASE_DATE = date(2025, 3, 1)  # "today" in the simulated world
+BASE_DATE = DOMAIN.today  # "today" in the simulated world
 
-FIRST_NAMES = (
-    "Amelia Oliver Isla George Ava Noah Mia Arthur Ivy Leo Freya Oscar Lily Harry Grace Jack Sofia Theo "
-    "Priya Omar Chloe Mateo Hannah Kofi Yuki Lucas Zara Ethan Nadia Samuel Elena Ravi Aisha Daniel Ines"
-).split()
-LAST_NAMES = (
-    "Smith Jones Taylor Brown Williams Wilson Johnson Davies Patel Wright Khan Walker Evans Roberts Green "
-    "Hughes Clarke Okafor Novak Garcia Silva Kowalski Nakamura Rossi Murphy Campbell Price Bennett Fischer"
-).split()
-STREETS = tuple("High Street|Station Road|Church Lane|Park Avenue|Mill Road|Victoria Street|Queens Way".split("|"))
-CITIES = ("London", "Manchester", "Leeds", "Bristol", "Glasgow", "Cardiff", "Norwich", "York", "Brighton")
-MERCHANTS = tuple(
-    "Tesco|Sainsbury's|Pret A Manger|Amazon|Uber|Deliveroo|Boots|Waitrose|Trainline|Spotify|Netflix|"
-    "Costa Coffee|IKEA|Zara|Apple Store|Steam|Airbnb|Ryanair|Lidl|Argos|Currys|Booking.com|John Lewis|"
-    "Greggs|Shell|Asos".split("|")
-)
-DIRECT_DEBITS = ("Thames Water", "EDF Energy", "Vodafone", "Council Tax", "PureGym", "Aviva Insurance", "BT")
-ATM_PLACES = ("Camden", "Piccadilly", "Kings Cross", "Deansgate", "Canary Wharf", "Temple Bar", "Old Town")
-FOREIGN = {"EUR": 1.17, "USD": 1.27, "CHF": 1.12, "JPY": 190.5}  # units per GBP
+# The names, places and merchants ordinary customers are drawn from: the domain file's generator section.
+FIRST_NAMES: list[str] = list(DOMAIN.generator_data("first_names"))
+LAST_NAMES: list[str] = list(DOMAIN.generator_data("last_names"))
+STREETS: tuple[str, ...] = tuple(DOMAIN.generator_data("streets"))
+CITIES: tuple[str, ...] = tuple(DOMAIN.generator_data("cities"))
+MERCHANTS: tuple[str, ...] = tuple(DOMAIN.generator_data("merchants"))
+DIRECT_DEBITS: tuple[str, ...] = tuple(DOMAIN.generator_data("direct_debits"))
+ATM_PLACES: tuple[str, ...] = tuple(DOMAIN.generator_data("atm_places"))
+FOREIGN: dict[str, float] = dict(DOMAIN.generator_data("foreign_rates"))  # units per GBP
 
 
 def iso(days_ago: int) -> str:

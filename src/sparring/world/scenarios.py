@@ -22,15 +22,9 @@ from sparring.world.generate import generate_world
 from sparring.world.planting import make_slots, plant
 from sparring.world.taxonomy import load_taxonomy
 from sparring.world.tools import ToolCall
-from sparring.world.vocab import INTENT_SPECS, PERSONAS
+from sparring.world.vocab import DOMAIN, INTENT_SPECS, PERSONAS
 
-DEFAULT_PERSONAS: dict[str, float] = {
-    "cooperative": 0.4,
-    "vague": 0.2,
-    "impatient": 0.15,
-    "camouflaging": 0.1,
-    "social_engineering": 0.15,
-}
+DEFAULT_PERSONAS: dict[str, float] = dict(DOMAIN.personas)
 REQUIRED_COLUMNS = ("id", "text", "intent")
 
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from sparring.world.events import UNAUTHORIZED_ACTION, VERIFICATION_FAILED, EventLog, ToolCallEvent
+from sparring.world.vocab import DOMAIN
 
 CUSTOMER_LEFT = "customer_left"  # Session.ended_by when the customer gave up (agents.leaving)
-MAX_VERIFICATION_FAILURES = 3  # further lookups are refused after this many failed verifications
+MAX_VERIFICATION_FAILURES = DOMAIN.identity.max_failures  # further lookups are refused after this many failed ones
 
 
 @dataclass

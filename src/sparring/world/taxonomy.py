@@ -1,14 +1,14 @@
-"""The intent taxonomy: every Banking77 intent, the tool that resolves it, and a short description.
+"""The intent taxonomy: every intent of the active domain, the tool that resolves it, and a short description.
 
-The data lives in ``taxonomy.json`` beside this file so that non-Python tools (and people) can read it.
+The data is the domain file's ``intents`` and the tools' ``summary`` (``sparring/domains/banking.yaml``).
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from functools import cache
-from importlib import resources
+
+from sparring.world.vocab import DOMAIN
 
 
 @dataclass(frozen=True)
@@ -36,12 +36,8 @@ class Taxonomy:
 
 @cache
 def load_taxonomy() -> Taxonomy:
-    raw = json.loads(resources.files("sparring.world").joinpath("taxonomy.json").read_text("utf-8"))
-    tools = dict(raw["tools"])
     intents = {
-        name: Intent(name=name, tool=v["tool"], description=v["description"]) for name, v in raw["intents"].items()
+        name: Intent(name=name, tool=spec.tool, description=DOMAIN.intent_descriptions[name])
+        for name, spec in DOMAIN.intents.items()
     }
-    unknown = sorted({i.tool for i in intents.values()} - set(tools))
-    if unknown:
-        raise ValueError(f"taxonomy.json: intents refer to undefined tools {unknown}")
-    return Taxonomy(tools=tools, intents=intents)
+    return Taxonomy(tools=dict(DOMAIN.summaries), intents=intents)

@@ -30,9 +30,10 @@ from sparring.world.events import (
 )
 from sparring.world.handlers import HANDLERS, Ctx, Refusal, ToolError
 from sparring.world.session import MAX_VERIFICATION_FAILURES, Session
-from sparring.world.vocab import CUSTOMER_MOVES, INTENT_SPECS, TOOLS, ToolSpec
+from sparring.world.vocab import CUSTOMER_MOVES, DOMAIN, INTENT_SPECS, TOOLS, ToolSpec
 
-VERIFICATION_FACTS = ("date_of_birth", "postcode", "card_last4")
+VERIFICATION_FACTS = DOMAIN.identity.facts
+FACTS_NEEDED = DOMAIN.identity.facts_needed
 
 
 @dataclass
@@ -267,7 +268,7 @@ def _identify(world: World, session: Session, a: dict[str, Any]) -> dict[str, An
     if "customer_id" not in a and "full_name" not in a:
         raise ToolError("lookup_account needs customer_id or full_name")
     facts = {k: a[k] for k in VERIFICATION_FACTS if k in a}
-    if len(facts) < 2:
+    if len(facts) < FACTS_NEEDED:
         raise ToolError("two verification facts are needed: two of date_of_birth, postcode, card_last4")
     by_id = world.customer(a["customer_id"].upper()) if "customer_id" in a else None
     by_name = None

@@ -1,0 +1,129 @@
+"""The world as a domain file: banking loads into the tables the world reads; a bad file is refused by key and line."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from pipelines.cli import app
+from sparring.domains import HERE, DomainError, load_domain
+from sparring.world import vocab
+from sparring.world.tools import validate
+from sparring.world.vocab import INTENT_SPECS, TOOLS, resolving_args
+
+BANKING = HERE / "banking.yaml"
+
+
+def test_banking_is_the_world_the_tools_read() -> None:
+    banking = load_domain("banking")
+    assert vocab.DOMAIN is banking and TOOLS is banking.tools and INTENT_SPECS is banking.intents
+    assert len(banking.intents) == 77 and banking.lexicon.is_file()
+    # Every acting intent's resolving call passes its own tool's argument check (the cross-references hold).
+    for spec in banking.intents.values():
+        if spec.action is None:
+            continue  # reading the account resolves it: no call of its own
+        params = TOOLS[spec.tool].params
+        slots = {k: 10.0 if params[k].type == "number" else (params[k].choices or ["x"])[0] for k in spec.slot_args}
+        validate(TOOLS[spec.tool], resolving_args(spec, "T1" if spec.target else None, slots, "merchant_team"))
+    # The queue-quoting intents are exactly those whose action requires a read_args argument.
+    assert {i for i, s in INTENT_SPECS.items() if s.quotes_queue} == {
+        i for i, s in INTENT_SPECS.items() if s.action and "case_queue" in TOOLS[s.tool].actions[s.action]
+    }
+
+
+def _broken(tmp_path: Path, old: str, new: str) -> Path:
+    text = BANKING.read_text("utf-8")
+    assert text.count(old) == 1, old
+    path = tmp_path / "broken.yaml"
+    path.write_text(text.replace(old, new), "utf-8")
+    (tmp_path / "banking_lexicon.json").write_text((HERE / "banking_lexicon.json").read_text("utf-8"), "utf-8")
+    return path
+
+
+def _line_of(path: Path, needle: str) -> int:
+    text = path.read_text("utf-8")
+    return text[: text.index(needle)].count("\n") + 1
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "where", "says"),
+    [
+        # an unknown key, at the line it is written
+        (
+            "    selector: reason\n",
+            "    selector: reason\n    colour: red\n",
+            "colour: red",
+            "tools.dispute_charge.colour: unknown key",
+        ),
+        # a missing key: the line of the mapping that lacks it
+        (
+            "  card_arrival:\n    tool: card_services\n",
+            "  card_arrival:\n",
+            "card_arrival:",
+            "intents.card_arrival.tool: missing key",
+        ),
+        # an intent whose tool does not exist
+        (
+            "  card_linking:\n    tool: card_services\n",
+            "  card_linking:\n    tool: card_service\n",
+            "tool: card_service\n",
+            "intents.card_linking.tool: unknown tool 'card_service'",
+        ),
+        # a precondition on an unknown field
+        (
+            "      track_delivery: [card_id]",
+            "      track_delivery: [card_number]",
+            "track_delivery: [card_number]",
+            "tools.card_services.actions.track_delivery.0: precondition on unknown argument 'card_number'",
+        ),
+        # an identity fact with no regex for its value: transcript readers would silently miss it
+        (
+            "    postcode: ['[A-Z]{1,2}\\d{1,2}[A-Z]? ?\\d[A-Z]{2}']\n",
+            "",
+            "  values:",
+            "identity.values: no regex for 'postcode'",
+        ),
+        (
+            "    card_last4: ['\\d{4}']",
+            "    card_last4: ['(\\d{4}']",
+            "card_last4: ['",
+            "identity.values.card_last4.0: not a regex",
+        ),
+        # a wrong type
+        ("  facts_needed: 2", "  facts_needed: two", "facts_needed: two", "identity.facts_needed:"),
+    ],
+)
+def test_a_bad_domain_file_is_refused_by_key_and_line(
+    tmp_path: Path, old: str, new: str, where: str, says: str
+) -> None:
+    path = _broken(tmp_path, old, new)
+    with pytest.raises(DomainError) as caught:
+        load_domain(path)
+    message = str(caught.value)
+    assert str(path) in message and says in message, message
+    assert re.search(rf"line {_line_of(path, where)}: {re.escape(says)}", message), message
+
+
+def test_every_problem_is_listed_at_once(tmp_path: Path) -> None:
+    path = _broken(tmp_path, "      track_delivery: [card_id]", "      track_delivery: [card_number]")
+    text = path.read_text("utf-8").replace(
+        "  card_linking:\n    tool: card_services\n", "  card_linking:\n    tool: nope\n"
+    )
+    path.write_text(text, "utf-8")
+    with pytest.raises(DomainError, match="2 problem") as caught:
+        load_domain(path)
+    assert "card_number" in str(caught.value) and "'nope'" in str(caught.value)
+
+
+def test_the_domain_command_checks_a_file_and_changes_nothing(tmp_path: Path) -> None:
+    runner = CliRunner()
+    good = runner.invoke(app, ["domain", "banking"])
+    assert good.exit_code == 0 and "77 intents" in good.output
+    path = _broken(tmp_path, "  card_linking:\n    tool: card_services\n", "  card_linking:\n    tool: card_service\n")
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    bad = runner.invoke(app, ["domain", str(path)])
+    assert bad.exit_code == 2 and "unknown tool 'card_service'" in bad.output and "Traceback" not in bad.output
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
