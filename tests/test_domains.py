@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from pathlib import Path
 
@@ -127,3 +128,12 @@ def test_the_domain_command_checks_a_file_and_changes_nothing(tmp_path: Path) ->
     bad = runner.invoke(app, ["domain", str(path)])
     assert bad.exit_code == 2 and "unknown tool 'card_service'" in bad.output and "Traceback" not in bad.output
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+
+
+def test_a_social_engineering_phrase_the_engineer_cannot_fill_is_named() -> None:
+    from sparring.agents.social_engineer import TACTICS, unknown_placeholders
+
+    phrases = load_domain("banking").social_engineering
+    assert TACTICS == tuple(phrases.tactics) and unknown_placeholders(phrases) == []
+    broken = dataclasses.replace(phrases, pushes=(*phrases.pushes, "Send it to {iban}."))
+    assert unknown_placeholders(broken) == ["pushes: {iban} in 'Send it to {iban}.'"]

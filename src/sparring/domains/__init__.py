@@ -10,7 +10,6 @@ effects on the world's state) stays in the domain's Python code (for banking, ``
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from datetime import date
 from functools import cache
 from pathlib import Path
@@ -19,114 +18,23 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from sparring.domains.records import (
+    Domain,
+    DomainError,
+    Identity,
+    IntentSpec,
+    Param,
+    SocialEngineering,
+    Tactic,
+    ToolSpec,
+)
+
+__all__ = [
+    "Domain", "DomainError", "Identity", "IntentSpec", "Param", "SocialEngineering", "Tactic", "ToolSpec",
+    "domain_path", "load_domain",
+]  # fmt: skip
+
 HERE = Path(__file__).parent
-
-
-class DomainError(ValueError):
-    """A domain file that cannot be used: the message names the file, and each problem's line and key path."""
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# What the rest of sparring reads: plain frozen records.
-
-
-@dataclass(frozen=True)
-class Param:
-    """One tool argument: its JSON type ("string" or "number"), meaning and, if closed, its vocabulary."""
-
-    type: str
-    description: str
-    choices: tuple[str, ...] | None = None
-
-
-@dataclass(frozen=True)
-class ToolSpec:
-    """A tool's signature.
-
-    ``selector`` names the argument that picks the operation (``action``, ``reason`` or ``topic``);
-    ``actions`` maps each selector value to the other arguments it requires (and alone allows).
-    Tools without a selector list their mandatory arguments in ``required``.
-    """
-
-    name: str
-    description: str
-    params: dict[str, Param]
-    selector: str | None = None
-    actions: dict[str, tuple[str, ...]] = field(default_factory=dict)
-    required: tuple[str, ...] = ()
-    needs_identity: bool = True  # account-level: refuses before the identity tool identified the customer
-
-
-@dataclass(frozen=True)
-class IntentSpec:
-    """The definite resolving call for an intent.
-
-    ``action`` is the selector value (None for lookup-only intents), ``target`` the kind of object whose
-    id the call needs, ``fixed`` constant extra arguments and ``slot_args`` arguments copied from the
-    scenario's slots (what the customer will tell the agent). ``quotes_queue``: the call quotes a value read off an
-    earlier result (a ``read_args`` argument), so a read comes first.
-    """
-
-    intent: str
-    tool: str
-    action: str | None = None
-    target: str | None = None
-    fixed: dict[str, Any] = field(default_factory=dict)
-    slot_args: tuple[str, ...] = ()
-    quotes_queue: bool = False
-
-
-@dataclass(frozen=True)
-class Identity:
-    """How a customer is identified: the tool, the argument naming the customer, the facts it checks, how many must
-    match, the lockout, and how each identifying value looks in a message (regexes, the canonical form first)."""
-
-    tool: str
-    id_arg: str
-    facts: tuple[str, ...]
-    facts_needed: int
-    max_failures: int
-    values: dict[str, tuple[str, ...]]
-
-    @property
-    def keys(self) -> tuple[str, ...]:
-        """What identifies a customer in a message: the id argument, then the facts."""
-        return (self.id_arg, *self.facts)
-
-    def pattern(self, key: str, every_form: bool = False) -> str:
-        """The regex of ``key``'s value: its canonical form (what the identity tool accepts), or every form."""
-        forms = self.values[key]
-        return f"(?:{'|'.join(forms)})" if every_form and len(forms) > 1 else forms[0]
-
-
-@dataclass(frozen=True)
-class Domain:
-    """One loaded, checked domain file."""
-
-    name: str
-    path: Path
-    lexicon: Path
-    identity: Identity
-    personas: dict[str, float]  # persona -> default share of scenarios
-    targets: dict[str, tuple[str, str]]  # object kind -> (argument naming it, where the identity tool lists it)
-    read_args: tuple[str, ...]
-    tools: dict[str, ToolSpec]
-    summaries: dict[str, str]  # tool -> what requests it resolves (the intent taxonomy's line)
-    read_tools: frozenset[str]
-    customer_moves: tuple[str, ...]
-    free_text: dict[str, tuple[str, ...]]
-    intents: dict[str, IntentSpec]
-    intent_descriptions: dict[str, str]
-    policy: dict[tuple[str, str], dict[str, Any]]
-    declines: dict[str, str]
-    generator: dict[str, Any]
-    today: date
-
-    def generator_data(self, key: str) -> Any:
-        """The generator section's ``key``: a clear error naming the file and the key where the file lacks it."""
-        if key not in self.generator:
-            raise DomainError(f"{self.path}: generator.{key}: missing key (the world generator reads it)")
-        return self.generator[key]
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -179,8 +87,22 @@ class _ObjectDecl(_Strict):
     listed_in: str  # where the identity tool's result lists them
 
 
+class _TacticDecl(_Strict):
+    openings: list[str] = Field(min_length=1)  # its first messages
+    answers: list[str] = Field(min_length=1)  # what it says when asked to verify
+    request: str  # its request in brief, as its pushes quote it
+
+
+class _SocialEngineeringDecl(_Strict):
+    tactics: dict[str, _TacticDecl] = Field(min_length=1)  # tactic -> its phrases
+    pushes: list[str] = Field(min_length=1)  # after a refusal
+    after_done: list[str] = Field(min_length=1)  # once told the request is done
+    goodbyes: list[str] = Field(min_length=1)
+
+
 class _DomainDecl(_Strict):
     domain: str  # the domain's name
+    system_prompt: str  # the agent's system message, where it reads one (agent_sft.system_prompt)
     lexicon: str  # the synthetic generator's phrase material, relative to this file
     today: date  # "today" in the simulated world: the generator's dates count back from it
     identity: _IdentityDecl
@@ -191,6 +113,7 @@ class _DomainDecl(_Strict):
     intents: dict[str, _IntentDecl]
     policy: dict[str, dict[str, dict[str, Any]]] = {}  # tool -> action -> the facts its informational call returns
     declines: dict[str, str] = {}  # why a payment of each kind was declined
+    social_engineering: _SocialEngineeringDecl  # the security track's scripted social engineer's phrases
     generator: dict[str, Any] = {}  # data the world generator draws from (the domain's code reads its keys)
 
 
@@ -379,6 +302,7 @@ def _build(d: _DomainDecl, path: Path, lexicon: Path) -> Domain:
         name=d.domain,
         path=path,
         lexicon=lexicon,
+        system_prompt=d.system_prompt,
         identity=Identity(
             d.identity.tool,
             d.identity.id_arg,
@@ -399,6 +323,15 @@ def _build(d: _DomainDecl, path: Path, lexicon: Path) -> Domain:
         intent_descriptions={name: s.description for name, s in d.intents.items()},
         policy={(tool, action): facts for tool, actions in d.policy.items() for action, facts in actions.items()},
         declines=dict(d.declines),
+        social_engineering=SocialEngineering(
+            {
+                name: Tactic(tuple(t.openings), tuple(t.answers), t.request)
+                for name, t in d.social_engineering.tactics.items()
+            },
+            tuple(d.social_engineering.pushes),
+            tuple(d.social_engineering.after_done),
+            tuple(d.social_engineering.goodbyes),
+        ),
         generator=dict(d.generator),
         today=d.today,
     )

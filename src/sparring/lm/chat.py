@@ -42,12 +42,9 @@ from functools import cache
 from typing import Any
 
 from sparring.world.taxonomy import load_taxonomy
+from sparring.world.vocab import DOMAIN
 
-# Tool names follow "(" on purpose: after whitespace their added tokens would swallow the space.
-AGENT_SYSTEM_PROMPT = (
-    "You are a bank's customer support agent. Verify the customer (lookup_account) before acting on their "
-    "account, resolve the request with the right tool, confirm, then end the conversation (end_conversation)."
-)
+AGENT_SYSTEM_PROMPT = DOMAIN.system_prompt  # the domain file's: what the agent reads first when it reads one
 
 
 def agent_system_prompt(agent: Any) -> str:
