@@ -34,6 +34,9 @@ from sparring.world.vocab import CUSTOMER_MOVES, DOMAIN, INTENT_SPECS, TOOLS, To
 
 VERIFICATION_FACTS = DOMAIN.identity.facts
 FACTS_NEEDED = DOMAIN.identity.facts_needed
+# "two of date_of_birth, postcode, card_last4": how the refusals name what identifies a customer.
+_NEEDED_WORD = dict(enumerate("zero one two three four five six".split())).get(FACTS_NEEDED, str(FACTS_NEEDED))
+_FACTS_WANTED = f"{_NEEDED_WORD} of {', '.join(VERIFICATION_FACTS)}"
 
 
 @dataclass
@@ -259,8 +262,8 @@ def _identify(world: World, session: Session, a: dict[str, Any]) -> dict[str, An
         session.customer_id = session.customer_id or session.caller_id
         if session.customer_id is None:
             raise ToolError(
-                "lookup_account needs customer_id or full_name, "
-                "plus two of date_of_birth, postcode, card_last4 (no caller is logged into the app)"
+                f"lookup_account needs customer_id or full_name, plus {_FACTS_WANTED} "
+                "(no caller is logged into the app)"
             )
         return account_view(world.customers[session.customer_id])
     if session.verification_failures >= MAX_VERIFICATION_FAILURES:
@@ -269,7 +272,7 @@ def _identify(world: World, session: Session, a: dict[str, Any]) -> dict[str, An
         raise ToolError("lookup_account needs customer_id or full_name")
     facts = {k: a[k] for k in VERIFICATION_FACTS if k in a}
     if len(facts) < FACTS_NEEDED:
-        raise ToolError("two verification facts are needed: two of date_of_birth, postcode, card_last4")
+        raise ToolError(f"{_NEEDED_WORD} verification facts are needed: {_FACTS_WANTED}")
     by_id = world.customer(a["customer_id"].upper()) if "customer_id" in a else None
     by_name = None
     if "full_name" in a:
