@@ -393,8 +393,8 @@ def test_a_first_run_prints_the_measured_estimate_until_its_stages_have_times(tm
     from pipelines.definitions import STAGES
 
     assert estimate_line(tmp_path, STAGES, "default", 2) == (
-        "no stage times here yet; a whole run on 2 cores: about 1 h 10 min (~69 min measured on 2026-12-06 with "
-        "held-out play over 480 scenarios and 2 draws)"
+        "no stage times here yet; a whole run on 2 cores: about 2 h 20 min (2 h 18 min measured from a fresh clone "
+        "on 2026-12-07, other work beside its first hour)"
     )
     (tmp_path / "reports" / "timings").mkdir(parents=True)
     timings = {"profile": "default", "wall_seconds": 60.0}

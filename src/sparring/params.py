@@ -40,7 +40,7 @@ PROFILE_GUIDE = {
     "default": (
         "the main job on the embedded synthetic world; peer_rl adapts its agent to Banking77's real utterances "
         "(../shared/data/banking77, read by path, labels withheld)",
-        "about 1 h 10 min (~69 min measured on 2026-12-06 with held-out play over 480 scenarios and 2 draws)",
+        "about 2 h 20 min (2 h 18 min measured from a fresh clone on 2026-12-07, other work beside its first hour)",
     ),
     "scale": ("a pretrained Hugging Face model with LoRA, for a GPU", "not timed: it needs a GPU"),
     "banking77": (
