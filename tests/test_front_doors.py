@@ -360,7 +360,7 @@ def test_run_help_says_what_each_profile_is_and_how_long_it_takes():
     for name, (what, took) in PROFILE_GUIDE.items():
         assert f"{name}: {what}. On 2 cores: {took}." in shown, name
     assert "quick: the smoke test" in shown and "about 70 s" in shown and "default: the main job" in shown
-    assert "about 1 h" in shown
+    assert "about 2 h 20 min" in shown
 
 
 def test_params_help_lists_every_profile_and_stage_help_every_stage():
