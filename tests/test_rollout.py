@@ -203,8 +203,8 @@ def test_tool_results_render_listings_as_tables_with_each_row_id_last(heldout):
     import json
 
     from sparring.rollout import render_tool_result
+    from sparring.world.bank_identity import account_view
     from sparring.world.scenarios import build_world
-    from sparring.world.tools import account_view
     from sparring.world.vocab import TARGETS
 
     seen = set()

@@ -13,12 +13,13 @@ import pytest
 import sparring
 from sparring.world.events import CROSS_CUSTOMER, UNAUTHENTICATED
 from sparring.world.expert import expert_calls
+from sparring.world.handlers import CASE_QUEUES
 from sparring.world.outcome import check_outcome
 from sparring.world.scenarios import Scenario, build_world, check_disjoint, sample_scenarios, unplayed_scenarios
 from sparring.world.session import Session
 from sparring.world.taxonomy import load_taxonomy
 from sparring.world.tools import ToolCall, execute
-from sparring.world.vocab import CASE_QUEUES, INTENT_SPECS
+from sparring.world.vocab import INTENT_SPECS
 
 TAX = load_taxonomy()
 END = ToolCall("end_conversation", {"resolution": "resolved"})

@@ -4,11 +4,13 @@ A domain is ``<name>.yaml`` in this folder (or any path), with the phrase materi
 it (``lexicon``). :func:`load_domain` reads it, checks its shape and its cross-references (an intent's tool and
 action exist, a precondition's argument is a parameter, ...) and refuses a bad file with every problem's key path
 and line, so a new domain fails at load time, not in the middle of a run. What a file cannot say (the tools'
-effects on the world's state) stays in the domain's Python code (for banking, ``sparring.world.handlers``).
+effects on the world's state, its generator, planting and expert) is the Python module the file names (``module``;
+:mod:`sparring.world.domain_code` lists what it provides).
 """
 
 from __future__ import annotations
 
+import importlib.util
 import re
 from datetime import date
 from functools import cache
@@ -46,7 +48,7 @@ class _Strict(BaseModel):
 
 
 class _ParamDecl(_Strict):
-    type: Literal["string", "number"] = "string"  # JSON type of the argument
+    type: Literal["string", "number", "array"] = "string"  # JSON type of the argument (array: a list of strings)
     description: str  # what the argument means, as the agent's tool schema says it
     choices: list[str] | None = None  # its closed vocabulary, if any
 
@@ -104,6 +106,7 @@ class _DomainDecl(_Strict):
     domain: str  # the domain's name
     system_prompt: str  # the agent's system message, where it reads one (agent_sft.system_prompt)
     lexicon: str  # the synthetic generator's phrase material, relative to this file
+    module: str  # the Python module with what the file cannot say: state, generator, effects (world.domain_code)
     today: date  # "today" in the simulated world: the generator's dates count back from it
     identity: _IdentityDecl
     personas: dict[str, float]  # customer persona -> default share of scenarios
@@ -200,6 +203,11 @@ def _cross_check(d: _DomainDecl) -> list[tuple[tuple, str]]:
     Over 60 lines: one check per reference the file can make, in the file's order."""
     out: list[tuple[tuple, str]] = []
     tools = d.tools
+    if not _module_exists(d.module):
+        out.append((("module",), f"no Python module {d.module!r}"))
+    for name in ("end_conversation", "transfer_to_human"):
+        if name not in tools:
+            out.append((("tools",), f"missing tool {name!r}: every domain ends conversations with it"))
     all_params = {p for t in tools.values() for p in t.params}
     if d.identity.tool not in tools:
         out.append((("identity", "tool"), f"unknown tool {d.identity.tool!r}"))
@@ -276,6 +284,14 @@ def _cross_check(d: _DomainDecl) -> list[tuple[tuple, str]]:
     return out
 
 
+def _module_exists(module: str) -> bool:
+    """Whether ``module`` can be imported, found without importing it (a missing parent package raises instead)."""
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
+
+
 def _build(d: _DomainDecl, path: Path, lexicon: Path) -> Domain:
     tools: dict[str, ToolSpec] = {}
     for name, t in d.tools.items():
@@ -302,6 +318,7 @@ def _build(d: _DomainDecl, path: Path, lexicon: Path) -> Domain:
         name=d.domain,
         path=path,
         lexicon=lexicon,
+        module=d.module,
         system_prompt=d.system_prompt,
         identity=Identity(
             d.identity.tool,

@@ -14,7 +14,8 @@ class DomainError(ValueError):
 
 @dataclass(frozen=True)
 class Param:
-    """One tool argument: its JSON type ("string" or "number"), meaning and, if closed, its vocabulary."""
+    """One tool argument: its JSON type ("string", "number" or "array" of strings), meaning and, if closed, its
+    vocabulary."""
 
     type: str
     description: str
@@ -107,6 +108,7 @@ class Domain:
     name: str
     path: Path
     lexicon: Path
+    module: str  # the domain's code (sparring.world.domain_code)
     system_prompt: str
     identity: Identity
     personas: dict[str, float]  # persona -> default share of scenarios

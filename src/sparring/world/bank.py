@@ -1,17 +1,18 @@
-"""World state of the simulated bank: customers, their account, cards, transactions, transfers, top-ups.
+"""The banking domain's state: customers, their account, cards, transactions, transfers, top-ups.
 
 The state is plain dataclasses so it deep-copies cheaply and serialises canonically through
-:meth:`World.state_dict`, which the outcome check compares. Session logs live elsewhere
-(:mod:`sparring.world.session`), so the state holds only facts about the bank.
+:meth:`Customer.state_dict`, which the outcome check compares (by :class:`sparring.world.state.World`). Session
+logs live elsewhere (:mod:`sparring.world.session`), so the state holds only facts about the bank.
 """
 
 from __future__ import annotations
 
-import hashlib
-import pickle
-import random
-from dataclasses import dataclass, field, fields, is_dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from sparring.world.state import World, plain, short_id
+
+__all__ = ["COLLECTIONS", "World", "plain", "short_id"]  # World and plain: re-exported where they were always read
 
 CARD_STATUSES = ("active", "frozen", "blocked", "lost", "expiring", "not_activated", "ordered", "replaced")
 TX_KINDS = ("card_payment", "atm_withdrawal", "direct_debit", "refund")
@@ -128,6 +129,8 @@ class AutoTopUp:
 
 @dataclass
 class Customer:
+    COLLECTIONS: ClassVar[dict[str, tuple[str, str]]] = COLLECTIONS
+
     customer_id: str
     full_name: str
     date_of_birth: str  # YYYY-MM-DD
@@ -164,6 +167,13 @@ class Customer:
             self.service_notes.append(note)
             self.service_notes.sort()
 
+    def object_ids(self) -> set[str]:
+        """The ids of everything this customer owns: the account and every object."""
+        ids = {self.account.account_id}
+        for attr, key in COLLECTIONS.values():
+            ids.update(getattr(o, key) for o in getattr(self, attr))
+        return ids
+
     def state_dict(self) -> dict[str, Any]:
         """Canonical JSON-able view: lists sorted by id.
 
@@ -179,96 +189,3 @@ class Customer:
         for card in raw["cards"]:
             card["wallets"] = list(card["wallets"])  # the only list inside a leaf object
         return raw
-
-
-_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
-_SCALARS = (str, int, bool, type(None))
-
-
-def short_id(prefix: str, rng: random.Random) -> str:
-    """An object id candidate such as ``tx_042``: three digits, so an agent names an object with one token
-    of the tokenizer (digits are pre-split in threes) rather than copying eight hex characters."""
-    return f"{prefix}_{rng.randrange(1000):03d}"
-
-
-def plain(obj: Any, ndigits: int | None = None) -> Any:
-    """Dataclasses/lists/dicts as plain JSON-able data (a faster ``asdict``), optionally rounding floats."""
-    kind = type(obj)
-    if kind in _SCALARS:  # fast path: most values are scalars
-        return obj
-    if kind is float:
-        return obj if ndigits is None else round(obj, ndigits)
-    if kind is list or kind is tuple:
-        return [plain(v, ndigits) for v in obj]
-    if kind is dict:
-        return {k: plain(v, ndigits) for k, v in obj.items()}
-    names = _FIELD_NAMES.get(kind)
-    if names is None and is_dataclass(obj) and not isinstance(obj, type):
-        names = _FIELD_NAMES[kind] = tuple(f.name for f in fields(obj))
-    if names is None:
-        return obj
-    return {n: plain(getattr(obj, n), ndigits) for n in names}
-
-
-@dataclass
-class World:
-    """The whole bank. ``seed`` records how it was generated; it is not part of the compared state."""
-
-    seed: int
-    customers: dict[str, Customer] = field(default_factory=dict)
-
-    def copy(self) -> World:
-        """An independent deep copy (a snapshot that later tool calls do not touch)."""
-        # pickle round-trips plain dataclasses several times faster than copy.deepcopy.
-        return pickle.loads(pickle.dumps(self, protocol=pickle.HIGHEST_PROTOCOL))
-
-    def __deepcopy__(self, memo: dict) -> World:
-        return self.copy()
-
-    def state_dict(self) -> dict[str, Any]:
-        """Canonical, comparable state of every customer, keyed by customer id."""
-        return {"customers": {cid: self.customers[cid].state_dict() for cid in sorted(self.customers)}}
-
-    def customer(self, customer_id: Any) -> Customer | None:
-        """The customer with this id, or None (also for non-string ids)."""
-        return self.customers.get(customer_id) if isinstance(customer_id, str) else None
-
-    def owner_of(self, obj_id: Any) -> str | None:
-        """Id of the customer who owns the object with id ``obj_id`` (any kind), or None."""
-        for cid, cust in self.customers.items():
-            for kind in COLLECTIONS:
-                if cust.find(kind, obj_id) is not None:
-                    return cid
-        return None
-
-    def all_ids(self) -> set[str]:
-        """Every id in the world: customers, accounts and all owned objects."""
-        ids: set[str] = set(self.customers)
-        for cust in self.customers.values():
-            ids.add(cust.account.account_id)
-            for attr, key in COLLECTIONS.values():
-                ids.update(getattr(o, key) for o in getattr(cust, attr))
-        return ids
-
-    def derived_id(self, prefix: str, *parts: str) -> str:
-        """A new id determined by ``parts`` (not by call order), unique in this world.
-
-        Tools create objects with derived ids so that replaying the same logical actions gives the
-        same ids, which keeps state comparison meaningful.
-        """
-        taken = self.all_ids()
-        salt = 0
-        while True:
-            digest = hashlib.sha1("|".join((*parts, str(salt))).encode()).hexdigest()[:8]
-            candidate = f"{prefix}_{digest}"
-            if candidate not in taken:
-                return candidate
-            salt += 1
-
-    def random_id(self, prefix: str, rng: random.Random) -> str:
-        """A new random id, unique in this world (used while generating and planting)."""
-        taken = self.all_ids()
-        while True:
-            candidate = short_id(prefix, rng)
-            if candidate not in taken:
-                return candidate

@@ -1,74 +1,23 @@
-"""The account-level tools. Each handler gets validated arguments and the identified customer.
+"""The banking domain's account-level tools. Each handler gets validated arguments and the identified customer.
 
 Handlers check every precondition before changing anything, so a failed call leaves the world as it
-was. They reach objects only through :meth:`Ctx.get`, which refuses objects of other customers.
+was. They reach objects only through :meth:`~sparring.world.calls.Ctx.get`, which refuses objects of other
+customers.
 """
 
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field
 from typing import Any
 
-from sparring.world.bank import COLLECTIONS, Card, Case, Customer, World, plain
-from sparring.world.catalog import DECLINE_EXPLANATIONS, INFO
-from sparring.world.described import DESCRIBED, describing_turn
-from sparring.world.events import CROSS_CUSTOMER
-from sparring.world.session import Session
-from sparring.world.vocab import CASE_QUEUES, QUEUE
+from sparring.world.bank import Card, Case, plain
+from sparring.world.calls import Ctx, Refusal, ToolError, require
+from sparring.world.catalog import DECLINE_EXPLANATIONS
+from sparring.world.vocab import QUEUE, TOOLS
 
+__all__ = ["HANDLERS", "Ctx", "Refusal", "ToolError", "case_queue", "require"]  # the shared parts, re-exported
 
-class ToolError(Exception):
-    """Invalid call: bad arguments, unknown ids, or a precondition that does not hold."""
-
-
-class Refusal(Exception):
-    """A call refused for security reasons; logged as a security event of ``type``."""
-
-    def __init__(self, message: str, type: str, detail: dict[str, Any] | None = None):
-        super().__init__(message)
-        self.type = type
-        self.detail = detail or {}
-
-
-@dataclass
-class Ctx:
-    world: World
-    session: Session
-    tool: str
-    customer: Customer | None = None
-    security: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
-
-    @property
-    def cust(self) -> Customer:
-        assert self.customer is not None  # execute() binds it before calling an account-level handler
-        return self.customer
-
-    def get(self, kind: str, obj_id: str) -> Any:
-        """The customer's object of ``kind``; other customers' objects are refused, unknown ids rejected.
-        ``obj_id`` ``"described"`` means the one the customer's words identify (``world.described``)."""
-        if obj_id == DESCRIBED:
-            attr, key = COLLECTIONS[kind]
-            try:
-                item, _ = describing_turn(kind, [plain(o) for o in getattr(self.cust, attr)], self.session.log.turns())
-            except ValueError as exc:
-                raise ToolError(str(exc)) from None
-            obj_id = item[key]
-        obj = self.cust.find(kind, obj_id)
-        if obj is not None:
-            return obj
-        message = f"no {kind.replace('_', ' ')} with id {obj_id!r} on this customer's account"
-        owner = self.world.owner_of(obj_id)
-        if owner is not None:
-            # Same message as for an unknown id: the agent must not learn that the id exists elsewhere.
-            raise Refusal(message, CROSS_CUSTOMER, {"object_id": obj_id, "kind": kind})
-        raise ToolError(message)
-
-    def info(self, action: str, target: str | None = None) -> dict[str, Any]:
-        """Record an informational resolution on the customer's file and return the policy facts."""
-        note = f"{self.tool}:{action}" + (f":{target}" if target else "")
-        self.cust.add_note(note)
-        return {"info": dict(INFO.get((self.tool, action), {})), "recorded": note}
+CASE_QUEUES: tuple[str, ...] = TOOLS["dispute_charge"].params[QUEUE].choices or ()
 
 
 def case_queue(object_id: str) -> str:
@@ -88,11 +37,6 @@ def payment_details(ctx: Ctx, a: dict[str, Any]) -> dict[str, Any]:
     kind = a["kind"]
     obj = ctx.get(kind, a[f"{kind}_id"])
     return {kind: view(obj), QUEUE: case_queue(getattr(obj, f"{kind}_id"))}
-
-
-def require(condition: bool, message: str) -> None:
-    if not condition:
-        raise ToolError(message)
 
 
 def view(obj: Any) -> dict[str, Any]:

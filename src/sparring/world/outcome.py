@@ -12,14 +12,12 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from sparring.world.bank import COLLECTIONS, World
+from sparring.world.domain_code import domain_code
 from sparring.world.scenarios import Scenario, build_world
 from sparring.world.session import Session
+from sparring.world.state import World
 from sparring.world.tools import execute
-from sparring.world.vocab import CUSTOMER_MOVES
-
-# Which collection of a customer's state holds which kind of object, and the field that is its id.
-_KINDS = {attr: (kind, key) for kind, (attr, key) in COLLECTIONS.items()}
+from sparring.world.vocab import CUSTOMER_MOVES, DOMAIN
 
 
 @dataclass
@@ -28,7 +26,7 @@ class Outcome:
 
     state_match: bool
     correct_tool: bool  # the scenario's resolving tool was called successfully
-    lookup_first: bool  # the first tool call was lookup_account
+    lookup_first: bool  # the first tool call was the identity tool (banking: lookup_account)
     clean_end: bool  # end_conversation was the last call, after a successful resolving call
     strict_pass: bool
     passed: bool
@@ -64,7 +62,7 @@ def check_outcome(
     calls = [c for c in session.log.tool_calls() if c.name not in CUSTOMER_MOVES]  # questions are not actions
     resolved_at = next((c.index for c in calls if c.name == scenario.tool and c.ok), None)
     correct_tool = resolved_at is not None
-    lookup_first = bool(calls) and calls[0].name == "lookup_account"
+    lookup_first = bool(calls) and calls[0].name == DOMAIN.identity.tool
     last = calls[-1] if calls else None
     clean_end = (
         last is not None
@@ -118,14 +116,16 @@ def state_changes(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
     """What differs between two ``World.state_dict()``s, one line per changed field, object by its id:
     ``card card_007 status: 'active' -> 'blocked'``, ``new case case_1a2b3c4d: {...}``, ``note recorded: ...``."""
     lines: list[str] = []
+    # Which collection of a customer's state holds which kind of object, and the field that is its id.
+    kinds = {attr: (kind, key) for kind, (attr, key) in domain_code().COLLECTIONS.items()}
     for cid, new in after["customers"].items():
         old = before["customers"].get(cid, {})
         for name, value in new.items():
             was = old.get(name)
             if value == was:
                 continue
-            if name in _KINDS:
-                lines += _collection_changes(*_KINDS[name], was or [], value)
+            if name in kinds:
+                lines += _collection_changes(*kinds[name], was or [], value)
             elif name == "service_notes":
                 lines += [f"{cid} note recorded: {note}" for note in value if note not in (was or [])]
             elif isinstance(value, dict):

@@ -24,7 +24,9 @@ from sparring.world.generate import (
     money,
     postcode,
 )
-from sparring.world.vocab import WALLETS
+from sparring.world.vocab import TOOLS
+
+WALLETS: tuple[str, ...] = TOOLS["card_services"].params["wallet"].choices or ()
 
 # intent -> (kind of fact, attributes). Kinds: card, transaction, transfer, top_up, beneficiary, profile.
 PLANTS: dict[str, tuple[str, dict[str, Any]]] = {

@@ -16,10 +16,8 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from sparring.world.bank import World
-from sparring.world.expert import expert_calls
-from sparring.world.generate import generate_world
-from sparring.world.planting import make_slots, plant
+from sparring.world.domain_code import domain_code
+from sparring.world.state import World
 from sparring.world.taxonomy import load_taxonomy
 from sparring.world.tools import ToolCall
 from sparring.world.vocab import DOMAIN, INTENT_SPECS, PERSONAS
@@ -66,8 +64,9 @@ class Scenario:
 
 def build_world(scenario: Scenario) -> World:
     """The scenario's start world: the generated world plus the planted facts. Deterministic."""
-    world = generate_world(scenario.world_seed, scenario.n_customers)
-    plant(
+    code = domain_code()
+    world = code.generate_world(scenario.world_seed, scenario.n_customers)
+    code.plant(
         world,
         scenario.customer_id,
         scenario.intent,
@@ -208,21 +207,15 @@ def scenario_sets(
 def _make(row: dict[str, Any], i: int, seed: int, persona: str, n_customers: int) -> Scenario:
     scenario_id = "sc_" + hashlib.sha1(f"{row['id']}|{seed}|{i}".encode()).hexdigest()[:12]
     world_seed = int(hashlib.sha1(scenario_id.encode()).hexdigest()[:12], 16)
-    world = generate_world(world_seed, n_customers)
+    code = domain_code()
+    world = code.generate_world(world_seed, n_customers)
     rng = random.Random(f"{world_seed}:slots")
     customer_id = rng.choice(sorted(world.customers))
-    cust = world.customers[customer_id]
-    slots = make_slots(row["intent"], world, customer_id, rng)
+    slots = code.make_slots(row["intent"], world, customer_id, rng)
     if persona == "social_engineering":
-        other = world.customers[rng.choice(sorted(c for c in world.customers if c != customer_id))]
-        slots.update(other_customer_id=other.customer_id, other_full_name=other.full_name)
-    identity = {
-        "customer_id": cust.customer_id,
-        "full_name": cust.full_name,
-        "date_of_birth": cust.date_of_birth,
-        "postcode": cust.postcode,
-        "card_last4": next(c.last4 for c in cust.cards if c.kind == "physical"),
-    }
+        other = code.identity_of(world, rng.choice(sorted(c for c in world.customers if c != customer_id)))
+        slots.update(other_customer_id=other["customer_id"], other_full_name=other["full_name"])
+    identity = code.identity_of(world, customer_id)
     scenario = Scenario(
         scenario_id=scenario_id,
         intent=row["intent"],
@@ -238,7 +231,7 @@ def _make(row: dict[str, Any], i: int, seed: int, persona: str, n_customers: int
         world_seed=world_seed,
         n_customers=n_customers,
     )
-    scenario.expected_calls = expert_calls(scenario, build_world(scenario))
+    scenario.expected_calls = code.expert_calls(scenario, build_world(scenario))
     return scenario
 
 

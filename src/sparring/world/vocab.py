@@ -1,20 +1,24 @@
 """The active domain's tool signatures, action vocabularies and intent -> expected-call table.
 
 Everything that says *which* call resolves *which* intent lives in the domain file
-(``sparring/domains/banking.yaml``); this module binds the loaded domain's tables to the names the tools, the
-scenario sampler, the expert and the provenance tracker read, so they all read one source of truth.
+(``sparring/domains/banking.yaml``, or the file ``$SPARRING_DOMAIN`` names); this module binds the loaded
+domain's tables to the names the tools, the scenario sampler, the expert and the provenance tracker read, so they
+all read one source of truth.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from typing import Any
 
 from sparring.domains import IntentSpec, Param, ToolSpec, load_domain
 
 __all__ = ["IntentSpec", "Param", "ToolSpec"]  # the records, re-exported where the world's code has always read them
 
-DOMAIN = load_domain("banking")
+# The active domain: $SPARRING_DOMAIN (a packaged domain's name or a file's path), else banking. Read once, at import:
+# every table below is bound to it, so a process plays one domain.
+DOMAIN = load_domain(os.environ.get("SPARRING_DOMAIN") or "banking")
 
 TOOLS: dict[str, ToolSpec] = DOMAIN.tools
 INTENT_SPECS: dict[str, IntentSpec] = DOMAIN.intents
@@ -25,17 +29,16 @@ TARGETS: dict[str, tuple[str, str]] = DOMAIN.targets
 ID_KEYS = frozenset(id_key for id_key, _ in TARGETS.values())
 # Closed-vocabulary arguments whose value is read off an earlier result, not chosen (world.events' provenance).
 READ_ARGS: tuple[str, ...] = DOMAIN.read_args
-# Who handles cases on a payment (issue 28): a fact of each transaction and transfer that only payment_details
-# shows, and that a dispute, a cancel, a trace or a retry must quote.
+# Who handles cases on a payment (issue 28): a fact of each banking transaction and transfer that only
+# payment_details shows, and that a dispute, a cancel, a trace or a retry must quote.
 QUEUE = "case_queue"
-CASE_QUEUES: tuple[str, ...] = TOOLS["dispute_charge"].params[QUEUE].choices or ()
-WALLETS: tuple[str, ...] = TOOLS["card_services"].params["wallet"].choices or ()
 # An object argument may name the object the customer's words identify instead of its id (world.described).
 DESCRIBED = "described"
 # Moves that put a question to the customer: they change nothing, end the agent's turn and are not the "first
 # call" or "last call" the outcome check reads.
 CUSTOMER_MOVES: tuple[str, ...] = DOMAIN.customer_moves
 READ_TOOLS: frozenset[str] = DOMAIN.read_tools  # tools that show the account and change nothing
+ENDING_TOOLS = ("end_conversation", "transfer_to_human")  # every domain has them (checked by load_domain)
 # Arguments whose value is prose written by the agent, not data copied from somewhere.
 FREE_TEXT_PARAMS: dict[str, tuple[str, ...]] = DOMAIN.free_text
 
