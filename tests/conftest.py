@@ -12,6 +12,9 @@ from sparring.lm.chat import known_intents
 from sparring.lm.tokenizer import train_tokenizer
 from sparring.world.scenarios import sample_scenarios
 
+# Another domain's tests run in their own process (tests/test_domain_retail.py), never in this one.
+collect_ignore = ["retail_domain"]
+
 
 @pytest.fixture(scope="session")
 def tok():

@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 from pipelines.cli import app
 from sparring.domains import HERE, DomainError, load_domain
 from sparring.world import vocab
+from sparring.world.calls import ToolError
 from sparring.world.tools import validate
 from sparring.world.vocab import INTENT_SPECS, TOOLS, resolving_args
 
@@ -95,6 +96,20 @@ def _line_of(path: Path, needle: str) -> int:
         ),
         # a wrong type
         ("  facts_needed: 2", "  facts_needed: two", "facts_needed: two", "identity.facts_needed:"),
+        # code the file names that does not exist
+        (
+            "module: sparring.domains.banking\n",
+            "module: sparring.domains.bankin\n",
+            "module: sparring",
+            "module: no Python module 'sparring.domains.bankin'",
+        ),
+        # no way to end a conversation: every domain's episodes end with end_conversation
+        (
+            "  end_conversation:\n    description: End the conversation once the request is resolved.\n",
+            "  end_chat:\n    description: End the conversation once the request is resolved.\n",
+            "tools:",
+            "tools: missing tool 'end_conversation'",
+        ),
     ],
 )
 def test_a_bad_domain_file_is_refused_by_key_and_line(
@@ -117,6 +132,17 @@ def test_every_problem_is_listed_at_once(tmp_path: Path) -> None:
     with pytest.raises(DomainError, match="2 problem") as caught:
         load_domain(path)
     assert "card_number" in str(caught.value) and "'nope'" in str(caught.value)
+
+
+def test_retail_loads_and_shares_the_world_s_code_contract() -> None:
+    retail = load_domain("retail")
+    assert retail.module == "sparring.domains.retail" and retail.identity.tool == "find_user_id"
+    assert retail.tools["return_delivered_order_items"].params["item_ids"].type == "array"
+    assert {"end_conversation", "transfer_to_human"} <= set(retail.tools) and len(retail.intents) == 14
+    with pytest.raises(ToolError, match="list of non-empty strings"):
+        validate(
+            retail.tools["return_delivered_order_items"], {"order_id": "#W1", "item_ids": "1", "payment_method_id": "g"}
+        )
 
 
 def test_the_domain_command_checks_a_file_and_changes_nothing(tmp_path: Path) -> None:
