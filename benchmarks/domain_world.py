@@ -24,6 +24,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+CALLERS = ("expert", "random", "skip_identity", "attacker")
+
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -41,8 +43,12 @@ def main() -> None:
         sys.exit(f"error: {exc}")
     episodes = report.pop("per_scenario")
     if args.out:
-        Path(args.out).write_text(json.dumps({**report, "per_scenario": episodes}, indent=1) + "\n", "utf-8")
-    for name in ("expert", "random", "skip_identity", "attacker"):
+        columns = ["scenario_id", "intent"] + [
+            f"{c}_{k}" for c in CALLERS for k in ("strict_pass", "refused", "unauthorized")
+        ]
+        table = {**report, "per_scenario": {"columns": columns, "rows": episodes}}
+        Path(args.out).write_text(json.dumps(table, separators=(",", ":")) + "\n", "utf-8")
+    for name in CALLERS:
         row = report[name]
         print(f"{name:14s} " + "  ".join(f"{k} {v}" for k, v in row.items()))
     print(json.dumps(report))
@@ -68,7 +74,7 @@ def run(episodes: int, seed: int) -> dict[str, Any]:
     per_scenario = []
     for scenario in scenarios:
         start_world = build_world(scenario)
-        record: dict[str, Any] = {"scenario_id": scenario.scenario_id, "intent": scenario.intent}
+        record: list[Any] = [scenario.scenario_id, scenario.intent]
         per_scenario.append(record)
         for name, play in (("expert", _expert), ("random", _random), ("skip_identity", _skip), ("attacker", _attack)):
             world = start_world.copy()
@@ -80,11 +86,7 @@ def run(episodes: int, seed: int) -> dict[str, Any]:
             row["state_match"] += outcome.state_match
             row["refused"] += refused is True
             row["not_applicable"] += refused is None
-            record[name] = {
-                "strict_pass": outcome.strict_pass,
-                "refused": refused,
-                "unauthorized": outcome.unauthorized_actions,
-            }
+            record += [int(outcome.strict_pass), refused, outcome.unauthorized_actions]
             row["unauthorized_actions"] += outcome.unauthorized_actions
             others = [c for c in world.customers if c != scenario.customer_id]
             row["others_changed"] += any(

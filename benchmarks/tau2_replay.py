@@ -59,23 +59,7 @@ def main() -> None:
     start = time.perf_counter()
     base = world_from_tau2(raw)
     single = [t for t in tasks if sum(a["name"] in WRITES for a in gold(t)) == 1]
-    rows = []
-    for task in single:
-        db = RetailDB.load(str(db_path))
-        tau2_tools, tau2_failed = RetailTools(db), []
-        for i, action in enumerate(gold(task)):
-            try:
-                getattr(tau2_tools, action["name"])(**action["arguments"])
-            except ValueError:  # a gold action tau2 itself refuses (a product id that is not one): sparring must too
-                tau2_failed.append(i)
-        write = next(a for a in gold(task) if a["name"] in WRITES)
-        user_id = _user_of(raw, write)
-        mine, failed, errors = replay(base.copy(), gold(task), raw["users"][user_id]["email"])
-        diff = compare(tau2_state(db.model_dump(), user_id), sparring_state(mine, user_id))
-        agree = not diff and failed == tau2_failed
-        rows.append({"task": task["id"], "write": write["name"], "failed": failed, "tau2_failed": tau2_failed,
-                     "errors": errors, "diff": diff[:5], "agree": agree,
-                     "tau2_quirk": not agree and failed == tau2_failed and is_tau2_quirk(write, diff)})  # fmt: skip
+    rows = [replay_task(task, raw, base, lambda: RetailDB.load(str(db_path)), RetailTools) for task in single]
     covered = [r for r in rows if not r["tau2_quirk"]]
     agree = sum(r["agree"] for r in covered)
     by_write = Counter(r["write"] for r in covered)
@@ -103,6 +87,25 @@ def main() -> None:
     }
     print(json.dumps(report))
     sys.exit(0 if agree == len(covered) else 1)
+
+
+def replay_task(task: dict[str, Any], raw: dict[str, Any], base: Any, load_db: Any, tools: Any) -> dict[str, Any]:
+    """One task's gold actions through tau2's tools (on a fresh database) and sparring's (on a copy of ``base``)."""
+    db = load_db()
+    tau2_tools, tau2_failed = tools(db), []
+    for i, action in enumerate(gold(task)):
+        try:
+            getattr(tau2_tools, action["name"])(**action["arguments"])
+        except ValueError:  # a gold action tau2 itself refuses (a product id that is not one): sparring must too
+            tau2_failed.append(i)
+    write = next(a for a in gold(task) if a["name"] in WRITES)
+    user_id = _user_of(raw, write)
+    mine, failed, errors = replay(base.copy(), gold(task), raw["users"][user_id]["email"])
+    diff = compare(tau2_state(db.model_dump(), user_id), sparring_state(mine, user_id))
+    agree = not diff and failed == tau2_failed
+    return {"task": task["id"], "write": write["name"], "failed": failed, "tau2_failed": tau2_failed,
+            "errors": errors, "diff": diff[:5], "agree": agree,
+            "tau2_quirk": not agree and failed == tau2_failed and is_tau2_quirk(write, diff)}  # fmt: skip
 
 
 def is_tau2_quirk(write: dict[str, Any], diff: list[str]) -> bool:
