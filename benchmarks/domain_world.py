@@ -165,10 +165,10 @@ def _random(scenario: Any, world: Any, rng: random.Random) -> tuple[Any, bool | 
     """Eight calls of random tools, arguments from the vocabularies, ids earlier results showed, or the customer's."""
     from sparring.world.session import Session
     from sparring.world.tools import ToolCall, execute
-    from sparring.world.vocab import TOOLS
+    from sparring.world.vocab import ENDING_TOOLS, TOOLS
 
     session, seen = Session(), [str(v) for v in scenario.identity.values()]
-    names = [n for n in TOOLS if n not in ("end_conversation", "transfer_to_human")]
+    names = [n for n in TOOLS if n not in ENDING_TOOLS]
     for _ in range(8):
         spec = TOOLS[rng.choice(names)]
         wanted = list(spec.params)

@@ -127,7 +127,7 @@ def _user_of(raw: dict[str, Any], write: dict[str, Any]) -> str:
 
 def world_from_tau2(raw: dict[str, Any]) -> Any:
     """tau2's retail database as sparring's retail world: every user with their orders and payment methods."""
-    from sparring.domains import retail as r
+    from sparring.domains import retail_state as r
 
     products = {
         pid: r.Product(pid, p["name"], {iid: r.Variant(**v) for iid, v in p["variants"].items()})

@@ -33,10 +33,12 @@ from sparring.domains.records import (
 
 __all__ = [
     "Domain", "DomainError", "Identity", "IntentSpec", "Param", "SocialEngineering", "Tactic", "ToolSpec",
-    "domain_path", "load_domain",
+    "ENDING_TOOLS", "domain_path", "load_domain",
 ]  # fmt: skip
 
 HERE = Path(__file__).parent
+# The tools every domain ends a conversation with (the rollout, the outcome check and the judge read these names).
+ENDING_TOOLS = ("end_conversation", "transfer_to_human")
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -205,7 +207,7 @@ def _cross_check(d: _DomainDecl) -> list[tuple[tuple, str]]:
     tools = d.tools
     if not _module_exists(d.module):
         out.append((("module",), f"no Python module {d.module!r}"))
-    for name in ("end_conversation", "transfer_to_human"):
+    for name in ENDING_TOOLS:
         if name not in tools:
             out.append((("tools",), f"missing tool {name!r}: every domain ends conversations with it"))
     all_params = {p for t in tools.values() for p in t.params}

@@ -1,17 +1,16 @@
 """The banking domain's code (``module`` in banking.yaml): the world's state, generator, identity tool, tools'
-effects, planting and expert, which live in :mod:`sparring.world` where they were written first."""
+effects and planting, which live in :mod:`sparring.world` where they were written first."""
 
 from sparring.world.bank import COLLECTIONS, Customer
 from sparring.world.bank_identity import account_view
 from sparring.world.bank_identity import lookup_account as identify
-from sparring.world.expert import expert_calls
 from sparring.world.generate import generate_world
 from sparring.world.handlers import HANDLERS
 from sparring.world.planting import make_slots, plant
 from sparring.world.state import World
 
 __all__ = [
-    "COLLECTIONS", "HANDLERS", "Customer", "World", "account_view", "expert_calls", "generate_world", "identify",
+    "COLLECTIONS", "HANDLERS", "Customer", "World", "account_view", "generate_world", "identify",
     "identity_of", "make_slots", "plant",
 ]  # fmt: skip
 

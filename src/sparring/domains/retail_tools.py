@@ -11,6 +11,7 @@ import ast
 import operator
 from typing import Any
 
+from sparring.domains.retail_state import Address, Payment
 from sparring.world.calls import Ctx, Refusal, ToolError, require
 from sparring.world.events import CROSS_CUSTOMER, IDENTITY_SWITCH, VERIFICATION_FAILED, VERIFICATION_LOCKED
 from sparring.world.session import MAX_VERIFICATION_FAILURES, Session
@@ -133,18 +134,12 @@ def _method(ctx: Ctx, payment_method_id: str) -> Any:
     return method
 
 
-def _payment(transaction_type: str, amount: float, method_id: str) -> Any:
-    from sparring.domains.retail import Payment  # deferred: retail imports this module
-
-    return Payment(transaction_type, amount, method_id)
-
-
 def cancel_pending_order(ctx: Ctx, a: dict[str, Any]) -> dict[str, Any]:
     order = ctx.get("order", a["order_id"])
     require(order.status == "pending", "non-pending order cannot be cancelled")
     refunds = []
     for paid in order.payment_history:
-        refunds.append(_payment("refund", paid.amount, paid.payment_method_id))
+        refunds.append(Payment("refund", paid.amount, paid.payment_method_id))
         method = _method(ctx, paid.payment_method_id)
         if method.source == "gift_card":  # refunded to a gift card at once
             method.balance = round(method.balance + paid.amount, 2)
@@ -160,8 +155,8 @@ def _items_exist(order: Any, item_ids: list[str]) -> None:
 
 
 def _price_difference(ctx: Ctx, order: Any, item_ids: list[str], new_item_ids: list[str]) -> tuple[float, list]:
-    """The new items' prices minus the old ones' (tau2's check: same product, the new variant available), and the
-    new variants in order."""
+    """The new items' prices minus the old ones', in cents (tau2's check: same product, the new variant available;
+    tau2 keeps a modification's sum unrounded), and the new variants in order."""
     require(len(item_ids) == len(new_item_ids), "the number of items to be exchanged should match")
     diff, variants = 0.0, []
     for item_id, new_item_id in zip(item_ids, new_item_ids, strict=True):
@@ -170,7 +165,7 @@ def _price_difference(ctx: Ctx, order: Any, item_ids: list[str], new_item_ids: l
         require(variant is not None and variant.available, f"new item {new_item_id} not found or available")
         diff += variant.price - item.price
         variants.append(variant)
-    return diff, variants
+    return round(diff, 2), variants
 
 
 def return_delivered_order_items(ctx: Ctx, a: dict[str, Any]) -> dict[str, Any]:
@@ -192,7 +187,6 @@ def exchange_delivered_order_items(ctx: Ctx, a: dict[str, Any]) -> dict[str, Any
     require(order.status == "delivered", "non-delivered order cannot be exchanged")
     _items_exist(order, a["item_ids"])
     diff, _ = _price_difference(ctx, order, a["item_ids"], a["new_item_ids"])
-    diff = round(diff, 2)
     method = _method(ctx, a["payment_method_id"])
     require(
         method.source != "gift_card" or method.balance >= diff,
@@ -205,8 +199,6 @@ def exchange_delivered_order_items(ctx: Ctx, a: dict[str, Any]) -> dict[str, Any
 
 
 def modify_pending_order_address(ctx: Ctx, a: dict[str, Any]) -> dict[str, Any]:
-    from sparring.domains.retail import Address  # deferred: retail imports this module
-
     order = ctx.get("order", a["order_id"])
     require("pending" in order.status, "non-pending order cannot be modified")
     order.address = Address(**{k: a.get(k, "") for k in ADDRESS_FIELDS})
@@ -227,7 +219,7 @@ def modify_pending_order_payment(ctx: Ctx, a: dict[str, Any]) -> dict[str, Any]:
     require(
         method.source != "gift_card" or method.balance >= amount, "insufficient gift card balance to pay for the order"
     )
-    history.extend([_payment("payment", amount, method.id), _payment("refund", amount, old_id)])
+    history.extend([Payment("payment", amount, method.id), Payment("refund", amount, old_id)])
     if method.source == "gift_card":
         method.balance = round(method.balance - amount, 2)
     old = _method(ctx, old_id)
@@ -245,12 +237,11 @@ def modify_pending_order_items(ctx: Ctx, a: dict[str, Any]) -> dict[str, Any]:
         "the new item id should be different from the old item id",
     )
     diff, variants = _price_difference(ctx, order, a["item_ids"], a["new_item_ids"])
-    diff = round(diff, 2)  # money in cents, as every tool keeps it (tau2 appends the unrounded sum)
     method = _method(ctx, a["payment_method_id"])
     require(
         method.source != "gift_card" or method.balance >= diff, "insufficient gift card balance to pay for the new item"
     )
-    order.payment_history.append(_payment("payment" if diff > 0 else "refund", abs(diff), method.id))
+    order.payment_history.append(Payment("payment" if diff > 0 else "refund", abs(diff), method.id))
     if method.source == "gift_card":
         method.balance = round(method.balance - diff, 2)
     for item_id, variant in zip(a["item_ids"], variants, strict=True):
@@ -261,8 +252,6 @@ def modify_pending_order_items(ctx: Ctx, a: dict[str, Any]) -> dict[str, Any]:
 
 
 def modify_user_address(ctx: Ctx, a: dict[str, Any]) -> dict[str, Any]:
-    from sparring.domains.retail import Address  # deferred: retail imports this module
-
     _own_user(ctx, a["user_id"])
     ctx.cust.address = Address(**{k: a.get(k, "") for k in ADDRESS_FIELDS})
     return user_view(ctx.cust)

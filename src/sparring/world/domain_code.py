@@ -5,41 +5,48 @@ field)); ``generate_world(seed, n_customers)`` (a :class:`~sparring.world.state.
 ``identify(world, session, args)`` (the identity tool: binds ``session.customer_id`` and returns what the agent
 sees); ``identity_of(world, customer_id)`` (what a customer can say to be identified); ``HANDLERS`` (tool -> handler
 of a :class:`~sparring.world.calls.Ctx` and validated arguments); ``make_slots(intent, world, customer_id, rng)``
-and ``plant(world, customer_id, intent, slots, rng)`` (a scenario's problem, chosen then put into the world); and
-``expert_calls(scenario, world)`` (the calls that resolve a scenario, found as an agent could find them).
+and ``plant(world, customer_id, intent, slots, rng)`` (a scenario's problem, chosen then put into the world). Its
+expert, which runs the tools (and so this code), is registered apart: :mod:`sparring.world.experts`.
+
+A domain's module is registered here by name (``CODE``): imported statically, so no import escapes the layer
+checks (tests/test_import_layers.py) and a stage's DVC dependencies follow it (stagekit.code_deps).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import cache
-from importlib import import_module
 from types import ModuleType
 
 from sparring.world.vocab import DOMAIN
 
-REQUIRED = (
-    "COLLECTIONS",
-    "generate_world",
-    "identify",
-    "identity_of",
-    "HANDLERS",
-    "make_slots",
-    "plant",
-    "expert_calls",
-)
+REQUIRED = ("COLLECTIONS", "generate_world", "identify", "identity_of", "HANDLERS", "make_slots", "plant")
+
+
+def _banking() -> ModuleType:
+    from sparring.domains import banking
+
+    return banking
+
+
+def _retail() -> ModuleType:
+    from sparring.domains import retail
+
+    return retail
+
+
+# A domain file's `module` -> its loader (imported on first use: it imports the world's modules that import this one).
+CODE: dict[str, Callable[[], ModuleType]] = {"sparring.domains.banking": _banking, "sparring.domains.retail": _retail}
 
 
 @cache
 def domain_code() -> ModuleType:
-    """The active domain's module, imported on first use (it imports the world's modules that import this one)."""
-    if DOMAIN.module == "sparring.domains.banking":
-        # the default by name, so the import is seen: a stage's DVC dependencies follow its imports (stagekit.code_deps)
-        from sparring.domains import banking as module
-    else:
-        module = import_module(DOMAIN.module)
+    """The active domain's module; a clear error when it is not registered or lacks part of the contract."""
+    load = CODE.get(DOMAIN.module)
+    if load is None:
+        raise ImportError(f"{DOMAIN.path}: module {DOMAIN.module} is not registered in sparring.world.domain_code.CODE")
+    module = load()
     missing = [name for name in REQUIRED if not hasattr(module, name)]
     if missing:
-        raise ImportError(
-            f"{DOMAIN.path}: module {DOMAIN.module} lacks {', '.join(missing)} (sparring.world.domain_code)"
-        )
+        raise ImportError(f"{DOMAIN.path}: {DOMAIN.module} lacks {', '.join(missing)} (sparring.world.domain_code)")
     return module

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from sparring.world.domain_code import domain_code
+from sparring.world.experts import expert_calls
 from sparring.world.state import World
 from sparring.world.taxonomy import load_taxonomy
 from sparring.world.tools import ToolCall
@@ -231,7 +232,7 @@ def _make(row: dict[str, Any], i: int, seed: int, persona: str, n_customers: int
         world_seed=world_seed,
         n_customers=n_customers,
     )
-    scenario.expected_calls = code.expert_calls(scenario, build_world(scenario))
+    scenario.expected_calls = expert_calls(scenario, build_world(scenario))
     return scenario
 
 

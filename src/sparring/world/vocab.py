@@ -12,9 +12,14 @@ import json
 import os
 from typing import Any
 
-from sparring.domains import IntentSpec, Param, ToolSpec, load_domain
+from sparring.domains import ENDING_TOOLS, IntentSpec, Param, ToolSpec, load_domain
 
-__all__ = ["IntentSpec", "Param", "ToolSpec"]  # the records, re-exported where the world's code has always read them
+__all__ = [
+    "ENDING_TOOLS",
+    "IntentSpec",
+    "Param",
+    "ToolSpec",
+]  # the records, re-exported where the world's code has always read them
 
 # The active domain: $SPARRING_DOMAIN (a packaged domain's name or a file's path), else banking. Read once, at import:
 # every table below is bound to it, so a process plays one domain.
@@ -38,7 +43,6 @@ DESCRIBED = "described"
 # call" or "last call" the outcome check reads.
 CUSTOMER_MOVES: tuple[str, ...] = DOMAIN.customer_moves
 READ_TOOLS: frozenset[str] = DOMAIN.read_tools  # tools that show the account and change nothing
-ENDING_TOOLS = ("end_conversation", "transfer_to_human")  # every domain has them (checked by load_domain)
 # Arguments whose value is prose written by the agent, not data copied from somewhere.
 FREE_TEXT_PARAMS: dict[str, tuple[str, ...]] = DOMAIN.free_text
 
