@@ -15,8 +15,8 @@ from sparring.lm.chat import known_intents
 from sparring.params import load_params
 from sparring.settings import SFTSettings
 from sparring.train import peer_cotrain, peer_expectation
-from sparring.train.peer_cotrain import joint_votes, train_cotrain
-from sparring.train.peer_reward import accuracy, route_intents
+from sparring.train.peer_cotrain import intent_logprobs, joint_votes, train_cotrain
+from sparring.train.peer_reward import route_intents
 
 INTENTS = sorted(known_intents())
 KEEP = ["card_arrival", "lost_or_stolen_card", "exchange_rate", "top_up_failed"]
@@ -116,15 +116,22 @@ def test_refreshed_labels_are_the_peers_current_votes_and_the_pools_labels_never
 
 
 def test_a_learner_list_keeps_the_others_fixed_and_the_learner_moves_toward_its_label(cohort, tok, tmp_path):
+    """The learner's mean log-probability of the other member's votes rises (what the exact loss trains; greedy
+    agreement over 24 utterances can tie, 17/24 before and after on one CPU though the votes changed); the other
+    member's weights stay bit for bit."""
     models, texts = cohort
     models = copy.deepcopy(models)
     final_before = {k: v.clone() for k, v in models["final"].state_dict().items()}
-    votes = route_intents(models["final"], tok, texts)
-    agree = accuracy(route_intents(models["peer"], tok, texts), votes)
+    votes = [INTENTS.index(v) for v in route_intents(models["final"], tok, texts)]
+
+    def fit(model) -> float:  # noqa: ANN001
+        return intent_logprobs(model, tok, texts, INTENTS, "fit")[range(len(votes)), votes].mean().item()
+
+    before = fit(models["peer"])
     result = train_cotrain(models, {k: tok for k in models}, texts, _settings(learners=["peer"]), tmp_path)
     assert all(torch.equal(final_before[k], v) for k, v in result.models["final"].state_dict().items())
     assert result.logs["final"].steps == [] and len(result.logs["peer"].steps) == 20
-    assert accuracy(route_intents(result.models["peer"], tok, texts), votes) > agree
+    assert fit(result.models["peer"]) > before + 0.05  # -0.91 -> -0.74 here
 
 
 def test_a_member_that_collapses_is_frozen_and_reported(cohort, tok, tmp_path):
