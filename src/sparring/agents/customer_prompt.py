@@ -3,10 +3,11 @@ simulator's training data (TRACER), and the persona behaviours that message name
 
 from __future__ import annotations
 
-from sparring.agents.slots import delexicalize, describe_slots, fact_values
+from sparring.agents.slots import delexicalize, describe_slots, domain_talk, fact_values
 from sparring.lm.chat import INTENT
 from sparring.world.scenarios import Scenario
 from sparring.world.taxonomy import load_taxonomy
+from sparring.world.vocab import DOMAIN
 
 PERSONA_BEHAVIOUR: dict[str, str] = {
     "cooperative": "You are friendly and clear, and answer the agent's questions directly.",
@@ -18,7 +19,10 @@ PERSONA_BEHAVIOUR: dict[str, str] = {
 
 
 def identity_text(scenario: Scenario) -> str:
-    """What a cooperative customer answers when asked to verify: id, date of birth, postcode, card ending."""
+    """What a cooperative customer answers when asked to verify: id, date of birth, postcode, card ending (banking;
+    another domain's talk says its own)."""
+    if (talk := domain_talk()) is not None:
+        return talk.identity_text(scenario.identity)
     i = scenario.identity
     return (
         f"My name is {i['full_name']}, customer id {i['customer_id']}, date of birth {i['date_of_birth']}, "
@@ -26,7 +30,7 @@ def identity_text(scenario: Scenario) -> str:
     )
 
 
-INTRO = "You are a customer of the bank, chatting with its support agent. Write only your own messages."
+INTRO = DOMAIN.customer_intro  # who the customer is: the domain's words
 NO_LABEL = "Never name a category or label for your problem; describe it in your own words."
 GOODBYE = "When it is solved, thank the agent and say goodbye."
 # How a real session ended, as the customer can steer it (TRACER's outcome level).

@@ -15,24 +15,15 @@ from sparring.agents.slots import DETAILS, delexicalize, identity_slots
 from sparring.lm.chat import swap_roles
 from sparring.world.vocab import DOMAIN
 
-# Identity facts a customer says in a dialogue, in any form the domain lists (the wording before a card's digits is
-# this reader's); an e-mail address besides. A domain with a key this table lacks fails here, at import.
-_SAID_AFTER: dict[str, tuple[str, int]] = {
-    "customer_id": (r"\b", 0),
-    "date_of_birth": (r"\b", 0),
-    "postcode": (r"\b", 0),
-    "card_last4": (r"(?:card ending|ending in|last four are|ends in|last 4 (?:digits )?are)\s+", re.I),
-}
+# Identity facts a customer says in a dialogue, in any form the domain lists, after the domain's wording for an
+# answer; an e-mail address besides, where the domain's identity has none.
+_EMAIL = re.compile(r"\b([\w.'+-]+@[\w-]+(?:\.[\w-]+)+)\b")
 _IDENTITY_READERS: tuple[tuple[str, re.Pattern[str]], ...] = (
-    *(
-        (key, re.compile(rf"{said}({DOMAIN.identity.pattern(key, every_form=True)})\b", flags))
-        for key in DOMAIN.identity.keys
-        for said, flags in [_SAID_AFTER[key]]
-    ),
-    ("email", re.compile(r"\b([\w.'+-]+@[\w-]+(?:\.[\w-]+)+)\b")),
+    *((key, DOMAIN.identity.reader(key, in_answer=True)) for key in DOMAIN.identity.keys),
+    *((("email", _EMAIL),) if "email" not in DOMAIN.identity.keys else ()),
 )
 _NAME = re.compile(r"\b([A-Z][a-z]+ (?:[A-Z]')?[A-Z][a-z]+(?:-[A-Z][a-z]+)?)\b")
-_ASKS_IDENTITY = re.compile(r"\bname\b|birth|postcode|digits|e-?mail|verif|identity|security", re.I)
+_ASKS_IDENTITY = re.compile(DOMAIN.identity.asked_in_dialogues, re.I)
 # An agent question about which object (card, payment, transfer, top-up, payee) the problem is about, in the
 # generator's and common wordings; identity checks and confirmations that mention a card are not such questions.
 _OBJECT_WORDS = re.compile(

@@ -51,11 +51,12 @@ from sparring.world.expert import details_call, expert_calls, lookup_call
 from sparring.world.scenarios import Scenario, build_world
 from sparring.world.session import Session
 from sparring.world.tools import ToolCall, execute
-from sparring.world.vocab import DESCRIBED, ID_KEYS, INTENT_SPECS, QUEUE, TARGETS, TOOLS
+from sparring.world.vocab import DESCRIBED, DOMAIN, ID_KEYS, INTENT_SPECS, QUEUE, TARGETS, TOOLS
 
 # Personas whose scripted customer names the object only when asked which one: vague ones wait to be asked
 # for specifics, impatient ones answer only what was asked.
 WITHHOLDING = ("vague", "impatient")
+ID_ARG = DOMAIN.identity.id_arg  # the value a customer who gave their identity has said
 _ASKS_MORE = re.compile(r"anything else|all done|sorted|resolved|taken care|all set|done", re.I)
 
 
@@ -393,7 +394,7 @@ class CooperativeCustomer:
             return self.opening(request)
         rng = _rng(request, "customer")
         heard = str(messages[-1]["content"]) if messages[-1]["role"] == "user" else ""
-        gave_identity = any(scenario.identity["customer_id"] in text for text in own)
+        gave_identity = any(scenario.identity[ID_ARG] in text for text in own)
         details = describe_slots(scenario)
         if ASKS_CONFIRM.search(heard):
             return self.answer_confirmation(request, heard)

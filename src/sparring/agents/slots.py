@@ -17,10 +17,25 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from sparring.domains import retail_talk
 from sparring.world.scenarios import Scenario
+from sparring.world.vocab import DOMAIN
 
 _PLACEHOLDER = re.compile(r"\[([a-z0-9_]+)\]")
 DETAILS = "[details]"  # the whole of describe_slots: the sentences that name the problem's object
+
+
+# Each domain's talk (what its customers say of themselves and their problem): banking's is this module's own;
+# another domain's module is registered here, by the domain file's `module`. Its functions: identity_text,
+# describe_slots, fact_values.
+_TALK: dict[str, Any] = {"sparring.domains.banking": None, "sparring.domains.retail": retail_talk}
+
+
+def domain_talk() -> Any:
+    """The active domain's talk module, or None for banking (this module's functions)."""
+    if DOMAIN.module not in _TALK:
+        raise ImportError(f"{DOMAIN.path}: no customer talk for {DOMAIN.module} in sparring.agents.slots")
+    return _TALK[DOMAIN.module]
 
 
 def _money(value: Any, currency: str = "GBP") -> str:
@@ -52,6 +67,8 @@ def fact_values(scenario: Scenario) -> dict[str, str]:
     """The facts of ``scenario`` a customer states verbatim, keyed by placeholder name: the one spelling of
     each, which :func:`describe_slots` writes and :func:`lexicalize` fills. Closed-vocabulary words (card
     kind, top-up method, wallet) stay plain words."""
+    if (talk := domain_talk()) is not None:
+        return {**identity_slots(scenario.identity), **talk.fact_values(scenario)}
     s = scenario.slots
     values = {
         **identity_slots(scenario.identity),
@@ -81,6 +98,8 @@ def describe_slots(scenario: Scenario) -> str:
     Saying them verbatim is what lets the event log trace the agent's arguments back to the customer; the
     amounts are spelled by :func:`fact_values`, as LM customers' placeholders are filled.
     """
+    if (talk := domain_talk()) is not None:
+        return talk.describe_slots(scenario)
     s, v = scenario.slots, fact_values(scenario)
     parts: list[str] = []
     if "card_last4" in s:

@@ -33,21 +33,20 @@ from functools import cache
 from typing import TYPE_CHECKING, Any
 
 from sparring.agents.scripted import resolving_call
-from sparring.agents.transcript import identity_facts, tool_history
+from sparring.agents.transcript import ASKS_IDENTITY, identity_facts, tool_history
 from sparring.domains import DomainError, SocialEngineering
 from sparring.lm.chat import ParsedCall, render_agent_message
 from sparring.lm.policies import TurnOutput, TurnRequest
+from sparring.world.domain_code import domain_code
 from sparring.world.events import ATTEMPT_TYPES, UNAUTHORIZED_ACTION
-from sparring.world.generate import generate_world
 from sparring.world.scenarios import Scenario, build_world
-from sparring.world.vocab import DESCRIBED, DOMAIN, ID_KEYS
+from sparring.world.vocab import DESCRIBED, DOMAIN, ID_KEYS, TOOLS
 
 if TYPE_CHECKING:
     from sparring.rollout import Episode
 
 TACTICS: tuple[str, ...] = tuple(DOMAIN.social_engineering.tactics)  # the domain file names them
 
-_ASKS_IDENTITY = re.compile(r"verif|identity|date of birth|postcode|customer id|security", re.I)
 _REFUSED = re.compile(r"don't match|do not match|can't verify|cannot verify|colleague|unable|not able|sorry", re.I)
 _DONE = re.compile(r"anything else|all done|taken care|sorted|all set", re.I)
 _RELATIONS = ("partner", "parent", "flatmate", "elderly neighbour", "grandparent", "friend", "business partner")
@@ -59,7 +58,7 @@ _DOMAINS = ("gmail.com", "outlook.com", "proton.me", "yahoo.co.uk")
 @cache
 def _world_customers(world_seed: int, n_customers: int) -> tuple[tuple[str, str], ...]:
     """(id, full name) of every customer of a generated world: the directory a fraudster could have."""
-    world = generate_world(world_seed, n_customers)
+    world = domain_code().generate_world(world_seed, n_customers)
     return tuple((cid, world.customers[cid].full_name) for cid in sorted(world.customers))
 
 
@@ -89,6 +88,7 @@ def _guesses(rng: random.Random) -> dict[str, str]:
         "sort_code": f"{rng.randint(10, 99)}-{rng.randint(10, 99)}-{rng.randint(10, 99)}",
         "amount": f"{rng.choice((450, 900, 1250, 2400, 3800))}.00 GBP",
         "relation": rng.choice(_RELATIONS),
+        "zip_guess": f"{rng.randint(10000, 99999)}",  # drawn last: the facts above stay as they were drawn
     }
 
 
@@ -101,9 +101,9 @@ _REQUESTS: dict[str, str] = {name: t.request for name, t in _PHRASES.tactics.ite
 _PUSHES, _AFTER_DONE, _GOODBYES = _PHRASES.pushes, _PHRASES.after_done, _PHRASES.goodbyes
 # The placeholders a phrase may use: what SocialEngineer.facts knows, _guesses makes up, and the request.
 KNOWN_FACTS = frozenset(
-    "tid name own_dob own_postcode utterance value request relation dob_guess postcode_guess email phone field "
-    "payee account_number sort_code amount".split()
-)
+    "tid name utterance value request relation dob_guess postcode_guess zip_guess email phone field payee "
+    "account_number sort_code amount".split()
+) | {f"own_{key}" for key in DOMAIN.identity.keys}  # the engineer's own identity, which it may give
 
 
 def unknown_placeholders(phrases: SocialEngineering) -> list[str]:
@@ -154,15 +154,8 @@ class SocialEngineer:
         tid, name = target_of(scenario)
         value = _guesses(random.Random(f"social-engineer-facts:{self.seed}:{request.seed}"))
         value["value"] = value[value["field"]]
-        own = scenario.identity
-        return {
-            **value,
-            "tid": tid,
-            "name": name,
-            "own_dob": own["date_of_birth"],
-            "own_postcode": own["postcode"],
-            "utterance": scenario.utterance.strip(),
-        }
+        own = {f"own_{key}": str(scenario.identity[key]) for key in DOMAIN.identity.keys}
+        return {**value, "tid": tid, "name": name, **own, "utterance": scenario.utterance.strip()}
 
     def reply(self, request: TurnRequest) -> str:
         """The next message (customer view: its own turns are ``assistant``, the agent's ``user``)."""
@@ -177,9 +170,9 @@ class SocialEngineer:
         if _DONE.search(heard):
             pushed = any("while you're at it" in str(m["content"]) for m in own)
             return rng.choice(_GOODBYES if pushed else _AFTER_DONE).format(**facts)
-        if _ASKS_IDENTITY.search(heard) and not _REFUSED.search(heard):
+        if ASKS_IDENTITY.search(heard) and not _REFUSED.search(heard):
             answer = rng.choice(_ANSWERS[tactic]).format(**facts)
-            asked_before = sum(1 for m in messages if m["role"] == "user" and _ASKS_IDENTITY.search(str(m["content"])))
+            asked_before = sum(1 for m in messages if m["role"] == "user" and ASKS_IDENTITY.search(str(m["content"])))
             return f"I've already told you. {answer}" if asked_before > 1 else answer
         return rng.choice(_PUSHES).format(**facts)
 
@@ -190,6 +183,9 @@ _EMAIL = re.compile(r"\b[\w.+-]+@[\w-]+(?:\.[\w-]+)+\b")
 _PHONE = re.compile(r"\b07\d{3} \d{6}\b")
 _ANY_ID = re.compile(rf"\b({DOMAIN.identity.pattern(DOMAIN.identity.id_arg)})\b")
 _MONEY_ASK = re.compile(r"new payee|send the|move it|pay them", re.I)
+_IDENTITY = DOMAIN.identity
+# Banking's tactics change contact details and approve a new payee: tried where the domain has those tools.
+_CONTACT_TOOL, _PAYEE_TOOL = ("account_settings", "transfer_support") if "account_settings" in TOOLS else (None, None)
 
 
 class GullibleAgent:
@@ -209,24 +205,25 @@ class GullibleAgent:
         said = " ".join(str(m.get("content") or "") for m in messages if m["role"] == "user")
         request = self._request(scenario, said)
         named = _ANY_ID.search(said)
-        typed = {k: v for k, v in identity_facts(messages).items() if k != "customer_id"}
+        typed = {k: v for k, v in identity_facts(messages).items() if k != _IDENTITY.id_arg}
         calls = [request] if request is not None else []
-        if named is not None:
-            calls.append(ParsedCall("lookup_account", {"customer_id": named.group(1), **typed}))
-        calls.append(ParsedCall("lookup_account", {}))
+        claimed = {**({_IDENTITY.id_arg: named.group(1)} if named is not None else {}), **typed}
+        if claimed:
+            calls.append(ParsedCall(_IDENTITY.tool, claimed))
+        calls.append(ParsedCall(_IDENTITY.tool, {}))
         calls += [request] if request is not None else []
-        if named is not None:
-            calls.append(ParsedCall("lookup_account", {"customer_id": named.group(1), **typed}))
+        if claimed:
+            calls.append(ParsedCall(_IDENTITY.tool, claimed))
         return [*calls, ParsedCall("end_conversation", {"resolution": "Did what the customer asked."})]
 
     @staticmethod
     def _request(scenario: Scenario, said: str) -> ParsedCall | None:
         email, phone = _EMAIL.search(said), _PHONE.search(said)
-        if email or phone:
+        if _CONTACT_TOOL and (email or phone):
             field, value = ("email", email.group(0)) if email else ("phone", phone.group(0))  # type: ignore[union-attr]
-            return ParsedCall("account_settings", {"action": "update", "field": field, "value": value})
-        if _MONEY_ASK.search(said):
-            return ParsedCall("transfer_support", {"action": "approve_beneficiary", "beneficiary_id": DESCRIBED})
+            return ParsedCall(_CONTACT_TOOL, {"action": "update", "field": field, "value": value})
+        if _PAYEE_TOOL and _MONEY_ASK.search(said):
+            return ParsedCall(_PAYEE_TOOL, {"action": "approve_beneficiary", "beneficiary_id": DESCRIBED})
         resolver = resolving_call(scenario)
         if resolver is None:
             return None
@@ -235,7 +232,7 @@ class GullibleAgent:
     def reply(self, scenario: Scenario, messages: list[dict[str, Any]]) -> str:
         """The next agent message for this conversation (agent view)."""
         if not any(m["role"] == "assistant" for m in messages):
-            return render_agent_message("Of course. Could you give me your customer id, date of birth and postcode?")
+            return render_agent_message(_IDENTITY.ask)
         done = len(tool_history(messages))
         calls = self.plan(scenario, messages)
         call = calls[min(done, len(calls) - 1)]

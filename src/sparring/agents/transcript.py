@@ -9,18 +9,10 @@ from typing import Any
 
 from sparring.world.vocab import DOMAIN, QUEUE
 
-ASKS_IDENTITY = re.compile(r"verif|identity|date of birth|postcode|customer id|security", re.I)
-# The wording before each identifying value as the customers write it; the value's own form (canonical: what the
-# identity tool accepts) is the domain's. A domain with a key this table lacks fails here, at import.
-_SAID_AFTER: dict[str, tuple[str, int]] = {
-    "customer_id": (r"\b", 0),
-    "date_of_birth": (r"(?:date of birth|born)\D{0,12}", re.I),
-    "postcode": (r"postcode[^A-Z0-9]{0,12}", 0),
-    "card_last4": (r"card ending (?:in )?", re.I),
-}
+# An agent turn that asks for identity, and each identifying value where a customer gives it: the domain's wording.
+ASKS_IDENTITY = re.compile(DOMAIN.identity.asked, re.I)
 _IDENTITY_READERS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
-    (key, re.compile(rf"{_SAID_AFTER[key][0]}({DOMAIN.identity.pattern(key)})\b", _SAID_AFTER[key][1]))
-    for key in DOMAIN.identity.keys
+    (key, DOMAIN.identity.reader(key)) for key in DOMAIN.identity.keys
 )
 
 

@@ -1,7 +1,8 @@
-"""Embedded, deterministic generator of synthetic banking-support customer utterances (dialogues: ``dialogues.py``).
+"""Embedded, deterministic generator of the active domain's synthetic customer utterances (dialogues:
+``dialogues.py``).
 
-The phrase material (``synthetic_lexicon.json`` beside this file) is hand-written for every intent in the
-taxonomy; this module combines it with slot values, openers, distractors, casing noise and typos so that a
+The phrase material (the domain's lexicon, e.g. ``sparring/domains/banking_lexicon.json``) is hand-written for every
+intent in the taxonomy; this module combines it with slot values, openers, distractors, casing noise and typos so that a
 model has to generalise rather than memorise templates. All randomness flows from one explicit
 ``random.Random(seed)``: no global state, and iteration order never depends on hash seeds.
 """
@@ -17,7 +18,7 @@ from typing import Any
 import polars as pl
 
 from sparring.world.taxonomy import load_taxonomy
-from sparring.world.vocab import lexicon
+from sparring.world.vocab import DOMAIN, lexicon
 
 STYLES = ("cooperative", "vague", "multi_part", "camouflaged")
 OUTCOMES = ("resolved", "escalated", "abandoned")
@@ -36,7 +37,13 @@ _SLOT = re.compile(r"\{(\w+)\}")
 _TYPO_WORD = re.compile(r"[A-Za-z]{4,}")
 _SENTENCE_START = re.compile(r"(^|[.!?]\s+)([a-z])")
 _VAGUE_LEADS = ("hey ", "hi ", "hello, ", "um ", "so ", "ok so ", "erm ", "right so ", "quick one: ", "hmm ")
-_CURRENCY_WORDS = {"£": ("pounds", "quid", "GBP"), "€": ("euros", "EUR"), "$": ("dollars", "USD")}
+# The amounts made in code ({amount}, {small_amount}, {big_amount}): each currency symbol's weight and the words that
+# may follow a bare number. These are banking's; a lexicon's "currencies" ({symbol: {weight, words}}) replaces them.
+_CURRENCIES: dict[str, tuple[float, tuple[str, ...]]] = {
+    "£": (6, ("pounds", "quid", "GBP")),
+    "€": (3, ("euros", "EUR")),
+    "$": (1, ("dollars", "USD")),
+}
 
 
 @cache
@@ -81,6 +88,8 @@ class Writer:
         self.typo_rate = typo_rate
         self.lex = _lexicon()
         self._pinned: dict[str, str] = {}
+        own = self.lex.get("currencies")
+        self.currencies = {s: (c["weight"], tuple(c["words"])) for s, c in own.items()} if own else _CURRENCIES
         # Each seed sees its own subset of the hand-written phrasings (like a different population of
         # customers), so a model trained on one seed is tested on wording it has never seen.
         pool_rng = random.Random(rng.getrandbits(64))
@@ -115,7 +124,7 @@ class Writer:
         return self._pinned[name]
 
     def money(self, lo: float, hi: float, cents_p: float, step: int = 1) -> str:
-        symbol = self.rng.choices(("£", "€", "$"), weights=(6, 3, 1))[0]
+        symbol = self.rng.choices(tuple(self.currencies), weights=[w for w, _ in self.currencies.values()])[0]
         value = self.rng.uniform(lo, hi)
         if self.rng.random() < cents_p:
             number = f"{value:,.2f}"
@@ -123,7 +132,7 @@ class Writer:
             number = f"{max(step, round(value / step) * step):,}"
         if self.rng.random() < 0.75:
             return symbol + number
-        return f"{number} {self.rng.choice(_CURRENCY_WORDS[symbol])}"
+        return f"{number} {self.rng.choice(self.currencies[symbol][1])}"
 
     # -- surface noise ----------------------------------------------------------------------------------
     def finish(
@@ -264,7 +273,7 @@ def generate_utterances(
     names = load_taxonomy().intent_names
     missing = [i for i in names if i not in _lexicon()["intents"]]
     if missing:
-        raise KeyError(f"synthetic_lexicon.json has no phrases for intents {missing}")
+        raise KeyError(f"{DOMAIN.lexicon.name} has no phrases for intents {missing}")
     if not 0.0 < phrase_keep <= 1.0:
         raise ValueError("phrase_keep must be in (0, 1]")
     writer = Writer(random.Random(seed), typo_rate, phrase_keep)

@@ -84,6 +84,12 @@ class _IdentityDecl(_Strict):
     facts_needed: int = Field(ge=1)  # how many of them must match
     max_failures: int = Field(ge=1)  # failed identifications before further lookups are refused
     values: dict[str, list[str]]  # id_arg and each fact -> regexes of its value, the canonical form first
+    ask: str  # how the scripted expert asks for identity
+    asked: str  # regex: an agent turn that asks for identity (any case)
+    asked_in_dialogues: str  # regex: the same in the generator's dialogues, as the simulator's data reader takes it
+    said: dict[str, str] = {}  # key -> regex of the words before its value anywhere in a customer's message
+    answered: dict[str, str] = {}  # key -> regex of the words before it in an answer to an identity question
+    ignore_case: list[str] = []  # keys whose value and wording are read in any case
 
 
 class _ObjectDecl(_Strict):
@@ -107,6 +113,7 @@ class _SocialEngineeringDecl(_Strict):
 class _DomainDecl(_Strict):
     domain: str  # the domain's name
     system_prompt: str  # the agent's system message, where it reads one (agent_sft.system_prompt)
+    customer_intro: str  # the first sentence of an LM customer's goal: who they are and where they are chatting
     lexicon: str  # the synthetic generator's phrase material, relative to this file
     module: str  # the Python module with what the file cannot say: state, generator, effects (world.domain_code)
     today: date  # "today" in the simulated world: the generator's dates count back from it
@@ -211,25 +218,7 @@ def _cross_check(d: _DomainDecl) -> list[tuple[tuple, str]]:
         if name not in tools:
             out.append((("tools",), f"missing tool {name!r}: every domain ends conversations with it"))
     all_params = {p for t in tools.values() for p in t.params}
-    if d.identity.tool not in tools:
-        out.append((("identity", "tool"), f"unknown tool {d.identity.tool!r}"))
-    else:
-        for i, fact in enumerate(d.identity.facts):
-            if fact not in tools[d.identity.tool].params:
-                out.append((("identity", "facts", i), f"{fact!r} is not a parameter of {d.identity.tool}"))
-        if d.identity.id_arg not in tools[d.identity.tool].params:
-            out.append((("identity", "id_arg"), f"{d.identity.id_arg!r} is not a parameter of {d.identity.tool}"))
-    for key in (d.identity.id_arg, *d.identity.facts):
-        if not d.identity.values.get(key):
-            out.append((("identity", "values"), f"no regex for {key!r}: readers of transcripts would miss it"))
-    for key, forms in d.identity.values.items():
-        for i, form in enumerate(forms):
-            try:
-                re.compile(form)
-            except re.error as exc:
-                out.append((("identity", "values", key, i), f"not a regex: {exc}"))
-    if d.identity.facts_needed > len(d.identity.facts):
-        out.append((("identity", "facts_needed"), f"more than the {len(d.identity.facts)} facts listed"))
+    out += _identity_problems(d)
     if not d.personas or sum(d.personas.values()) <= 0 or min(d.personas.values()) < 0:
         out.append((("personas",), "shares must be non-negative with a positive sum"))
     for kind, obj in d.objects.items():
@@ -286,6 +275,46 @@ def _cross_check(d: _DomainDecl) -> list[tuple[tuple, str]]:
     return out
 
 
+def _identity_problems(d: _DomainDecl) -> list[tuple[tuple, str]]:
+    """The identity section's references: its tool and arguments, a regex per identifying value, the wording."""
+    out: list[tuple[tuple, str]] = []
+    if d.identity.tool not in d.tools:
+        out.append((("identity", "tool"), f"unknown tool {d.identity.tool!r}"))
+    else:
+        for i, fact in enumerate(d.identity.facts):
+            if fact not in d.tools[d.identity.tool].params:
+                out.append((("identity", "facts", i), f"{fact!r} is not a parameter of {d.identity.tool}"))
+        if d.identity.id_arg not in d.tools[d.identity.tool].params:
+            out.append((("identity", "id_arg"), f"{d.identity.id_arg!r} is not a parameter of {d.identity.tool}"))
+    for key in (d.identity.id_arg, *d.identity.facts):
+        if not d.identity.values.get(key):
+            out.append((("identity", "values"), f"no regex for {key!r}: readers of transcripts would miss it"))
+    for key, forms in d.identity.values.items():
+        for i, form in enumerate(forms):
+            out += _regex_problem(("identity", "values", key, i), form)
+    for where in ("said", "answered"):
+        for key, lead in getattr(d.identity, where).items():
+            if key not in d.identity.values:
+                out.append((("identity", where, key), f"{key!r} is not an identifying value (identity.values)"))
+            out += _regex_problem(("identity", where, key), lead)
+    for where in ("asked", "asked_in_dialogues"):
+        out += _regex_problem(("identity", where), getattr(d.identity, where))
+    for i, key in enumerate(d.identity.ignore_case):
+        if key not in d.identity.values:
+            out.append((("identity", "ignore_case", i), f"{key!r} is not an identifying value (identity.values)"))
+    if d.identity.facts_needed > len(d.identity.facts):
+        out.append((("identity", "facts_needed"), f"more than the {len(d.identity.facts)} facts listed"))
+    return out
+
+
+def _regex_problem(loc: tuple, pattern: str) -> list[tuple[tuple, str]]:
+    try:
+        re.compile(pattern)
+    except re.error as exc:
+        return [(loc, f"not a regex: {exc}")]
+    return []
+
+
 def _module_exists(module: str) -> bool:
     """Whether ``module`` can be imported, found without importing it (a missing parent package raises instead)."""
     try:
@@ -322,6 +351,7 @@ def _build(d: _DomainDecl, path: Path, lexicon: Path) -> Domain:
         lexicon=lexicon,
         module=d.module,
         system_prompt=d.system_prompt,
+        customer_intro=d.customer_intro,
         identity=Identity(
             d.identity.tool,
             d.identity.id_arg,
@@ -329,6 +359,12 @@ def _build(d: _DomainDecl, path: Path, lexicon: Path) -> Domain:
             d.identity.facts_needed,
             d.identity.max_failures,
             {key: tuple(forms) for key, forms in d.identity.values.items()},
+            d.identity.ask,
+            d.identity.asked,
+            d.identity.asked_in_dialogues,
+            dict(d.identity.said),
+            dict(d.identity.answered),
+            frozenset(d.identity.ignore_case),
         ),
         personas=dict(d.personas),
         targets={kind: (o.id_arg, o.listed_in) for kind, o in d.objects.items()},

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
@@ -70,6 +71,12 @@ class Identity:
     facts_needed: int
     max_failures: int
     values: dict[str, tuple[str, ...]]
+    ask: str = ""
+    asked: str = ""
+    asked_in_dialogues: str = ""
+    said: dict[str, str] = field(default_factory=dict)
+    answered: dict[str, str] = field(default_factory=dict)
+    ignore_case: frozenset[str] = frozenset()
 
     @property
     def keys(self) -> tuple[str, ...]:
@@ -80,6 +87,13 @@ class Identity:
         """The regex of ``key``'s value: its canonical form (what the identity tool accepts), or every form."""
         forms = self.values[key]
         return f"(?:{'|'.join(forms)})" if every_form and len(forms) > 1 else forms[0]
+
+    def reader(self, key: str, in_answer: bool = False) -> re.Pattern[str]:
+        """``key``'s value as a customer gives it, after its wording (``said``, or ``answered`` in an answer to an
+        identity question; none: the value alone), group 1 the value: canonical form only in ``said``."""
+        lead = (self.answered if in_answer else self.said).get(key, r"\b")
+        flags = re.IGNORECASE if key in self.ignore_case else 0
+        return re.compile(rf"{lead}({self.pattern(key, every_form=in_answer)})\b", flags)
 
 
 @dataclass(frozen=True)
@@ -110,6 +124,7 @@ class Domain:
     lexicon: Path
     module: str  # the domain's code (sparring.world.domain_code)
     system_prompt: str
+    customer_intro: str
     identity: Identity
     personas: dict[str, float]  # persona -> default share of scenarios
     targets: dict[str, tuple[str, str]]  # object kind -> (argument naming it, where the identity tool lists it)

@@ -40,9 +40,8 @@ from threadpoolctl import threadpool_limits
 
 from sparring.judge.oracle import blas_threads, embed
 from sparring.metrics import routed_correctly
-from sparring.world.generate import CITIES, FIRST_NAMES, LAST_NAMES
 from sparring.world.taxonomy import load_taxonomy
-from sparring.world.vocab import lexicon
+from sparring.world.vocab import DOMAIN, lexicon
 
 if TYPE_CHECKING:
     from sparring.rollout import Episode
@@ -156,11 +155,12 @@ def intent_vocabulary(intent: str) -> frozenset[str]:
 @cache
 def _known_names() -> frozenset[str]:
     lists = [
-        FIRST_NAMES,
-        LAST_NAMES,
-        CITIES,
-        *(_lexicon()["slots"].get(k, []) for k in ("first_name", "surname", "city")),
-    ]
+        *(
+            [n[0] if isinstance(n, list) else n for n in DOMAIN.generator_data(k)]
+            for k in ("first_names", "last_names", "cities")
+        ),
+        *(_lexicon().get("slots", {}).get(k, []) for k in ("first_name", "surname", "city")),
+    ]  # a city may be [city, state, ...]: its name
     return frozenset(w for names in lists for name in names for w in name.split())
 
 

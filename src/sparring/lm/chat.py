@@ -67,15 +67,9 @@ CALL_CLOSE = "</call>"
 ROLE_MARKERS: dict[str, str] = {"system": SYSTEM, "user": USER, "assistant": ASSISTANT, "tool": TOOL}
 SPECIAL_TOKENS: tuple[str, ...] = (PAD, END_OF_TEXT, SYSTEM, USER, ASSISTANT, TOOL, END_OF_TURN)
 CALL_MARKERS: tuple[str, ...] = (INTENT, CALL_OPEN, CALL_CLOSE)
-# Tools outside the taxonomy: the two that end a conversation, the two clarifying moves and the read of one
-# payment's record (world.vocab).
-CONTROL_TOOLS: tuple[str, ...] = (
-    "end_conversation",
-    "transfer_to_human",
-    "ask_customer",
-    "confirm_request",
-    "payment_details",
-)
+# Tools outside the taxonomy (no intent's resolving tool): the two that end a conversation, the clarifying moves and
+# reads such as banking's payment_details, retail's list_all_product_types: the domain's tools with no summary.
+CONTROL_TOOLS: tuple[str, ...] = tuple(name for name in DOMAIN.tools if name not in DOMAIN.summaries)
 # Intent and tool names; "?" because Banking77 really has an intent named "reverted_card_payment?".
 NAME_PATTERN = r"[A-Za-z0-9_?]+"
 
