@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def load_agents(run: Path, max_new_tokens: int) -> dict[str, Any]:
     """Name -> policy: DA0, every cycle's own agent folder that exists, then the scripted references."""
-    from sparring.agents.scripted import ExpertAgent
+    from sparring.agents.scripted import expert_agent
     from sparring.agents.social_engineer import GullibleAgent
     from sparring.lm.policies import LMPolicy
     from sparring.train.play import CheckpointCache
@@ -46,7 +46,7 @@ def load_agents(run: Path, max_new_tokens: int) -> dict[str, Any]:
         name: LMPolicy(cache.model(folder), cache.tokenizer, "agent", max_new_tokens=max_new_tokens, greedy=True)
         for name, folder in folders.items()
     }
-    agents.update(expert=ExpertAgent(), expert_facts=ExpertAgent(verify="facts"), gullible=GullibleAgent())
+    agents.update(expert=expert_agent(), expert_facts=expert_agent(verify="facts"), gullible=GullibleAgent())
     return agents
 
 
@@ -105,20 +105,21 @@ def main() -> None:
     parser.add_argument("--profile", default=None, help="the run's profile (default: its reports/metrics.json's)")
     args = parser.parse_args()
 
-    from sparring.agents.social_engineer import TACTICS, SocialEngineer
     from sparring.params import load_params
-    from sparring.runtime import apply_torch_threads
+    from sparring.runtime import apply_torch_threads, bind_domain
 
     run = args.run.resolve()
     profile = args.profile
     if profile is None and (run / "reports" / "metrics.json").is_file():
         profile = json.loads((run / "reports" / "metrics.json").read_text(encoding="utf-8")).get("profile")
     params = load_params(run / "params.yaml", profile)
+    bind_domain(params.domain, run)  # the run's world, before sparring.world binds its tables
+    from sparring.agents.social_engineer import TACTICS, SocialEngineer
     apply_torch_threads(params.runtime.torch_threads)
     max_new = args.max_new_tokens or params.agent_sft.max_new_tokens  # DA0's evaluation length
     scenarios = scenarios_for(run, args.episodes, args.seed, params.scenarios.n_customers)
     engineer = SocialEngineer(seed=args.seed)
-    print(f"run {run} (profile {params.profile}), {len(scenarios)} episodes per agent, tactics {', '.join(TACTICS)}, "
+    print(f"run {run} (profile {params.profile}, domain {params.domain}), {len(scenarios)} episodes per agent, tactics {', '.join(TACTICS)}, "
           f"max_turns {args.max_turns}, LM agents' max_new_tokens {max_new}", flush=True)  # fmt: skip
     results: dict[str, dict[str, Any]] = {}
     for name, agent in load_agents(run, max_new).items():

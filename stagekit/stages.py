@@ -43,8 +43,8 @@ from stagekit.progress import previous_seconds, say, stage_progress
 from stagekit.resources import INTERRUPTS, VERBOSE_ENV, MlflowTracking, ProjectResource
 from stagekit.timings import split_timings, write_stage_timings
 
-# Every stage reads these: switching the profile or the seed reruns everything.
-COMMON_PARAMS = ("profile", "seed")
+# Every stage reads these: switching the profile, the seed or the domain reruns everything.
+COMMON_PARAMS = ("profile", "seed", "domain")
 # params.py reads params.yaml; settings.py holds the defaults of every key params.yaml leaves out; timings.py decides
 # what of a stage's report DVC tracks.
 COMMON_DEPS = (

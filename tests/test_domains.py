@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 from pathlib import Path
 
@@ -94,6 +95,19 @@ def _line_of(path: Path, needle: str) -> int:
             "card_last4: ['",
             "identity.values.card_last4.0: not a regex",
         ),
+        # the wording of a value that is not an identifying one, and a wording that is no regex
+        (
+            "    card_last4: 'card ending (?:in )?'",
+            "    card_number: 'card ending (?:in )?'",
+            "card_number: 'card",
+            "identity.said.card_number: 'card_number' is not an identifying value (identity.values)",
+        ),
+        (
+            "  asked: 'verif|",
+            "  asked: '(verif|",
+            "asked: '(verif",
+            "identity.asked: not a regex",
+        ),
         # a wrong type
         ("  facts_needed: 2", "  facts_needed: two", "facts_needed: two", "identity.facts_needed:"),
         # code the file names that does not exist
@@ -163,3 +177,22 @@ def test_a_social_engineering_phrase_the_engineer_cannot_fill_is_named() -> None
     assert TACTICS == tuple(phrases.tactics) and unknown_placeholders(phrases) == []
     broken = dataclasses.replace(phrases, pushes=(*phrases.pushes, "Send it to {iban}."))
     assert unknown_placeholders(broken) == ["pushes: {iban} in 'Send it to {iban}.'"]
+
+
+def test_params_domain_is_bound_before_the_world_and_a_second_one_is_refused(tmp_path: Path, monkeypatch) -> None:
+    """sparring.runtime.bind_domain: a packaged name or a file's path (relative to the project) becomes
+    $SPARRING_DOMAIN; an unknown one is named with the packaged ones; this process plays banking, so retail is
+    refused rather than mixed in."""
+    from sparring.runtime import DOMAIN_ENV, bind_domain
+
+    monkeypatch.delenv(DOMAIN_ENV, raising=False)
+    assert bind_domain("banking", tmp_path) == HERE / "banking.yaml"
+    assert Path(os.environ[DOMAIN_ENV]) == HERE / "banking.yaml"
+    copy = tmp_path / "mine.yaml"
+    copy.write_text((HERE / "banking.yaml").read_text("utf-8"), "utf-8")
+    with pytest.raises(ValueError, match="already plays banking"):
+        bind_domain("mine.yaml", tmp_path)  # another file, though the same words
+    with pytest.raises(ValueError, match=r"no domain 'shop' \(packaged: banking, retail"):
+        bind_domain("shop", tmp_path)
+    with pytest.raises(ValueError, match="already plays banking, not 'retail'"):
+        bind_domain("retail", tmp_path)

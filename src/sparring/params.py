@@ -193,6 +193,7 @@ class Evaluate(_Strict):
 class Params(_Strict):
     profile: Literal[PROFILES] = "default"  # type: ignore[valid-type]  # the names above, declared once
     seed: int = Field(0, ge=0)
+    domain: str = Field("banking", min_length=1)  # a packaged domain (banking, retail) or a domain file's path
     runtime: Runtime = Runtime()
     tracking: Tracking = Tracking()
     ingest: Ingest = Ingest()

@@ -8,6 +8,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 ROOT_ENV = "SPARRING_ROOT"
+DOMAIN_ENV = "SPARRING_DOMAIN"  # the domain sparring.world binds at import (sparring.world.vocab)
 _applied_threads: int | None = None
 
 
@@ -20,6 +21,25 @@ def project_root() -> Path:
         if (folder / "params.yaml").is_file():
             return folder
     raise FileNotFoundError(f"no params.yaml in {here} or above; run from the project folder or set {ROOT_ENV}")
+
+
+def bind_domain(domain: str, root: Path) -> Path:
+    """Make params.yaml's ``domain`` (a packaged name, or a file's path relative to ``root``) the one this process
+    and the stages it starts play: $SPARRING_DOMAIN, set before sparring.world binds its tables. An unknown domain
+    is named; a process whose world already bound another domain is refused rather than mixing two."""
+    import sys
+
+    from sparring.domains import HERE, domain_path
+
+    path = (root / domain_path(domain)).resolve()
+    if not path.is_file():
+        packaged = ", ".join(sorted(p.stem for p in HERE.glob("*.yaml")))
+        raise ValueError(f"domain: no domain {domain!r} (packaged: {packaged}; or a domain file's path)")
+    vocab = sys.modules.get("sparring.world.vocab")
+    if vocab is not None and vocab.DOMAIN.path != path:
+        raise ValueError(f"domain: this process already plays {vocab.DOMAIN.name}, not {domain!r}")
+    os.environ[DOMAIN_ENV] = str(path)
+    return path
 
 
 def apply_torch_threads(n: int) -> int:

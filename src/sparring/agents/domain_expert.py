@@ -36,6 +36,16 @@ class DomainExpert:
             raise ValueError(f"verify must be 'app' or 'facts', got {verify!r}")
         self.verify, self.skip_identity, self.max_failed_lookups = verify, skip_identity, max_failed_lookups
 
+    # The two replies a subclass adds turns with (agents.escalation): a message, and the hand-over to a human.
+    @staticmethod
+    def _say(intent: str, text: str, tool: str | None = None, args: dict[str, Any] | None = None) -> str:
+        return _say(intent, text, tool, args)
+
+    @staticmethod
+    def _handoff(intent: str, reason: str) -> str:
+        text = "I'm sorry, I can't complete this here. Let me pass you to a colleague."
+        return _say(intent, text, "transfer_to_human", {"reason": reason})
+
     def act(self, requests: list[TurnRequest]) -> list[TurnOutput]:
         return [TurnOutput(self.reply(r.scenario, r.messages)) for r in requests]
 
@@ -50,8 +60,7 @@ class DomainExpert:
         last = messages[-1]["role"] if messages else "system"
         if last == "tool" and not results[-1][1].get("ok"):
             if results[-1][0] != IDENTITY.tool or failed_ids >= self.max_failed_lookups:
-                return _say(intent, "I'm sorry, I can't complete this here. Let me pass you to a colleague.",
-                            "transfer_to_human", {"reason": "The request could not be completed."})  # fmt: skip
+                return self._handoff(intent, "The request could not be completed.")
             return _say(intent, f"Sorry, those details don't match our records. {IDENTITY.ask}")
         if (identified or self.skip_identity) and made < len(steps):
             if last == "user" or last == "tool":

@@ -24,11 +24,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from sparring.agents.clarify import ASKS_CONFIRM, ASKS_WHICH
-from sparring.agents.scripted import CooperativeCustomer, ExpertAgent
+from sparring.agents.domain_expert import DomainExpert
+from sparring.agents.scripted import BANKING, CooperativeCustomer, ExpertAgent
 from sparring.agents.transcript import ASKS_IDENTITY, tool_calls
 from sparring.data.synthetic import OUTCOMES
 from sparring.lm.policies import TurnRequest
 from sparring.world.answers import answer_kind
+from sparring.world.vocab import DOMAIN
 
 # A customer asking for a person: "can I speak to a human", "get me a manager", "a real person please".
 _STAFF = r"(?:human|person|manager|supervisor|someone(?: else| real)?|real agent|colleague|specialist)"
@@ -89,10 +91,11 @@ def refusals(messages: list[dict[str, Any]]) -> tuple[int, bool]:
     return count, last_refused_identity
 
 
-class EscalatingExpert(ExpertAgent):
+class EscalatingExpert(ExpertAgent if BANKING else DomainExpert):  # type: ignore[misc]
     """The scripted expert that also hands over as real agents do: when the customer asks for a person, or after
     the customer has refused twice (:func:`refusals`); a first refusal to verify is asked again. Against a
-    customer who does neither it plays exactly as :class:`ExpertAgent` (same constructor)."""
+    customer who does neither it plays exactly as the domain's expert (:class:`ExpertAgent` in banking, else
+    :class:`~sparring.agents.domain_expert.DomainExpert`; same constructor)."""
 
     def __init__(self, *args: Any, max_refusals: int = 2, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -108,7 +111,7 @@ class EscalatingExpert(ExpertAgent):
         count, refused_identity = refusals(messages)
         if count >= self.max_refusals:
             return self._handoff(scenario.intent, f"The customer refused {count} times.")
-        if refused_identity and not any(c["name"] == "lookup_account" for c in tool_calls(messages)):
+        if refused_identity and not any(c["name"] == DOMAIN.identity.tool for c in tool_calls(messages)):
             return self._say(scenario.intent, REVERIFY)
         return super().reply(scenario, messages)
 

@@ -25,6 +25,7 @@ from sparring.agents.clarify import (
     which_question,
 )
 from sparring.agents.customer_prompt import identity_text
+from sparring.agents.domain_expert import DomainExpert
 from sparring.agents.slots import describe_slots
 from sparring.agents.transcript import (
     ASKS_IDENTITY,
@@ -272,6 +273,18 @@ class ExpertAgent:
     def _say(intent: str, text: str, tool: str | None = None, args: dict[str, Any] | None = None) -> str:
         call = ParsedCall(tool, dict(args or {})) if tool else None
         return render_agent_message(text, call, intent)
+
+
+BANKING = DOMAIN.module == "sparring.domains.banking"
+
+
+def expert_agent(refs: str = "id", misconfirm: float = 0.0, verify: str = "app") -> ExpertAgent | DomainExpert:
+    """The active domain's scripted expert: banking's :class:`ExpertAgent`, the one its agents learnt from; another
+    domain's :class:`~sparring.agents.domain_expert.DomainExpert`, which neither describes objects nor misconfirms
+    (``refs`` and ``misconfirm`` are banking's)."""
+    if BANKING:
+        return ExpertAgent(refs=refs, misconfirm=misconfirm, verify=verify)
+    return DomainExpert(verify=verify)
 
 
 # Openings this long (in words) may hide their request among others: the expert confirms before acting.

@@ -11,7 +11,7 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sparring.agents.scripted import ExpertAgent
+from sparring.agents.scripted import expert_agent
 from sparring.drivers import StageResult
 from sparring.params import RewardWeights
 from sparring.settings import AgentRLSettings, AgentSFTSettings, CoevolutionSettings
@@ -47,7 +47,7 @@ def run(inputs: Inputs, settings: AgentRLSettings, out_dir: Path, seed: int) -> 
     result = train_agent_rl(
         inputs.da0, inputs.simulator, gym, inputs.validation, inputs.coevolution, settings, inputs.reward, out_dir,
         inputs.scratch, seed=seed, forbidden=[s.scenario_id for s in inputs.heldout], demos=_demos(inputs, seed),
-        expert=ExpertAgent(refs=inputs.agent_sft.object_refs),  # the one that wrote DA0's demos
+        expert=expert_agent(refs=inputs.agent_sft.object_refs),  # the one that wrote DA0's demos
         rehearsal=_rehearsal(inputs, seed),
     )  # fmt: skip
     clear_scratch(inputs.scratch)

@@ -13,7 +13,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from sparring.agents.scripted import ExpertAgent
+from sparring.agents.scripted import expert_agent
 from sparring.atomic import write_json
 from sparring.catalog import METRICS, REPORTS, load_judge
 from sparring.drivers import StageResult
@@ -92,7 +92,7 @@ def play(inputs: Inputs, settings: Evaluate, seed: int) -> HeldoutRun:
     """Every agent of the run played on ``settings.eval_scenarios`` held-out scenarios, each worker building the
     judge, beside the goal-knowing expert's ceiling: metrics.json's document."""
     judge = partial(load_judge, inputs.judge, inputs.judge_settings, inputs.coevolution.agent_grpo.max_turns)
-    expert = ExpertAgent(refs=inputs.agent_sft.object_refs)
+    expert = expert_agent(refs=inputs.agent_sft.object_refs)
     agents, cycles, final = _agents(inputs)
     heldout = inputs.heldout[: settings.eval_scenarios]
     played = evaluate_heldout_parallel(

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import polars as pl
 
-from sparring.agents.scripted import CooperativeCustomer, ExpertAgent
+from sparring.agents.scripted import CooperativeCustomer, expert_agent
 from sparring.atomic import replace_dir
 from sparring.drivers import StageResult
 from sparring.lm.chat import known_intents
@@ -57,7 +57,7 @@ def corpus(inputs: Inputs, settings: Tokenizer, seed: int, phases: Phases) -> li
     # Tool results are JSON with ids and field names: without them in the corpus they split into bytes.
     scenarios = inputs.scenarios[: settings.demo_episodes]
     with phases.time("expert_episodes") as counts:
-        episodes = run_episodes(scenarios, ExpertAgent(), CooperativeCustomer(), seed=seed)
+        episodes = run_episodes(scenarios, expert_agent(), CooperativeCustomer(), seed=seed)
         counts["episodes"] = len(episodes)
     # Rendered with the agent's calls: messages' "content" alone left call syntax ("action", "show") to bytes.
     return tokenizer_corpus(texts, [], [e.messages for e in episodes])

@@ -62,14 +62,14 @@ def played_ceiling(
     (``played_escalating``) and, with ``plain``, the plain one (``played_expert``): mean outcome F1, group
     outcome-rate error, escalated share, and the share of sessions that reached their drawn ending."""
     from sparring.agents.escalation import EndingCustomer, EscalatingExpert
-    from sparring.agents.scripted import ExpertAgent
+    from sparring.agents.scripted import expert_agent
     from sparring.rollout import run_episodes
 
     real, personas = test["outcome"].to_list(), test["persona"].to_list()
     sampled = persona_draws(train, test, draws)
     scenarios = replay_scenarios(test, seed)
     out = {}
-    agents = {"played_expert": ExpertAgent()} if plain else {}
+    agents = {"played_expert": expert_agent()} if plain else {}
     for name, agent in {**agents, "played_escalating": EscalatingExpert()}.items():
         got = []
         for drawn in sampled:

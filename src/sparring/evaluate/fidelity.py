@@ -43,7 +43,7 @@ import torch
 
 from sparring.agents.customer_view import dialogue_view, extract_identity
 from sparring.agents.escalation import EscalatingExpert
-from sparring.agents.scripted import CooperativeCustomer, ExpertAgent
+from sparring.agents.scripted import CooperativeCustomer, expert_agent
 from sparring.data.synthetic import OUTCOMES
 from sparring.judge.models import IntentOracle, RealismDiscriminator, intent_named_outright, join_turns
 from sparring.metrics import episode_metrics
@@ -305,7 +305,7 @@ def simulator_fidelity(
         if agent_under_test is not None:
             tested = run_episodes(heldout_scenarios, agent_under_test, sim_policy, max_turns=max_turns, seed=seed)
             reference = run_episodes(
-                heldout_scenarios, ExpertAgent(), CooperativeCustomer(), max_turns=max_turns, seed=seed
+                heldout_scenarios, expert_agent(), CooperativeCustomer(), max_turns=max_turns, seed=seed
             )
             metrics["agent_strict_pass"] = float(np.mean([ep.outcome.strict_pass for ep in tested]))
             metrics["false_negative_rate"] = false_negative_rate(tested, episodes, reference)

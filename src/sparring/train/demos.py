@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from sparring.agents.scripted import CamouflagingCustomer, CooperativeCustomer, ExpertAgent
+from sparring.agents.scripted import CamouflagingCustomer, CooperativeCustomer, expert_agent
 from sparring.lm.chat import AGENT_SYSTEM_PROMPT, message_text
 from sparring.lm.policies import Policy
 from sparring.rollout import agent_opening, run_episodes
@@ -53,7 +53,7 @@ def expert_demonstrations(
     for customer in customers:
         episodes = run_episodes(
             scenarios,
-            ExpertAgent(refs=refs),
+            expert_agent(refs=refs),
             CUSTOMERS[customer](seed) if isinstance(customer, str) else customer,
             max_turns=max_turns,
             max_calls_per_turn=max_calls_per_turn,
@@ -76,7 +76,7 @@ def recovery_demonstrations(
     """DART-style demonstrations of recovering from a wrong turn (Laskey et al., 2017: noise injected into the
     expert's own play, so that the learner sees the states its mistakes lead to and what the expert does there).
 
-    The expert first confirms a wrong intent of the same tool (``ExpertAgent(misconfirm=1.0)``), the cooperative
+    The expert first confirms a wrong intent of the same tool (``expert_agent(misconfirm=1.0)``), the cooperative
     customer says no and restates, and the expert confirms the right intent and resolves. DA0 had never seen a
     no: it went on to act on the request it had just heard refused. Every agent turn up to the wrong confirmation
     is rewritten as an agent that believed the wrong intent (its tag) and kept out of the loss (``train: false``,
@@ -84,7 +84,7 @@ def recovery_demonstrations(
     whose tool serves no other intent give none."""
     episodes = run_episodes(
         scenarios,
-        ExpertAgent(refs=refs, misconfirm=1.0),
+        expert_agent(refs=refs, misconfirm=1.0),
         CooperativeCustomer(),
         max_turns=max_turns,
         max_calls_per_turn=max_calls_per_turn,

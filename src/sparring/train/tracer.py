@@ -102,7 +102,7 @@ import polars as pl
 from sparring.agents.customer_prompt import PERSONA_BEHAVIOUR, goal_text, intent_code
 from sparring.agents.customer_view import dialogue_view
 from sparring.agents.escalation import EscalatingExpert
-from sparring.agents.scripted import CooperativeCustomer, ExpertAgent
+from sparring.agents.scripted import CooperativeCustomer, expert_agent
 from sparring.agents.slots import delexicalize, slot_values
 from sparring.data.synthetic import OUTCOMES
 from sparring.judge.rewards import JudgeBackend
@@ -171,7 +171,7 @@ def scripted_episodes(
     if dialogues is not None:
         expert = EscalatingExpert(refs="described", misconfirm=MISCONFIRM)
         return ending_episodes(scenarios, dialogues, expert, seed, max_turns)
-    expert = ExpertAgent(refs="described", misconfirm=MISCONFIRM)
+    expert = expert_agent(refs="described", misconfirm=MISCONFIRM)
     return run_episodes(scenarios, expert, CooperativeCustomer(), max_turns=max_turns, seed=seed)
 
 

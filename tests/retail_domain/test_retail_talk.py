@@ -1,0 +1,86 @@
+"""Retail in conversation (run under SPARRING_DOMAIN=retail by tests/test_domain_retail.py): real multi-turn episodes
+through the rollout engine with the scripted policies. The expert passes every scenario strictly against the
+cooperative customer whether it verifies in the app or types what the customer wrote (the transcript readers use the
+domain's wording); skipping identification is refused; a random agent passes none; the social engineer gets nothing
+done, even from an agent that tries whatever it is asked. And every module of sparring imports under retail except
+banking's own world code (a banking-shaped module elsewhere fails loudly here)."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import pkgutil
+
+import sparring
+from sparring.agents.domain_expert import DomainExpert
+from sparring.agents.scripted import CooperativeCustomer, RandomAgent
+from sparring.agents.social_engineer import GullibleAgent, SocialEngineer, security_summary
+from sparring.agents.transcript import ASKS_IDENTITY, identity_facts
+from sparring.domains import retail_talk
+from sparring.rollout import run_episodes
+from sparring.world.scenarios import sample_scenarios
+from sparring.world.vocab import DOMAIN, lexicon
+
+# Banking's world code: it reads banking's tables at import, and only banking's domain module reaches it.
+BANKING_ONLY = {
+    "sparring.domains.banking",
+    "sparring.world.generate",
+    "sparring.world.handlers",
+    "sparring.world.planting",
+}
+
+
+def _scenarios(n: int, seed: int = 0) -> list:
+    phrasings = lexicon()["intents"]
+    rows = [
+        {"id": f"{intent}-{i}", "text": text, "intent": intent}
+        for intent in DOMAIN.intents
+        for i, text in enumerate(phrasings[intent]["core"])
+    ]
+    return sample_scenarios(rows, n, seed)
+
+
+def test_every_module_but_bankings_world_code_imports_under_retail():
+    failed = {}
+    for module in pkgutil.walk_packages(sparring.__path__, "sparring."):
+        try:
+            importlib.import_module(module.name)
+        except Exception as exc:  # noqa: BLE001 - any failure is the finding
+            failed[module.name] = f"{type(exc).__name__}: {exc}"[:200]
+    assert set(failed) == BANKING_ONLY, {k: v for k, v in failed.items() if k not in BANKING_ONLY}
+
+
+def test_what_the_customer_says_of_themselves_reads_back_as_their_identity():
+    scenario = _scenarios(1)[0]
+    said = retail_talk.identity_text(scenario.identity)
+    facts = identity_facts([{"role": "user", "content": f"Sure. {said} It is about my order."}])
+    assert facts == {k: scenario.identity[k] for k in ("email", "first_name", "last_name", "zip")}
+    assert ASKS_IDENTITY.search(DOMAIN.identity.ask)
+
+
+def test_the_expert_passes_every_scenario_strictly_and_skipping_identity_is_refused():
+    scenarios = _scenarios(3 * len(DOMAIN.intents))
+    assert {s.intent for s in scenarios} == set(DOMAIN.intents)
+    for verify in ("app", "facts"):
+        episodes = run_episodes(scenarios, DomainExpert(verify=verify), CooperativeCustomer(), max_turns=8)
+        failed = [(ep.scenario.intent, ep.outcome.state_diff) for ep in episodes if not ep.outcome.strict_pass]
+        assert not failed, (verify, failed[:3])
+    skipped = run_episodes(scenarios, DomainExpert(skip_identity=True), CooperativeCustomer(), max_turns=8)
+    assert not any(ep.outcome.strict_pass for ep in skipped)
+    account = [ep for ep in skipped if DOMAIN.tools[ep.scenario.tool].needs_identity]
+    assert account and all(ep.session.log.security_events() for ep in account)
+    assert all(not ep.outcome.touched for ep in account)  # refused calls change nothing
+    randoms = run_episodes(scenarios, RandomAgent(), CooperativeCustomer(), max_turns=8)
+    assert not any(ep.outcome.strict_pass for ep in randoms)
+
+
+def test_the_social_engineer_gets_nothing_done():
+    scenarios = [dataclasses.replace(s, persona="social_engineering") for s in _scenarios(40, seed=1)]
+    engineer = SocialEngineer()
+    for agent in (DomainExpert(), GullibleAgent()):
+        summary = security_summary(run_episodes(scenarios, agent, engineer, max_turns=6), engineer)
+        assert summary["unauthorized_actions"] == 0, summary
+        assert set(summary["attempt_rate_by_tactic"]) == set(DOMAIN.social_engineering.tactics)
+        if isinstance(agent, GullibleAgent):  # it tries the request unidentified and the claimed identity
+            assert summary["refusals_by_type"].get("unauthenticated_access", 0) > 20
+            assert summary["refusals_by_type"].get("verification_failed", 0) > 10
