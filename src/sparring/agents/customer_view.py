@@ -24,21 +24,23 @@ _IDENTITY_READERS: tuple[tuple[str, re.Pattern[str]], ...] = (
 )
 _NAME = re.compile(r"\b([A-Z][a-z]+ (?:[A-Z]')?[A-Z][a-z]+(?:-[A-Z][a-z]+)?)\b")
 _ASKS_IDENTITY = re.compile(DOMAIN.identity.asked_in_dialogues, re.I)
-# An agent question about which object (card, payment, transfer, top-up, payee) the problem is about, in the
-# generator's and common wordings; identity checks and confirmations that mention a card are not such questions.
+# An agent question about which object (card, payment, transfer, top-up, payee; order, item, product, the new
+# address) the problem is about, in the generators' and common wordings; identity checks and confirmations that
+# mention a card are not such questions.
 _OBJECT_WORDS = re.compile(
     r"\b(?:cards?|payments?|transactions?|transfers?|top-?ups?|top up|payees?|beneficiar(?:y|ies)|merchant|shop"
-    r"|recipient|sender|person you want to pay)\b",
+    r"|recipient|sender|person you want to pay|orders?|items?|products?|address)\b",
     re.I,
 )
 _ASKS_IDENTIFYING = re.compile(
     r"\bwhich\b|right one|how much|\bamount\b|last (?:four|4) digits|kind of card|card type|\bname\b|payee"
-    r"|top-?up method|how did you top up",
+    r"|top-?up method|how did you top up|what was in it|when did you (?:place|order)|colou?r"
+    r"|\bsizes?\b|new address",
     re.I,
 )
 # Not a which-question: an identity check, a confirmation of the request, a closing line.
 _NOT_WHICH = re.compile(
-    r"full name|birth|postcode|customer id|e-?mail|verif|identity|security|account safe"
+    r"full name|birth|postcode|\bzip\b|customer id|e-?mail|verif|identity|security|account safe"
     r"|understand correctly|make sure:|\bcorrect\?|is that right|anything else",
     re.I,
 )
@@ -81,11 +83,13 @@ def extract_identity(turns: Sequence[Mapping[str, str]]) -> dict[str, str]:
 
 def identity_sentence(facts: Mapping[str, str]) -> str:
     """The facts in :func:`~sparring.agents.customer_prompt.identity_text`'s wording ("" when there are none)."""
+    name = facts.get("full_name") or " ".join(facts[k] for k in ("first_name", "last_name") if k in facts)
     parts = [
-        f"My name is {facts['full_name']}" if "full_name" in facts else "",
+        f"My name is {name}" if name else "",
         f"customer id {facts['customer_id']}" if "customer_id" in facts else "",
         f"date of birth {facts['date_of_birth']}" if "date_of_birth" in facts else "",
         f"postcode {facts['postcode']}" if "postcode" in facts else "",
+        f"zip code {facts['zip']}" if "zip" in facts else "",
         f"my card ending {facts['card_last4']}" if "card_last4" in facts else "",
         f"email {facts['email']}" if "email" in facts else "",
     ]

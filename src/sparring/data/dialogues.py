@@ -1,6 +1,7 @@
-"""Embedded, deterministic generator of synthetic banking-support dialogues, over the utterance generator's lexicon
-and writer (``synthetic.py``): an opening in the persona's style, the agent's questions (verify, which object,
-confirm, sometimes wrongly) with the customer's answers, and an ending drawn from the persona's outcome odds."""
+"""Embedded, deterministic generator of the active domain's synthetic support dialogues, over the utterance
+generator's lexicon (its ``dialogue`` key) and writer (``synthetic.py``): an opening in the persona's style, the agent's
+questions (verify, which object, confirm, sometimes wrongly) with the customer's answers, and an ending drawn from the
+persona's outcome odds."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import polars as pl
 
 from sparring.data.synthetic import OUTCOMES, TURN_DTYPE, Writer, decap, end_sentence
 from sparring.world.taxonomy import load_taxonomy
-from sparring.world.vocab import INTENT_SPECS, PERSONAS
+from sparring.world.vocab import DOMAIN, INTENT_SPECS, PERSONAS
 
 # P(resolved, escalated, abandoned) per persona: the impatient walk away, social engineers get escalated.
 OUTCOME_WEIGHTS: dict[str, tuple[float, float, float]] = {
@@ -83,6 +84,52 @@ def _confusable(intent: str) -> tuple[str, ...]:
     return tuple(near or others)
 
 
+def _join(parts: list[str]) -> str:
+    return ", ".join(parts[:-1]) + (" and " if len(parts) > 1 else "") + parts[-1]
+
+
+def _options(w: Writer, spec: dict[str, Any]) -> dict[str, str]:
+    """One value of each of a catalogue product's options (generator.products), in the lexicon's words for it."""
+    words = w.lex["dialogue"]["option_words"]
+    return {key: w.fill(words[key], {"value": str(w.rng.choice(values))}) for key, values in spec["options"].items()}
+
+
+def _order_facts(w: Writer, pick: dict[str, str]) -> dict[str, str]:
+    """An order: one to three catalogue items with their options, when it was placed (or delivered), and the first
+    item as the opening's {product}/{plural}, on the same {day}."""
+    rng, dlg, catalogue = w.rng, w.lex["dialogue"], DOMAIN.generator_data("products")
+    names = rng.sample(sorted(catalogue), rng.choice((1, 1, 2, 2, 3)))
+    items = [f"{dlg['products'][name]['item']} ({', '.join(_options(w, catalogue[name]).values())})" for name in names]
+    day = w.fill("{day}")
+    first = dlg["products"][names[0]]
+    facts = {"product": first["product"], "plural": first["plural"], "items": _join(items), "day": day}
+    return {**facts, "when": w.fill(pick["when"], {"day": day})}
+
+
+def _product_facts(w: Writer, pick: dict[str, str]) -> dict[str, str]:
+    """A catalogue product and the options wanted, those an opening names ({colour}, {size}: option_slots) pinned."""
+    dlg, catalogue = w.lex["dialogue"], DOMAIN.generator_data("products")
+    name = w.rng.choice(sorted(catalogue))
+    wanted = _options(w, catalogue[name])
+    pinned = {slot: wanted[key] for key, slot in dlg["option_slots"].items() if key in wanted}
+    words = dlg["products"][name]
+    return {"product": words["product"], "plural": words["plural"], "wanted": ", ".join(wanted.values()), **pinned}
+
+
+def _user_facts(w: Writer, pick: dict[str, str]) -> dict[str, str]:
+    """The customer's new address, from the domain's streets and cities (city, state, first digits of its zips)."""
+    rng = w.rng
+    city, state, zip3 = rng.choice(DOMAIN.generator_data("cities"))
+    street = f"{rng.randint(1, 999)} {rng.choice(DOMAIN.generator_data('streets'))}"
+    parts = (street, pick["unit"], city, f"{state} {zip3}{rng.randrange(100):02d}")
+    return {"address": ", ".join(p for p in parts if p)}
+
+
+# Object kinds whose facts come from the domain's catalogue and addresses (generator.products, streets, cities), with
+# the lexicon's words for them (dialogue.products, option_words, option_slots): retail's. Banking's are below.
+_CATALOGUE_FACTS = {"order": _order_facts, "product": _product_facts, "user": _user_facts}
+
+
 def _object_facts(w: Writer, intent: str, target: str | None, customer: str) -> dict[str, str]:
     """Slot values naming the object the customer means, pinned for all their turns (the opening included) so the
     answer to "which one?" agrees with the story; empty for intents that act on no object."""
@@ -91,6 +138,8 @@ def _object_facts(w: Writer, intent: str, target: str | None, customer: str) -> 
     rng, dlg, slots = w.rng, w.lex["dialogue"], w.lex["slots"]
     options = {**dlg["which_facts"][target], **dlg["which_facts_by_intent"].get(intent, {})}
     pick = {key: rng.choice(values) for key, values in options.items()}
+    if target in _CATALOGUE_FACTS:
+        return _CATALOGUE_FACTS[target](w, pick)
     if target == "card":  # the form world.described recognises: "<kind> card ending [in] <4 digits>"
         kind, last4 = pick["card_kind"], f"{rng.randrange(10000):04d}"
         return {"card": f"{kind} card ending {last4}", "card_in": f"{kind} card ending in {last4}"}
@@ -113,9 +162,11 @@ def _object_facts(w: Writer, intent: str, target: str | None, customer: str) -> 
 
 def _dialogue_ctx(w: Writer, intent: str) -> tuple[dict[str, str], str]:
     """One customer identity per dialogue (so every turn that mentions it agrees) and the identity field the
-    agent asks for."""
-    rng, dlg = w.rng, w.lex["dialogue"]
-    first, last = rng.choice(w.lex["slots"]["first_name"]), rng.choice(w.lex["slots"]["surname"])
+    agent asks for. The name is from the lexicon's slots, or else the domain's world generator's; a domain that
+    identifies by zip code gets one of its cities' (generator.cities: city, state, first three digits)."""
+    rng, dlg, slots = w.rng, w.lex["dialogue"], w.lex["slots"]
+    first = rng.choice(slots.get("first_name") or DOMAIN.generator_data("first_names"))
+    last = rng.choice(slots.get("surname") or DOMAIN.generator_data("last_names"))
     ctx = {
         "first_name": first,
         "surname": last,
@@ -128,6 +179,8 @@ def _dialogue_ctx(w: Writer, intent: str) -> tuple[dict[str, str], str]:
         "summary": w.lex["intents"][intent]["summary"],
         "team": dlg["teams"][load_taxonomy().tool_for(intent)],
     }
+    if "zip" in DOMAIN.identity.keys:
+        ctx["zip"] = f"{rng.choice(DOMAIN.generator_data('cities'))[2]}{rng.randrange(100):02d}"
     id_field = rng.choice(list(dlg["agent_verify"]))
     ctx["id_detail"] = w.fill(rng.choice(dlg["id_detail"][id_field]), ctx)
     return ctx, id_field
@@ -153,8 +206,8 @@ def _dialogue(w: Writer, intent: str, persona: str, outcome: str, max_turns: int
     def customer(text: str) -> dict[str, str]:
         return {"role": "customer", "text": text}
 
-    def chat(text: str, typos: bool = True) -> str:  # customer-side noise for lines not from utterance()
-        return w.finish(text, lower_p=0.1, bare_p=0.1, typos=typos, keep=facts.values())
+    def chat(text: str, typos: bool = True, lower_p: float = 0.1) -> str:  # noise for lines not from utterance()
+        return w.finish(text, lower_p=lower_p, bare_p=0.1, typos=typos, keep=facts.values())
 
     def agent(text: str) -> dict[str, str]:
         return {"role": "agent", "text": text}
@@ -196,7 +249,8 @@ def _dialogue(w: Writer, intent: str, persona: str, outcome: str, max_turns: int
         if kind == "clarify":
             return restate()
         if kind == "verify":  # identity details stay typo-free so they can be checked against the account
-            return chat(say(ident_key), typos=False)
+            # and in their case where the domain reads names case-sensitively (the lexicon's identity_lower_p)
+            return chat(say(ident_key), typos=False, lower_p=dlg.get("identity_lower_p", 0.1))
         if kind == "which":
             text = chat(w.fill(rng.choice(dlg["customer_which"][target]), {**ctx, **facts}))
             return f"{text} {say('impatient_suffix')}" if impatient and rng.random() < 0.3 else text
@@ -224,7 +278,7 @@ def _dialogue(w: Writer, intent: str, persona: str, outcome: str, max_turns: int
     elif outcome == "escalated":
         turns.append(agent(say("agent_escalate_security" if evasive else "agent_escalate")))
     else:
-        final = w.fill(rng.choice(dlg["resolve"][tool]))
+        final = w.fill(rng.choice(dlg.get("resolve_by_intent", {}).get(intent) or dlg["resolve"][tool]))
         turns.append(agent(f"{final} {say('agent_close')}" if rng.random() < 0.6 else final))
     if rng.random() < 0.8:  # most agents greet before their first question
         turns[1]["text"] = f"{say('agent_greet')} {turns[1]['text']}"
