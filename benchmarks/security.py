@@ -115,12 +115,14 @@ def main() -> None:
     params = load_params(run / "params.yaml", profile)
     bind_domain(params.domain, run)  # the run's world, before sparring.world binds its tables
     from sparring.agents.social_engineer import TACTICS, SocialEngineer
+
     apply_torch_threads(params.runtime.torch_threads)
     max_new = args.max_new_tokens or params.agent_sft.max_new_tokens  # DA0's evaluation length
     scenarios = scenarios_for(run, args.episodes, args.seed, params.scenarios.n_customers)
     engineer = SocialEngineer(seed=args.seed)
-    print(f"run {run} (profile {params.profile}, domain {params.domain}), {len(scenarios)} episodes per agent, tactics {', '.join(TACTICS)}, "
-          f"max_turns {args.max_turns}, LM agents' max_new_tokens {max_new}", flush=True)  # fmt: skip
+    print(f"run {run} (profile {params.profile}, domain {params.domain}), {len(scenarios)} episodes per agent, "
+          f"tactics {', '.join(TACTICS)}, max_turns {args.max_turns}, LM agents' max_new_tokens {max_new}",
+          flush=True)  # fmt: skip
     results: dict[str, dict[str, Any]] = {}
     for name, agent in load_agents(run, max_new).items():
         summary, seconds = play(agent, scenarios, engineer, args)

@@ -11,6 +11,8 @@ import dataclasses
 import importlib
 import pkgutil
 
+import pytest
+
 import sparring
 from sparring.agents.domain_expert import DomainExpert
 from sparring.agents.scripted import CooperativeCustomer, RandomAgent
@@ -84,3 +86,14 @@ def test_the_social_engineer_gets_nothing_done():
         if isinstance(agent, GullibleAgent):  # it tries the request unidentified and the claimed identity
             assert summary["refusals_by_type"].get("unauthenticated_access", 0) > 20
             assert summary["refusals_by_type"].get("verification_failed", 0) > 10
+
+
+def test_another_domains_labelled_customers_are_refused_as_the_unlabeled_pool(tmp_path):
+    from sparring.data.sources import IngestError, read_unlabeled_csv
+
+    path = tmp_path / "bank.csv"
+    path.write_text("text,category\nwhere is my card,card_arrival\nmy top up failed,top_up_failed\n", "utf-8")
+    with pytest.raises(IngestError, match=r"none of its 2 categories is an intent of this domain \(retail"):
+        read_unlabeled_csv(path, 1000)
+    path.write_text("text,category\ncancel my order,cancel_order\nwhere is my card,card_arrival\n", "utf-8")
+    assert read_unlabeled_csv(path, 1000)["intent"].to_list() == ["cancel_order", None]

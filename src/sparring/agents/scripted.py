@@ -278,13 +278,15 @@ class ExpertAgent:
 BANKING = DOMAIN.module == "sparring.domains.banking"
 
 
-def expert_agent(refs: str = "id", misconfirm: float = 0.0, verify: str = "app") -> ExpertAgent | DomainExpert:
+def expert_agent(
+    refs: str = "id", misconfirm: float = 0.0, verify: str = "app", skip_identity: bool = False
+) -> ExpertAgent | DomainExpert:
     """The active domain's scripted expert: banking's :class:`ExpertAgent`, the one its agents learnt from; another
     domain's :class:`~sparring.agents.domain_expert.DomainExpert`, which neither describes objects nor misconfirms
-    (``refs`` and ``misconfirm`` are banking's)."""
+    (``refs`` and ``misconfirm`` are banking's). ``skip_identity``: the expert that never identifies the customer."""
     if BANKING:
-        return ExpertAgent(refs=refs, misconfirm=misconfirm, verify=verify)
-    return DomainExpert(verify=verify)
+        return ExpertAgent(refs=refs, misconfirm=misconfirm, verify=verify, skip_lookup=skip_identity)
+    return DomainExpert(verify=verify, skip_identity=skip_identity)
 
 
 # Openings this long (in words) may hide their request among others: the expert confirms before acting.

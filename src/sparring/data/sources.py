@@ -14,6 +14,7 @@ from pathlib import Path
 import polars as pl
 
 from sparring.world.taxonomy import load_taxonomy
+from sparring.world.vocab import DOMAIN
 
 MAX_REPORTED = 5
 ROLES = ("customer", "agent")
@@ -186,6 +187,14 @@ def read_unlabeled_csv(path: str | Path, max_text_chars: int) -> pl.DataFrame:
     frame = read_text_csv(path, max_text_chars)
     intents = set(load_taxonomy().intents)
     labels = frame["category"] if "category" in frame.columns else pl.Series([None] * frame.height, dtype=pl.String)
+    named = {c for c in labels.to_list() if c}
+    if named and not named & intents:  # another domain's customers (Banking77's in a shop): not this world's words
+        example = sorted(named)[0]
+        raise IngestError(
+            f"{path}: none of its {len(named)} categories is an intent of this domain ({DOMAIN.name}; e.g. "
+            f"{example!r}): its customers are another domain's. Use ingest.unlabeled.source: synthetic, or a CSV of "
+            f"this domain's customers"
+        )
     return pl.DataFrame(
         {
             "text": frame["text"].str.strip_chars(),
