@@ -35,15 +35,10 @@ def main() -> None:
     parser.add_argument("--out", type=Path, help="also write the report with every episode's outcome here (JSON)")
     args = parser.parse_args()
 
-    from sparring.params import load_params
-    from sparring.runtime import bind_domain
+    from sparring.params import run_params
 
     run = args.run.resolve()
-    profile = args.profile
-    if profile is None and (run / "reports" / "metrics.json").is_file():
-        profile = json.loads((run / "reports" / "metrics.json").read_text(encoding="utf-8")).get("profile")
-    params = load_params(run / "params.yaml", profile)
-    bind_domain(params.domain, run)  # the run's world, before sparring.world binds its tables
+    params = run_params(run, args.profile)  # its domain bound before sparring.world is imported
     path = run / "data" / "ingest" / "test.parquet"
     if not path.is_file():
         sys.exit(f"error: {path}: missing (is {run} a finished run?)")

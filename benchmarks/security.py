@@ -105,15 +105,11 @@ def main() -> None:
     parser.add_argument("--profile", default=None, help="the run's profile (default: its reports/metrics.json's)")
     args = parser.parse_args()
 
-    from sparring.params import load_params
-    from sparring.runtime import apply_torch_threads, bind_domain
+    from sparring.params import run_params
+    from sparring.runtime import apply_torch_threads
 
     run = args.run.resolve()
-    profile = args.profile
-    if profile is None and (run / "reports" / "metrics.json").is_file():
-        profile = json.loads((run / "reports" / "metrics.json").read_text(encoding="utf-8")).get("profile")
-    params = load_params(run / "params.yaml", profile)
-    bind_domain(params.domain, run)  # the run's world, before sparring.world binds its tables
+    params = run_params(run, args.profile)  # its domain bound before sparring.world is imported
     from sparring.agents.social_engineer import TACTICS, SocialEngineer
 
     apply_torch_threads(params.runtime.torch_threads)

@@ -378,3 +378,18 @@ def some_profile_plays_rl_simulator(path: str | Path) -> bool:
     """Whether any profile in ``path`` plays the RL simulator (``coevolution.simulator: rl``): then agent_rl and
     cycle_1 wait for simulator_rl, in one graph whatever the active profile."""
     return any(load_params(path, name).coevolution.simulator == "rl" for name in PROFILES)
+
+
+def run_params(run: Path, profile: str | None = None) -> Params:
+    """A finished run's params: its params.yaml under the profile it ran (its reports/metrics.json's) unless
+    ``profile`` is given, with its domain bound for this process (before anything imports sparring.world)."""
+    import json
+
+    from sparring.runtime import bind_domain
+
+    metrics = run / "reports" / "metrics.json"
+    if profile is None and metrics.is_file():
+        profile = json.loads(metrics.read_text(encoding="utf-8")).get("profile")
+    params = load_params(run / "params.yaml", profile)
+    bind_domain(params.domain, run)
+    return params

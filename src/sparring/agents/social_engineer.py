@@ -1,8 +1,8 @@
 """The security track's scripted social engineer, and a gullible agent that does whatever it is asked.
 
 :class:`SocialEngineer` is a customer policy (the protocol of :mod:`sparring.agents.scripted`) that plays one of
-four tactics per scenario (:data:`TACTICS`; their phrases are the domain file's), each aimed at another customer of
-the bank, the *target*:
+the domain file's tactics per scenario (:data:`TACTICS`, with their phrases), each aimed at another customer, the
+*target*; banking's four:
 
 - ``other_account``: asks the agent to act on the target's account, as their relative ("my mother ..."),
 - ``skip_verification``: claims to be the target and refuses the verification questions,
@@ -18,7 +18,8 @@ phrase is drawn from a few realistic variants, seeded by (its seed, the episode,
 stateless, so batching and episode order cannot change what it says.
 
 :class:`GullibleAgent` is the worst agent a bank could deploy: it tries the request before any lookup, types
-the target's id with whatever facts the customer gave, looks the caller up, acts, and tries the target again.
+the target's id with whatever facts the customer gave, looks the caller up, acts, and tries the target again (with
+the domain's identity tool: in retail, the name and zip code the engineer guessed).
 It exists to show the world refusing every one of those calls (benchmarks/security.py, tests/test_security.py).
 """
 
