@@ -108,6 +108,8 @@ def _line_of(path: Path, needle: str) -> int:
             "asked: '(verif",
             "identity.asked: not a regex",
         ),
+        # how an agent names an object in "which ...?" must be a regex
+        ("words: ['top-?up']", "words: ['top-(up']", "words: ['top-(up']", "objects.top_up.words.0: not a regex"),
         # a wrong type
         ("  facts_needed: 2", "  facts_needed: two", "facts_needed: two", "identity.facts_needed:"),
         # code the file names that does not exist

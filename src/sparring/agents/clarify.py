@@ -21,17 +21,13 @@ from __future__ import annotations
 import re
 from functools import cache
 
-from sparring.world.vocab import lexicon
+from sparring.world.vocab import DOMAIN, lexicon
 
-# The question the expert asks for each kind of object: what identifies it (world.described.mentions).
-WHICH_QUESTIONS: dict[str, str] = {
-    "card": "Which card do you mean? Please tell me the kind of card and its last four digits.",
-    "transaction": "Which payment do you mean? Please tell me the merchant and the amount.",
-    "transfer": "Which transfer do you mean? Please tell me who it was to or from and the amount.",
-    "top_up": "Which top-up do you mean? Please tell me how you topped up and the amount.",
-    "beneficiary": "Which payee do you mean? Please tell me their name.",
-}
-ASKS_WHICH = re.compile(r"\bwhich\s+(?:one|card|payment|transaction|transfer|top-?up|payee|beneficiary)\b", re.I)
+# The question the expert asks for each kind of object (what identifies it: world.described.mentions), and an agent
+# turn that asks which one: the domain file's objects (their `which` and `words`).
+WHICH_QUESTIONS: dict[str, str] = dict(DOMAIN.object_questions)
+_OBJECT_WORDS = dict.fromkeys(w for words in DOMAIN.object_words.values() for w in words)  # in order, once each
+ASKS_WHICH = re.compile(rf"\bwhich\s+(?:one|{'|'.join(_OBJECT_WORDS)})\b", re.I)
 ASKS_CONFIRM = re.compile(
     r"just to be sure|just so i've got this right|to confirm|to check:|is that (?:right|correct)|have i understood",
     re.I,

@@ -95,6 +95,8 @@ class _IdentityDecl(_Strict):
 class _ObjectDecl(_Strict):
     id_arg: str  # the argument that names an object of this kind
     listed_in: str  # where the identity tool's result lists them
+    words: list[str] = Field(min_length=1)  # regexes of how an agent names one when it asks "which ...?"
+    which: str  # the scripted expert's question for one: what identifies it
 
 
 class _TacticDecl(_Strict):
@@ -224,6 +226,8 @@ def _cross_check(d: _DomainDecl) -> list[tuple[tuple, str]]:
     for kind, obj in d.objects.items():
         if obj.id_arg not in all_params:
             out.append((("objects", kind, "id_arg"), f"no tool has a parameter {obj.id_arg!r}"))
+        for i, word in enumerate(obj.words):
+            out += _regex_problem(("objects", kind, "words", i), word)
     for i, arg in enumerate(d.read_args):
         if arg not in all_params:
             out.append((("read_args", i), f"no tool has a parameter {arg!r}"))
@@ -368,6 +372,8 @@ def _build(d: _DomainDecl, path: Path, lexicon: Path) -> Domain:
         ),
         personas=dict(d.personas),
         targets={kind: (o.id_arg, o.listed_in) for kind, o in d.objects.items()},
+        object_words={kind: tuple(o.words) for kind, o in d.objects.items()},
+        object_questions={kind: o.which for kind, o in d.objects.items()},
         read_args=tuple(d.read_args),
         tools=tools,
         summaries={name: t.summary for name, t in d.tools.items() if t.summary is not None},

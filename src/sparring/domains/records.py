@@ -128,6 +128,8 @@ class Domain:
     identity: Identity
     personas: dict[str, float]  # persona -> default share of scenarios
     targets: dict[str, tuple[str, str]]  # object kind -> (argument naming it, where the identity tool lists it)
+    object_words: dict[str, tuple[str, ...]]  # object kind -> regexes of how an agent names one in "which ...?"
+    object_questions: dict[str, str]  # object kind -> the scripted expert's which-question
     read_args: tuple[str, ...]
     tools: dict[str, ToolSpec]
     summaries: dict[str, str]  # tool -> what requests it resolves (the intent taxonomy's line)

@@ -28,7 +28,7 @@ from rich.padding import Padding
 from rich.panel import Panel
 from rich.table import Table
 
-from sparring.agents.customer_prompt import PERSONA_BEHAVIOUR
+from sparring.agents.customer_prompt import PERSONA_BEHAVIOUR, identity_text
 from sparring.agents.slots import describe_slots
 from sparring.lm.chat import ParsedMessage, parse_agent_message
 from sparring.lm.policies import Policy, TurnOutput, TurnRequest
@@ -109,7 +109,7 @@ class Narrator:
 
     def goal(self, scenario: Scenario, source: str = "") -> None:
         """The customer's hidden goal, which the person plays: intent, problem, the facts the agent will ask for."""
-        i, intent = scenario.identity, load_taxonomy().intents[scenario.intent]
+        intent = load_taxonomy().intents[scenario.intent]
         behaviour = PERSONA_BEHAVIOUR.get(scenario.persona, "")
         if "other_customer_id" in scenario.slots:
             other = f"{scenario.slots['other_full_name']} ({scenario.slots['other_customer_id']})"
@@ -118,11 +118,7 @@ class Narrator:
             ("intent", scenario.intent),
             ("your problem", intent.description),
             ("what you know", describe_slots(scenario) or "-"),
-            ("you are", f"{i['full_name']}, customer id {i['customer_id']}"),
-            (
-                "to verify",
-                f"date of birth {i['date_of_birth']}, postcode {i['postcode']}, card ending {i['card_last4']}",
-            ),
+            ("who you are", identity_text(scenario)),  # what a cooperative customer answers, in the domain's words
             ("persona", f"{scenario.persona}: {behaviour}".strip()),
             ("you might open", scenario.utterance),
         ]

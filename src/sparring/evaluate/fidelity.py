@@ -110,8 +110,8 @@ def heldout_perplexity(model: Any, tokenizer: Any, dialogues: pl.DataFrame, batc
 
 
 def identified(episode: Episode) -> bool:
-    """The agent identified the customer: a successful ``lookup_account``."""
-    return any(c.name == "lookup_account" and c.ok for c in episode.log.tool_calls())
+    """The agent identified the customer: a successful call of the identity tool (banking: ``lookup_account``)."""
+    return any(c.name == DOMAIN.identity.tool and c.ok for c in episode.log.tool_calls())
 
 
 def identity_fact_share(episode: Episode) -> float:
@@ -296,7 +296,7 @@ def simulator_fidelity(
         )
         metrics["identity_given_rate"] = float(np.mean([identified(ep) for ep in episodes]))
         metrics["identity_fact_acc"] = float(np.mean([identity_fact_share(ep) for ep in episodes]))
-        tried = [any(c.name == "lookup_account" for c in ep.log.tool_calls()) for ep in episodes]
+        tried = [any(c.name == DOMAIN.identity.tool for c in ep.log.tool_calls()) for ep in episodes]
         metrics["identity_attempt_rate"] = float(np.mean(tried))
         agent_metrics = episode_metrics(episodes, "_coop")
         for name in ("strict_pass", "pass", "routing_acc", "lookup_first", "ended_rate", "mean_rounds"):

@@ -63,6 +63,7 @@ from sparring.judge.oracle import intent_named_outright, join_turns
 from sparring.params import RewardWeights
 from sparring.world.answers import answers_against_goal
 from sparring.world.session import CUSTOMER_LEFT
+from sparring.world.vocab import DOMAIN
 
 REWARD_V2 = {"false_report": 1.0, "wrong_act": 3.0, "gate_partial_credit": True}  # judge.reward overrides (issue 75)
 DONE_REPORT = re.compile(r"\b(?:all done|taken care of)\b", re.I)  # the expert's completion report, as DA0 says it
@@ -103,7 +104,7 @@ def customer_turns(messages: Sequence[dict]) -> list[str]:
 
 
 def _identified(episode: Any) -> bool:
-    return any(c.name == "lookup_account" and c.ok for c in episode.log.tool_calls())
+    return any(c.name == DOMAIN.identity.tool and c.ok for c in episode.log.tool_calls())
 
 
 def reported_done(messages: Sequence[dict]) -> bool:

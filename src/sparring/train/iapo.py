@@ -53,7 +53,7 @@ from sparring.hf_door import token_advantage_trainer
 from sparring.judge.rewards import DONE_REPORT
 from sparring.world.answers import answer_kind, reply_after
 from sparring.world.events import ATTEMPT_TYPES, ToolCallEvent, TurnEvent
-from sparring.world.vocab import INTENT_SPECS, READ_TOOLS, TOOLS
+from sparring.world.vocab import DOMAIN, INTENT_SPECS, READ_TOOLS, TOOLS
 
 EPS = 1e-8
 ELICITED_KINDS = ("utterance", "described")  # provenance kinds that point at a customer message
@@ -187,14 +187,15 @@ def _unresolved_errors(
 
 
 def _identity_edges(graph: InfluenceGraph, events: Sequence[Any], made: dict[int, int]) -> None:
-    """E⁺ from the action whose ``lookup_account`` identified the customer to each later account-level call that
-    succeeded on that identity: the world refuses those calls before a lookup, so they would be unsupported."""
+    """E⁺ from the action whose identity call (banking: ``lookup_account``) identified the customer to each later
+    account-level call that succeeded on that identity: the world refuses those calls before identification, so they
+    would be unsupported."""
     source = None
     for e in events:
         if not isinstance(e, ToolCallEvent) or not e.ok:
             continue
         j = made.get(e.index)
-        if e.name == "lookup_account":
+        if e.name == DOMAIN.identity.tool:
             source = j
         elif source is not None and j is not None and j != source and TOOLS[e.name].needs_identity:
             graph.support.add((source, j))
