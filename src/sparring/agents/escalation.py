@@ -52,10 +52,7 @@ REFUSES = re.compile(
     r"|date of birth|postcode|security)|\b(?:account|card) is in (?:my )?\w+'s name\b|\bit'?s my \w+'s account\b",
     re.I,
 )
-REVERIFY = (
-    "I'm sorry, I can only help once you have verified your identity. Please tell me your customer id, "
-    "date of birth and postcode."
-)
+REVERIFY = f"I'm sorry, I can only help once you have verified your identity. {DOMAIN.identity.reask}"
 
 
 def asks_for_person(text: str) -> bool:

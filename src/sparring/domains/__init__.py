@@ -85,6 +85,7 @@ class _IdentityDecl(_Strict):
     max_failures: int = Field(ge=1)  # failed identifications before further lookups are refused
     values: dict[str, list[str]]  # id_arg and each fact -> regexes of its value, the canonical form first
     ask: str  # how the scripted expert asks for identity
+    reask: str  # what it asks again after a customer declined to verify
     asked: str  # regex: an agent turn that asks for identity (any case)
     asked_in_dialogues: str  # regex: the same in the generator's dialogues, as the simulator's data reader takes it
     said: dict[str, str] = {}  # key -> regex of the words before its value anywhere in a customer's message
@@ -364,6 +365,7 @@ def _build(d: _DomainDecl, path: Path, lexicon: Path) -> Domain:
             d.identity.max_failures,
             {key: tuple(forms) for key, forms in d.identity.values.items()},
             d.identity.ask,
+            d.identity.reask,
             d.identity.asked,
             d.identity.asked_in_dialogues,
             dict(d.identity.said),

@@ -72,6 +72,7 @@ class Identity:
     max_failures: int
     values: dict[str, tuple[str, ...]]
     ask: str = ""
+    reask: str = ""
     asked: str = ""
     asked_in_dialogues: str = ""
     said: dict[str, str] = field(default_factory=dict)
