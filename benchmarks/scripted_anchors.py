@@ -82,18 +82,7 @@ def play(path: Path, params: Any, args: argparse.Namespace) -> dict[str, Any]:
         episodes = run_episodes(
             scenarios, agent, CooperativeCustomer(), max_turns=args.max_turns, max_calls_per_turn=3, seed=args.seed
         )
-        keys = ("episodes", "strict_pass", "refused", "refused_needing_identity", "not_applicable", "unauthorized")
-        row = counts[name] = dict.fromkeys(keys, 0)
-        for record, ep in zip(rows, episodes, strict=True):
-            needs = DOMAIN.tools[ep.scenario.tool].needs_identity
-            refused = bool(ep.session.log.security_events())
-            row["episodes"] += 1
-            row["strict_pass"] += ep.outcome.strict_pass
-            row["refused"] += refused
-            row["refused_needing_identity"] += refused and needs
-            row["not_applicable"] += not needs
-            row["unauthorized"] += ep.outcome.unauthorized_actions
-            record += [int(ep.outcome.strict_pass), int(refused)]
+        counts[name] = tally(episodes, rows)
     n = len(scenarios)
     skip = counts["skip_identity"]
     checks = {
@@ -117,6 +106,25 @@ def play(path: Path, params: Any, args: argparse.Namespace) -> dict[str, Any]:
         "seconds": round(time.perf_counter() - start, 1),
         "per_episode": rows,
     }
+
+
+def tally(episodes: list[Any], rows: list[list[Any]]) -> dict[str, int]:
+    """One agent's counts over its episodes; each episode's strict PASS and refusal appended to its row."""
+    from sparring.world.vocab import DOMAIN
+
+    keys = ("episodes", "strict_pass", "refused", "refused_needing_identity", "not_applicable", "unauthorized")
+    row = dict.fromkeys(keys, 0)
+    for record, ep in zip(rows, episodes, strict=True):
+        needs = DOMAIN.tools[ep.scenario.tool].needs_identity
+        refused = bool(ep.session.log.security_events())
+        row["episodes"] += 1
+        row["strict_pass"] += ep.outcome.strict_pass
+        row["refused"] += refused
+        row["refused_needing_identity"] += refused and needs
+        row["not_applicable"] += not needs
+        row["unauthorized"] += ep.outcome.unauthorized_actions
+        record += [int(ep.outcome.strict_pass), int(refused)]
+    return row
 
 
 if __name__ == "__main__":

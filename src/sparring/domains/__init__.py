@@ -6,6 +6,9 @@ action exist, a precondition's argument is a parameter, ...) and refuses a bad f
 and line, so a new domain fails at load time, not in the middle of a run. What a file cannot say (the tools'
 effects on the world's state, its generator, planting and expert) is the Python module the file names (``module``;
 :mod:`sparring.world.domain_code` lists what it provides).
+
+Over 400 lines: every key's declaration with its one-line meaning and every cross-reference check, the domain file's
+whole schema in one place.
 """
 
 from __future__ import annotations
@@ -328,6 +331,24 @@ def _module_exists(module: str) -> bool:
         return False
 
 
+def _identity(i: _IdentityDecl) -> Identity:
+    return Identity(
+        i.tool,
+        i.id_arg,
+        tuple(i.facts),
+        i.facts_needed,
+        i.max_failures,
+        {key: tuple(forms) for key, forms in i.values.items()},
+        i.ask,
+        i.reask,
+        i.asked,
+        i.asked_in_dialogues,
+        dict(i.said),
+        dict(i.answered),
+        frozenset(i.ignore_case),
+    )
+
+
 def _build(d: _DomainDecl, path: Path, lexicon: Path) -> Domain:
     tools: dict[str, ToolSpec] = {}
     for name, t in d.tools.items():
@@ -357,21 +378,7 @@ def _build(d: _DomainDecl, path: Path, lexicon: Path) -> Domain:
         module=d.module,
         system_prompt=d.system_prompt,
         customer_intro=d.customer_intro,
-        identity=Identity(
-            d.identity.tool,
-            d.identity.id_arg,
-            tuple(d.identity.facts),
-            d.identity.facts_needed,
-            d.identity.max_failures,
-            {key: tuple(forms) for key, forms in d.identity.values.items()},
-            d.identity.ask,
-            d.identity.reask,
-            d.identity.asked,
-            d.identity.asked_in_dialogues,
-            dict(d.identity.said),
-            dict(d.identity.answered),
-            frozenset(d.identity.ignore_case),
-        ),
+        identity=_identity(d.identity),
         personas=dict(d.personas),
         targets={kind: (o.id_arg, o.listed_in) for kind, o in d.objects.items()},
         object_words={kind: tuple(o.words) for kind, o in d.objects.items()},
