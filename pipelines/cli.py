@@ -248,7 +248,7 @@ def run(
     began, params = time.perf_counter(), load_params(root / "params.yaml")
     stages, parallel = _stages(), params.runtime.parallel_stages
     _check_outputs(root, stages)
-    say(f"sparring run: {len(stages)} stages, profile {params.profile}, {parallel} at a time")
+    say(f"sparring run: {len(stages)} stages, profile {params.profile}, domain {params.domain}, {parallel} at a time")
     say(f"sparring run: stages {', '.join(s.name for s in stages)}")
     say(f"sparring run: {estimate_line(root, stages, params.profile, parallel)}")
     _execute(None, parallel, root, verbose, params.tracking.experiment)

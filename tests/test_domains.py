@@ -110,6 +110,12 @@ def _line_of(path: Path, needle: str) -> int:
         ),
         # how an agent names an object in "which ...?" must be a regex
         ("words: ['top-?up']", "words: ['top-(up']", "words: ['top-(up']", "objects.top_up.words.0: not a regex"),
+        (
+            "  objects: '\\b(?:cards?|",
+            "  objects: '\\b((?:cards?|",
+            "objects: '",
+            "which_in_dialogues.objects: not a regex",
+        ),
         # a wrong type
         ("  facts_needed: 2", "  facts_needed: two", "facts_needed: two", "identity.facts_needed:"),
         # code the file names that does not exist

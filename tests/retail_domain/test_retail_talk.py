@@ -97,3 +97,17 @@ def test_another_domains_labelled_customers_are_refused_as_the_unlabeled_pool(tm
         read_unlabeled_csv(path, 1000)
     path.write_text("text,category\ncancel my order,cancel_order\nwhere is my card,card_arrival\n", "utf-8")
     assert read_unlabeled_csv(path, 1000)["intent"].to_list() == ["cancel_order", None]
+
+
+def test_the_domains_words_for_declining_and_for_which_one_are_read():
+    """identity.declined and which_in_dialogues: every evasive answer in retail's lexicon reads as a refusal to
+    verify, and every which-question its dialogues ask reads as one (the simulator's data and the escalating expert
+    would otherwise under-count them silently)."""
+    from sparring.agents.customer_view import asks_which_object
+    from sparring.agents.escalation import REFUSES
+
+    moves = lexicon()["dialogue"]
+    assert all(REFUSES.search(line) for line in moves["customer_identity_evasive"])
+    questions = [q for kind in moves["agent_which"].values() for q in kind]
+    assert questions and all(asks_which_object(q) for q in questions)
+    assert not any(asks_which_object(q) for q in moves["agent_verify"]["email"])

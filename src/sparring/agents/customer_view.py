@@ -24,26 +24,11 @@ _IDENTITY_READERS: tuple[tuple[str, re.Pattern[str]], ...] = (
 )
 _NAME = re.compile(r"\b([A-Z][a-z]+ (?:[A-Z]')?[A-Z][a-z]+(?:-[A-Z][a-z]+)?)\b")
 _ASKS_IDENTITY = re.compile(DOMAIN.identity.asked_in_dialogues, re.I)
-# An agent question about which object (card, payment, transfer, top-up, payee; order, item, product, the new
-# address) the problem is about, in the generators' and common wordings; identity checks and confirmations that
-# mention a card are not such questions.
-_OBJECT_WORDS = re.compile(
-    r"\b(?:cards?|payments?|transactions?|transfers?|top-?ups?|top up|payees?|beneficiar(?:y|ies)|merchant|shop"
-    r"|recipient|sender|person you want to pay|orders?|items?|products?|address)\b",
-    re.I,
-)
-_ASKS_IDENTIFYING = re.compile(
-    r"\bwhich\b|right one|how much|\bamount\b|last (?:four|4) digits|kind of card|card type|\bname\b|payee"
-    r"|top-?up method|how did you top up|what was in it|when did you (?:place|order)|colou?r"
-    r"|\bsizes?\b|new address",
-    re.I,
-)
-# Not a which-question: an identity check, a confirmation of the request, a closing line.
-_NOT_WHICH = re.compile(
-    r"full name|birth|postcode|\bzip\b|customer id|e-?mail|verif|identity|security|account safe"
-    r"|understand correctly|make sure:|\bcorrect\?|is that right|anything else",
-    re.I,
-)
+# An agent question about which object the problem is about (in banking: card, payment, transfer, top-up, payee), in
+# the generator's and common wordings; identity checks and confirmations that mention one are not such questions:
+# the domain file's which_in_dialogues.
+_WHICH = {key: re.compile(pattern, re.I) for key, pattern in DOMAIN.which_in_dialogues.items()}
+_OBJECT_WORDS, _ASKS_IDENTIFYING, _NOT_WHICH = _WHICH["objects"], _WHICH["identifying"], _WHICH["not_which"]
 _ANSWER_LEAD = re.compile(r"^\W*(sure|yes|yeah|of course|okay|ok|sorry|right)\b", re.I)
 _NOT_NAMES = {"Sure", "Yes", "Yeah", "Fine", "Okay", "Hello", "Hi", "Thanks", "Please", "Now", "Can", "It", "The"}
 

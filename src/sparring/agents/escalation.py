@@ -42,14 +42,13 @@ ASKS_PERSON = re.compile(
     r"|\bescalate (?:this|it|me)\b|\btransfer me\b",
     re.I,
 )
-# A customer declining to verify, as the dialogues' evasive customers do (synthetic_lexicon's
-# customer_identity_evasive) and in the common ways a customer refuses a question.
+# A customer declining to verify, as the dialogues' evasive customers do (the lexicon's customer_identity_evasive):
+# the common ways a customer refuses a question, then the domain's own words (identity.declined).
 REFUSES = re.compile(
     r"\bskip (?:the |all )?(?:security|verification|checks?|questions?|that)\b"
     r"|\bwhy do you need (?:that|this|it|to know|all that|my)\b|\bcan'?t you just\b|\bjust (?:tell|read|send) me\b"
     r"|\b(?:don'?t|do not|won'?t|will not|not going to|rather not) (?:give|share|tell) (?:you|that|those|them|it|my)\b"
-    r"|\bi don'?t (?:have|remember|know) (?:the |my |those |that |any )?(?:details|card on me|(?:customer )?id\b"
-    r"|date of birth|postcode|security)|\b(?:account|card) is in (?:my )?\w+'s name\b|\bit'?s my \w+'s account\b",
+    rf"|{DOMAIN.identity.declined}",
     re.I,
 )
 REVERIFY = f"I'm sorry, I can only help once you have verified your identity. {DOMAIN.identity.reask}"

@@ -89,11 +89,18 @@ class _IdentityDecl(_Strict):
     values: dict[str, list[str]]  # id_arg and each fact -> regexes of its value, the canonical form first
     ask: str  # how the scripted expert asks for identity
     reask: str  # what it asks again after a customer declined to verify
+    declined: str  # regex: a customer declining to verify, in the domain's words (any case)
     asked: str  # regex: an agent turn that asks for identity (any case)
     asked_in_dialogues: str  # regex: the same in the generator's dialogues, as the simulator's data reader takes it
     said: dict[str, str] = {}  # key -> regex of the words before its value anywhere in a customer's message
     answered: dict[str, str] = {}  # key -> regex of the words before it in an answer to an identity question
     ignore_case: list[str] = []  # keys whose value and wording are read in any case
+
+
+class _WhichInDialoguesDecl(_Strict):
+    objects: str  # regex: an agent turn naming one of the customer's objects (any case)
+    identifying: str  # regex: ... and asking what identifies it
+    not_which: str  # regex: an identity check, a confirmation or a closing line, which is no which-question
 
 
 class _ObjectDecl(_Strict):
@@ -126,6 +133,7 @@ class _DomainDecl(_Strict):
     identity: _IdentityDecl
     personas: dict[str, float]  # customer persona -> default share of scenarios
     objects: dict[str, _ObjectDecl]
+    which_in_dialogues: _WhichInDialoguesDecl  # how the simulator's data reader tells a which-object question
     read_args: list[str] = []  # closed-vocabulary arguments whose value is read off an earlier result
     tools: dict[str, _ToolDecl]
     intents: dict[str, _IntentDecl]
@@ -232,6 +240,8 @@ def _cross_check(d: _DomainDecl) -> list[tuple[tuple, str]]:
             out.append((("objects", kind, "id_arg"), f"no tool has a parameter {obj.id_arg!r}"))
         for i, word in enumerate(obj.words):
             out += _regex_problem(("objects", kind, "words", i), word)
+    for key, pattern in d.which_in_dialogues:
+        out += _regex_problem(("which_in_dialogues", key), pattern)
     for i, arg in enumerate(d.read_args):
         if arg not in all_params:
             out.append((("read_args", i), f"no tool has a parameter {arg!r}"))
@@ -305,7 +315,7 @@ def _identity_problems(d: _DomainDecl) -> list[tuple[tuple, str]]:
             if key not in d.identity.values:
                 out.append((("identity", where, key), f"{key!r} is not an identifying value (identity.values)"))
             out += _regex_problem(("identity", where, key), lead)
-    for where in ("asked", "asked_in_dialogues"):
+    for where in ("declined", "asked", "asked_in_dialogues"):
         out += _regex_problem(("identity", where), getattr(d.identity, where))
     for i, key in enumerate(d.identity.ignore_case):
         if key not in d.identity.values:
@@ -341,6 +351,7 @@ def _identity(i: _IdentityDecl) -> Identity:
         {key: tuple(forms) for key, forms in i.values.items()},
         i.ask,
         i.reask,
+        i.declined,
         i.asked,
         i.asked_in_dialogues,
         dict(i.said),
@@ -383,6 +394,7 @@ def _build(d: _DomainDecl, path: Path, lexicon: Path) -> Domain:
         targets={kind: (o.id_arg, o.listed_in) for kind, o in d.objects.items()},
         object_words={kind: tuple(o.words) for kind, o in d.objects.items()},
         object_questions={kind: o.which for kind, o in d.objects.items()},
+        which_in_dialogues=dict(d.which_in_dialogues),
         read_args=tuple(d.read_args),
         tools=tools,
         summaries={name: t.summary for name, t in d.tools.items() if t.summary is not None},

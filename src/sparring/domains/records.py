@@ -73,6 +73,7 @@ class Identity:
     values: dict[str, tuple[str, ...]]
     ask: str = ""
     reask: str = ""
+    declined: str = ""
     asked: str = ""
     asked_in_dialogues: str = ""
     said: dict[str, str] = field(default_factory=dict)
@@ -131,6 +132,7 @@ class Domain:
     targets: dict[str, tuple[str, str]]  # object kind -> (argument naming it, where the identity tool lists it)
     object_words: dict[str, tuple[str, ...]]  # object kind -> regexes of how an agent names one in "which ...?"
     object_questions: dict[str, str]  # object kind -> the scripted expert's which-question
+    which_in_dialogues: dict[str, str]  # objects, identifying, not_which: regexes of a which-object question
     read_args: tuple[str, ...]
     tools: dict[str, ToolSpec]
     summaries: dict[str, str]  # tool -> what requests it resolves (the intent taxonomy's line)
