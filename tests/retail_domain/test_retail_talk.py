@@ -20,7 +20,7 @@ from sparring.agents.social_engineer import GullibleAgent, SocialEngineer, secur
 from sparring.agents.transcript import ASKS_IDENTITY, identity_facts
 from sparring.domains import retail_talk
 from sparring.rollout import run_episodes
-from sparring.world.scenarios import sample_scenarios
+from sparring.world.scenarios import build_world, sample_scenarios
 from sparring.world.vocab import DOMAIN, lexicon
 
 # Banking's world code: it reads banking's tables at import, and only banking's domain module reaches it.
@@ -111,3 +111,24 @@ def test_the_domains_words_for_declining_and_for_which_one_are_read():
     questions = [q for kind in moves["agent_which"].values() for q in kind]
     assert questions and all(asks_which_object(q) for q in questions)
     assert not any(asks_which_object(q) for q in moves["agent_verify"]["email"])
+
+
+def test_the_product_an_opening_names_is_the_one_the_problem_is_about():
+    """Retail's make_slots reads the opening: the lamp a customer returns is an item of the order they return from,
+    the headphones they ask about are the product the expert looks up; an opening naming none draws freely."""
+    from sparring.domains.retail import named_product
+
+    rows = [
+        {"id": "r1", "text": "The lamp I got doesn't work for me, can I send it back?", "intent": "return_items"},
+        {"id": "r2", "text": "Do you have the headphones in white?", "intent": "product_availability"},
+        {"id": "r3", "text": "My new running shoes pinch, can I swap them?", "intent": "exchange_items"},
+    ]
+    returned, asked, swapped = sample_scenarios(rows, 3, 0)[:3]
+    by_id = {s.utterance_id: s for s in (returned, asked, swapped)}
+    r1, r2, r3 = by_id["r1"].slots, by_id["r2"].slots, by_id["r3"].slots
+    assert r1["items"][0]["product"] == "Desk Lamp" and 0 in r1["return"]
+    assert r2["product"] == "Headphones"
+    assert r3["items"][r3["change"]]["product"] == "Running Shoes"
+    world = build_world(by_id["r1"])
+    assert named_product(world, "nothing of yours here, just a format question") is None
+    assert world.products[named_product(world, "two T-shirts and a yoga mat")].name == "T-Shirt"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import random
+import re
 from functools import cache
 from typing import Any
 
@@ -171,13 +172,32 @@ def identity_of(world: World, customer_id: str) -> dict[str, str]:
 # ------------------------------------------------------------------------------------------ slots and planting
 
 
-def make_slots(intent: str, world: RetailWorld, customer_id: str, rng: random.Random) -> dict[str, Any]:
+def named_product(world: RetailWorld, opening: str) -> str | None:
+    """The id of the catalogue product the customer's opening names first ("the lamp", "my running shoes"), if any:
+    each product is named by its name's last word, singular or plural."""
+    found = [
+        (hit.start(), pid)
+        for pid, product in world.products.items()
+        if (hit := re.search(rf"\b{re.escape(product.name.lower().split()[-1].split('-')[-1].rstrip('s'))}s?\b",
+                             opening.lower()))
+    ]  # fmt: skip
+    return min(found)[1] if found else None
+
+
+def make_slots(
+    intent: str, world: RetailWorld, customer_id: str, rng: random.Random, opening: str = ""
+) -> dict[str, Any]:
     """What the customer knows of ``intent``'s problem: the order (its id, its items by product and options, its
-    status) and what they want done to it, or the product, address or policy topic they ask about."""
+    status) and what they want done to it, or the product, address or policy topic they ask about. A product the
+    opening names is the one the problem is about (the order's first item, the one returned or changed, the one
+    asked about), so what the customer says first and what the agent finds agree."""
     cust = world.customers[customer_id]
     slots: dict[str, Any] = {}
+    named = named_product(world, opening)
     if intent in NEEDS_STATUS:
         picks = rng.sample(sorted(world.products), rng.randint(1, 3))
+        if named is not None:  # the named product first, the others after it
+            picks = [named, *(p for p in picks if p != named)][: max(1, len(picks))]
         lines = [(pid, _variant(rng, world.products[pid]).item_id) for pid in picks]
         slots.update(order_id=_new_order_id(world, rng), status=NEEDS_STATUS[intent])
         slots["items"] = [_described_item(world, pid, iid) for pid, iid in lines]  # as the customer names them
@@ -186,9 +206,11 @@ def make_slots(intent: str, world: RetailWorld, customer_id: str, rng: random.Ra
         slots["reason"] = rng.choice(CANCEL_REASONS)
     elif intent == "return_items":
         slots["return"] = rng.sample(range(len(slots["items"])), rng.randint(1, len(slots["items"])))
+        if named is not None and 0 not in slots["return"]:  # the named item is among those returned
+            slots["return"] = sorted([0, *slots["return"]])
         slots["refund_to"] = rng.choice(("original", "gift_card"))
     elif intent in ("exchange_items", "change_order_items"):
-        which = rng.randrange(len(lines))
+        which = 0 if named is not None else rng.randrange(len(lines))
         pid, iid = lines[which]
         others = [v for v in world.products[pid].variants.values() if v.available and v.item_id != iid]
         slots.update(change=which, new_options=dict(rng.choice(others).options))
@@ -198,7 +220,7 @@ def make_slots(intent: str, world: RetailWorld, customer_id: str, rng: random.Ra
     elif intent in ("change_order_address", "change_default_address"):
         slots.update(plain(_address(rng)))
     elif intent == "product_availability":
-        product = world.products[rng.choice(sorted(world.products))]
+        product = world.products[named if named is not None else rng.choice(sorted(world.products))]
         slots.update(product=product.name, options=dict(_variant(rng, product).options))
     return slots
 

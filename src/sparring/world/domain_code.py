@@ -4,9 +4,10 @@ A domain module provides: ``COLLECTIONS`` (object kind -> (the customer's attrib
 field)); ``generate_world(seed, n_customers)`` (a :class:`~sparring.world.state.World`);
 ``identify(world, session, args)`` (the identity tool: binds ``session.customer_id`` and returns what the agent
 sees); ``identity_of(world, customer_id)`` (what a customer can say to be identified); ``HANDLERS`` (tool -> handler
-of a :class:`~sparring.world.calls.Ctx` and validated arguments); ``make_slots(intent, world, customer_id, rng)``
-and ``plant(world, customer_id, intent, slots, rng)`` (a scenario's problem, chosen then put into the world). Its
-expert, which runs the tools (and so this code), is registered apart: :mod:`sparring.world.experts`.
+of a :class:`~sparring.world.calls.Ctx` and validated arguments); ``make_slots(intent, world, customer_id, rng,
+opening)`` and ``plant(world, customer_id, intent, slots, rng)`` (a scenario's problem, chosen given what the customer
+says first, then put into the world). Its expert, which runs the tools (and so this code), is registered apart:
+:mod:`sparring.world.experts`.
 
 A domain's module is registered here by name (``CODE``): imported statically, so no import escapes the layer
 checks (tests/test_import_layers.py) and a stage's DVC dependencies follow it (stagekit.code_deps).

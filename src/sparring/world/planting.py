@@ -92,8 +92,9 @@ def _new_name(cust: Customer, rng: random.Random) -> str:
             return name
 
 
-def make_slots(intent: str, world: World, customer_id: str, rng: random.Random) -> dict[str, Any]:
-    """Choose the customer-known details of ``intent``'s problem for ``customer_id``."""
+def make_slots(intent: str, world: World, customer_id: str, rng: random.Random, opening: str = "") -> dict[str, Any]:
+    """Choose the customer-known details of ``intent``'s problem for ``customer_id``. The ``opening`` (what the
+    customer says first) is not read: banking's details are drawn apart from it."""
     cust = world.customers[customer_id]
     kind, attrs = PLANTS.get(intent, ("none", {}))
     slots: dict[str, Any] = {}

@@ -212,7 +212,7 @@ def _make(row: dict[str, Any], i: int, seed: int, persona: str, n_customers: int
     world = code.generate_world(world_seed, n_customers)
     rng = random.Random(f"{world_seed}:slots")
     customer_id = rng.choice(sorted(world.customers))
-    slots = code.make_slots(row["intent"], world, customer_id, rng)
+    slots = code.make_slots(row["intent"], world, customer_id, rng, opening=row["text"])
     if persona == "social_engineering":
         other = code.identity_of(world, rng.choice(sorted(c for c in world.customers if c != customer_id)))
         slots.update(other_customer_id=other["customer_id"], other_full_name=other["full_name"])
