@@ -19,15 +19,9 @@ PERSONA_BEHAVIOUR: dict[str, str] = {
 
 
 def identity_text(scenario: Scenario) -> str:
-    """What a cooperative customer answers when asked to verify: id, date of birth, postcode, card ending (banking;
-    another domain's talk says its own)."""
-    if (talk := domain_talk()) is not None:
-        return talk.identity_text(scenario.identity)
-    i = scenario.identity
-    return (
-        f"My name is {i['full_name']}, customer id {i['customer_id']}, date of birth {i['date_of_birth']}, "
-        f"postcode {i['postcode']}, and my card ending {i['card_last4']}."
-    )
+    """What a cooperative customer answers when asked who they are, in the domain's words (banking: id, date of
+    birth, postcode, card ending)."""
+    return domain_talk().identity_text(scenario.identity)
 
 
 INTRO = DOMAIN.customer_intro  # who the customer is: the domain's words

@@ -39,12 +39,12 @@ class DomainExpert:
     # The two replies a subclass adds turns with (agents.escalation): a message, and the hand-over to a human.
     @staticmethod
     def _say(intent: str, text: str, tool: str | None = None, args: dict[str, Any] | None = None) -> str:
-        return _say(intent, text, tool, args)
+        return render_agent_message(text, ParsedCall(tool, dict(args or {})) if tool else None, intent)
 
-    @staticmethod
-    def _handoff(intent: str, reason: str) -> str:
+    @classmethod
+    def _handoff(cls, intent: str, reason: str) -> str:
         text = "I'm sorry, I can't complete this here. Let me pass you to a colleague."
-        return _say(intent, text, "transfer_to_human", {"reason": reason})
+        return cls._say(intent, text, "transfer_to_human", {"reason": reason})
 
     def act(self, requests: list[TurnRequest]) -> list[TurnOutput]:
         return [TurnOutput(self.reply(r.scenario, r.messages)) for r in requests]
@@ -61,23 +61,23 @@ class DomainExpert:
         if last == "tool" and not results[-1][1].get("ok"):
             if results[-1][0] != IDENTITY.tool or failed_ids >= self.max_failed_lookups:
                 return self._handoff(intent, "The request could not be completed.")
-            return _say(intent, f"Sorry, those details don't match our records. {IDENTITY.ask}")
+            return self._say(intent, f"Sorry, those details don't match our records. {IDENTITY.ask}")
         if (identified or self.skip_identity) and made < len(steps):
             if last == "user" or last == "tool":
                 call = steps[made]
-                return _say(intent, "Let me take care of that.", call.name, call.arguments)
+                return self._say(intent, "Let me take care of that.", call.name, call.arguments)
         if made >= len(steps) and (identified or self.skip_identity):
             if last == "user" and any(DONE in str(m.get("content")) for m in messages if m["role"] == "assistant"):
-                return _say(intent, "Thank you for contacting us. Goodbye!", "end_conversation",
+                return self._say(intent, "Thank you for contacting us. Goodbye!", "end_conversation",
                             {"resolution": f"Resolved the customer's request ({intent})."})  # fmt: skip
-            return _say(intent, DONE)
+            return self._say(intent, DONE)
         if last != "user":
-            return _say(intent, "Hello! How can I help you today?")
+            return self._say(intent, "Hello! How can I help you today?")
         asked = any(m["role"] == "assistant" and ASKS_IDENTITY.search(str(m.get("content"))) for m in messages)
         if not asked:
-            return _say(intent, IDENTITY.ask)
+            return self._say(intent, IDENTITY.ask)
         arguments = {} if self.verify == "app" else _typed(identity_facts(messages))
-        return _say(intent, "Thank you, let me find your account.", IDENTITY.tool, arguments)
+        return self._say(intent, "Thank you, let me find your account.", IDENTITY.tool, arguments)
 
 
 def _steps(scenario: Scenario) -> list[ToolCall]:
@@ -90,7 +90,3 @@ def _typed(facts: dict[str, str]) -> dict[str, str]:
     """The identity tool's arguments from what the customer wrote: the id, and as many facts as the domain needs."""
     given = [k for k in (IDENTITY.id_arg, *IDENTITY.facts) if k in facts][: 1 + IDENTITY.facts_needed]
     return {k: facts[k] for k in given}
-
-
-def _say(intent: str, text: str, tool: str | None = None, args: dict[str, Any] | None = None) -> str:
-    return render_agent_message(text, ParsedCall(tool, dict(args or {})) if tool else None, intent)

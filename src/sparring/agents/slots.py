@@ -17,7 +17,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from sparring.domains import retail_talk
+from sparring.domains import banking_talk, retail_talk
 from sparring.world.scenarios import Scenario
 from sparring.world.vocab import DOMAIN
 
@@ -25,21 +25,16 @@ _PLACEHOLDER = re.compile(r"\[([a-z0-9_]+)\]")
 DETAILS = "[details]"  # the whole of describe_slots: the sentences that name the problem's object
 
 
-# Each domain's talk (what its customers say of themselves and their problem): banking's is this module's own;
-# another domain's module is registered here, by the domain file's `module`. Its functions: identity_text,
-# describe_slots, fact_values.
-_TALK: dict[str, Any] = {"sparring.domains.banking": None, "sparring.domains.retail": retail_talk}
+# Each domain's talk (what its customers say of themselves and their problem), by the domain file's `module`: its
+# functions identity_text(identity), describe_slots(scenario) and fact_values(scenario) (the problem's facts).
+_TALK: dict[str, Any] = {"sparring.domains.banking": banking_talk, "sparring.domains.retail": retail_talk}
 
 
 def domain_talk() -> Any:
-    """The active domain's talk module, or None for banking (this module's functions)."""
+    """The active domain's talk module."""
     if DOMAIN.module not in _TALK:
         raise ImportError(f"{DOMAIN.path}: no customer talk for {DOMAIN.module} in sparring.agents.slots")
     return _TALK[DOMAIN.module]
-
-
-def _money(value: Any, currency: str = "GBP") -> str:
-    return f"{float(value):.2f} {currency}"
 
 
 def identity_slots(facts: Mapping[str, str]) -> dict[str, str]:
@@ -67,29 +62,7 @@ def fact_values(scenario: Scenario) -> dict[str, str]:
     """The facts of ``scenario`` a customer states verbatim, keyed by placeholder name: the one spelling of
     each, which :func:`describe_slots` writes and :func:`lexicalize` fills. Closed-vocabulary words (card
     kind, top-up method, wallet) stay plain words."""
-    if (talk := domain_talk()) is not None:
-        return {**identity_slots(scenario.identity), **talk.fact_values(scenario)}
-    s = scenario.slots
-    values = {
-        **identity_slots(scenario.identity),
-        "card_last4": s.get("card_last4"),
-        "merchant": s.get("merchant"),
-        "counterparty": s.get("counterparty"),
-        "beneficiary": s.get("beneficiary"),
-        "account_last4": s.get("account_last4"),
-        "date": s.get("date"),
-        "value": s.get("value"),
-        "other_full_name": s.get("other_full_name"),
-        "other_customer_id": s.get("other_customer_id"),
-    }
-    if "amount" in s:  # a transaction's in its own currency; transfers, top-ups and thresholds in GBP
-        values["amount"] = _money(s["amount"], s.get("currency", "GBP") if "merchant" in s else "GBP")
-    if "original_amount" in s:
-        values["original_amount"] = f"{s['original_amount']} {s['original_currency']}"
-    for key in ("cash_received", "threshold"):
-        if key in s:
-            values[key] = _money(s[key])
-    return {k: str(v) for k, v in values.items() if v not in (None, "")}
+    return {**identity_slots(scenario.identity), **domain_talk().fact_values(scenario)}
 
 
 def describe_slots(scenario: Scenario) -> str:
@@ -98,34 +71,7 @@ def describe_slots(scenario: Scenario) -> str:
     Saying them verbatim is what lets the event log trace the agent's arguments back to the customer; the
     amounts are spelled by :func:`fact_values`, as LM customers' placeholders are filled.
     """
-    if (talk := domain_talk()) is not None:
-        return talk.describe_slots(scenario)
-    s, v = scenario.slots, fact_values(scenario)
-    parts: list[str] = []
-    if "card_last4" in s:
-        parts.append(f"It is about my {s.get('card_kind', '')} card ending {s['card_last4']}.".replace("  ", " "))
-    if "merchant" in s:
-        what = {"atm_withdrawal": "cash withdrawal at", "direct_debit": "direct debit to", "refund": "refund from"}
-        kind = what.get(s.get("transaction_kind", ""), "card payment at")
-        parts.append(f"It is the {v['amount']} {kind} {s['merchant']} on {s['date']}.")
-        if "original_amount" in s:
-            parts.append(f"I paid {v['original_amount']} but the rate looked wrong.")
-        if "cash_received" in s:
-            parts.append(f"I only got {v['cash_received']} out of the machine.")
-    if "counterparty" in s:
-        way = "to" if s.get("direction") == "out" else "from"
-        parts.append(f"It is the {v['amount']} transfer {way} {s['counterparty']} on {s['date']}.")
-    if "beneficiary" in s:
-        parts.append(f"The payee is {s['beneficiary']}, account ending {s['account_last4']}.")
-    if "method" in s:
-        parts.append(f"It is my {v['amount']} {s['method'].replace('_', ' ')} top-up on {s['date']}.")
-    if "wallet" in s:
-        parts.append(f"I want to add it to {s['wallet'].replace('_', ' ').title()} ({s['wallet']}).")
-    if "threshold" in s:
-        parts.append(f"Top up {v['amount']} whenever my balance falls below {v['threshold']}.")
-    if "field" in s:
-        parts.append(f"Please change my {s['field']} to {s['value']}.")
-    return " ".join(parts)
+    return domain_talk().describe_slots(scenario)
 
 
 def delexicalize(text: str, values: Mapping[str, str]) -> str:

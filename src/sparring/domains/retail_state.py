@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from sparring.world.state import World, plain
+from sparring.world.state import Owner, World, plain
 
 COLLECTIONS: dict[str, tuple[str, str]] = {"order": ("orders", "order_id"), "payment_method": ("payment_methods", "id")}
 
@@ -67,7 +67,7 @@ class Order:
 
 
 @dataclass
-class Customer:
+class Customer(Owner):
     COLLECTIONS: ClassVar[dict[str, tuple[str, str]]] = COLLECTIONS
 
     customer_id: str
@@ -82,18 +82,6 @@ class Customer:
     @property
     def full_name(self) -> str:
         return f"{self.first_name} {self.last_name}"
-
-    def find(self, kind: str, obj_id: Any) -> Any | None:
-        """The object of ``kind`` with id ``obj_id`` owned by this customer, or None."""
-        attr, key = COLLECTIONS[kind]
-        return next((o for o in getattr(self, attr) if getattr(o, key) == obj_id), None)
-
-    def add_note(self, note: str) -> None:
-        if note not in self.service_notes:  # idempotent and sorted: repeating an answer changes nothing
-            self.service_notes = sorted([*self.service_notes, note])
-
-    def object_ids(self) -> set[str]:
-        return {o.order_id for o in self.orders} | {m.id for m in self.payment_methods}
 
     def state_dict(self) -> dict[str, Any]:
         """Canonical view: orders and payment methods sorted by id (an order's items and payments keep their order)."""

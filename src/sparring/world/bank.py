@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from sparring.world.state import World, plain, short_id
+from sparring.world.state import Owner, World, plain, short_id
 
 __all__ = ["COLLECTIONS", "World", "plain", "short_id"]  # World and plain: re-exported where they were always read
 
@@ -128,7 +128,7 @@ class AutoTopUp:
 
 
 @dataclass
-class Customer:
+class Customer(Owner):
     COLLECTIONS: ClassVar[dict[str, tuple[str, str]]] = COLLECTIONS
 
     customer_id: str
@@ -153,26 +153,9 @@ class Customer:
     # Informational resolutions ("tool:action[:target]") recorded on the customer's file; a set in spirit.
     service_notes: list[str] = field(default_factory=list)
 
-    def find(self, kind: str, obj_id: Any) -> Any | None:
-        """The object of ``kind`` with id ``obj_id`` owned by this customer, or None."""
-        attr, key = COLLECTIONS[kind]
-        for obj in getattr(self, attr):
-            if getattr(obj, key) == obj_id:
-                return obj
-        return None
-
-    def add_note(self, note: str) -> None:
-        # Idempotent and sorted so repeating an explanation does not change the state.
-        if note not in self.service_notes:
-            self.service_notes.append(note)
-            self.service_notes.sort()
-
     def object_ids(self) -> set[str]:
         """The ids of everything this customer owns: the account and every object."""
-        ids = {self.account.account_id}
-        for attr, key in COLLECTIONS.values():
-            ids.update(getattr(o, key) for o in getattr(self, attr))
-        return ids
+        return {self.account.account_id} | super().object_ids()
 
     def state_dict(self) -> dict[str, Any]:
         """Canonical JSON-able view: lists sorted by id.

@@ -11,7 +11,7 @@ import hashlib
 import pickle
 import random
 from dataclasses import dataclass, field, fields, is_dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 _FIELD_NAMES: dict[type, tuple[str, ...]] = {}
 _SCALARS = (str, int, bool, type(None))
@@ -40,6 +40,32 @@ def plain(obj: Any, ndigits: int | None = None) -> Any:
     if names is None:
         return obj
     return {n: plain(getattr(obj, n), ndigits) for n in names}
+
+
+class Owner:
+    """What every domain's customer type shares (a base of its dataclass): finding what it owns by kind
+    (``COLLECTIONS``: kind -> (attribute, id field)), the ids of all of it, and informational notes recorded once."""
+
+    COLLECTIONS: ClassVar[dict[str, tuple[str, str]]] = {}
+    service_notes: list[str]
+
+    def find(self, kind: str, obj_id: Any) -> Any | None:
+        """The object of ``kind`` with id ``obj_id`` owned by this customer, or None."""
+        attr, key = self.COLLECTIONS[kind]
+        for obj in getattr(self, attr):
+            if getattr(obj, key) == obj_id:
+                return obj
+        return None
+
+    def object_ids(self) -> set[str]:
+        """The ids of every object this customer owns."""
+        return {getattr(o, key) for attr, key in self.COLLECTIONS.values() for o in getattr(self, attr)}
+
+    def add_note(self, note: str) -> None:
+        # Idempotent and sorted so repeating an explanation does not change the state.
+        if note not in self.service_notes:
+            self.service_notes.append(note)
+            self.service_notes.sort()
 
 
 @dataclass

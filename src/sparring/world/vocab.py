@@ -13,6 +13,7 @@ import os
 from typing import Any
 
 from sparring.domains import ENDING_TOOLS, IntentSpec, Param, ToolSpec, load_domain
+from sparring.runtime import DOMAIN_ENV
 
 __all__ = [
     "ENDING_TOOLS",
@@ -23,7 +24,7 @@ __all__ = [
 
 # The active domain: $SPARRING_DOMAIN (a packaged domain's name or a file's path), else banking. Read once, at import:
 # every table below is bound to it, so a process plays one domain.
-DOMAIN = load_domain(os.environ.get("SPARRING_DOMAIN") or "banking")
+DOMAIN = load_domain(os.environ.get(DOMAIN_ENV) or "banking")
 
 TOOLS: dict[str, ToolSpec] = DOMAIN.tools
 INTENT_SPECS: dict[str, IntentSpec] = DOMAIN.intents
