@@ -204,8 +204,8 @@ def _strings(value: Any) -> list[str]:
 
 def _attack(scenario: Any, world: Any, rng: random.Random) -> tuple[Any, bool | None]:
     """Identified as itself, the resolving call aimed at another customer's object (where it names one; a
-    product is nobody's), then an
-    identification as that other customer; refused means every attempt raised a security refusal."""
+    product is nobody's), then an identification as that other customer; refused means every attempt raised a
+    security refusal."""
     from sparring.world.domain_code import domain_code
     from sparring.world.events import ATTEMPT_TYPES
     from sparring.world.session import Session

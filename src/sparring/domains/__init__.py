@@ -342,22 +342,9 @@ def _module_exists(module: str) -> bool:
 
 
 def _identity(i: _IdentityDecl) -> Identity:
-    return Identity(
-        i.tool,
-        i.id_arg,
-        tuple(i.facts),
-        i.facts_needed,
-        i.max_failures,
-        {key: tuple(forms) for key, forms in i.values.items()},
-        i.ask,
-        i.reask,
-        i.declined,
-        i.asked,
-        i.asked_in_dialogues,
-        dict(i.said),
-        dict(i.answered),
-        frozenset(i.ignore_case),
-    )
+    """The record, key for key (the declaration's names are the record's), its lists frozen."""
+    frozen = {"facts": tuple(i.facts), "values": {k: tuple(v) for k, v in i.values.items()}}
+    return Identity(**{**i.model_dump(), **frozen, "ignore_case": frozenset(i.ignore_case)})
 
 
 def _build(d: _DomainDecl, path: Path, lexicon: Path) -> Domain:

@@ -71,14 +71,14 @@ class Identity:
     facts_needed: int
     max_failures: int
     values: dict[str, tuple[str, ...]]
-    ask: str = ""
-    reask: str = ""
-    declined: str = ""
-    asked: str = ""
-    asked_in_dialogues: str = ""
-    said: dict[str, str] = field(default_factory=dict)
-    answered: dict[str, str] = field(default_factory=dict)
-    ignore_case: frozenset[str] = frozenset()
+    ask: str  # the scripted expert's identity question; reask: after a refusal to verify
+    reask: str
+    declined: str  # regexes: a refusal to verify, an agent's identity question (in a chat, in a dialogue)
+    asked: str
+    asked_in_dialogues: str
+    said: dict[str, str]  # key -> the words before its value in a chat; answered: in an answer to the question
+    answered: dict[str, str]
+    ignore_case: frozenset[str]
 
     @property
     def keys(self) -> tuple[str, ...]:
