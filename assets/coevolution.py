@@ -20,6 +20,7 @@ from typing import Any
 
 from sparring.catalog import AGENT_RL, JUDGE, SCENARIOS, SIMULATORS, cycle_dir
 from sparring.drivers import StageResult
+from sparring.drivers.agent_rl import teacher
 from sparring.drivers.coevolution import Inputs, run
 from sparring.params import some_profile_plays_rl_simulator
 from sparring.train.cycles import fingerprint
@@ -34,9 +35,10 @@ def cycle_stage(k: int, first: tuple[str, ...]) -> Stage:
     """Cycle k's declaration; ``first``: cycle 1's upstream stages (a later cycle waits for the one before)."""
     return Stage(
         name=cycle_name(k),
-        description=f"Co-evolution cycle {k} (RL-ADA): arena → the weaker side trains with multi-turn GRPO against "
-        "its frozen opponent → checkpoint, state, transcripts and per-cycle metrics.",
-        params=("coevolution", "judge"),
+        description=f"Co-evolution cycle {k} (RL-ADA): arena → the side behind trains against its frozen opponents "
+        "(the adversary with multi-turn GRPO, the agent by coevolution.agent_recipe: GRPO or self-training with the "
+        "expert's corrections) → checkpoint, state, transcripts and per-cycle metrics.",
+        params=("coevolution", "judge", "agent_sft"),  # agent_sft: the expert that corrects a self-training gym
         outs=(cycle_dir(k),),
         upstream=first if k == 1 else (cycle_name(k - 1),),
         headline_metrics=("w_da",),
@@ -72,6 +74,8 @@ def cycle_fingerprint(ctx: StageContext, k: int) -> tuple[dict[str, Any], float]
         inputs["previous"] = data.path(cycle_dir(k - 1))
     inputs.update({f"code:{c}": data.path(c) for c in stage_deps(STAGES[k - 1])})  # what dvc.yaml lists
     params = {"cycle": k, "seed": p.seed, "coevolution": p.coevolution.model_dump(), "judge": p.judge.model_dump()}
+    if p.coevolution.agent_recipe == "self_training":  # what the expert's corrections and the rehearsal read
+        params["agent_sft"] = p.agent_sft.model_dump()
     return fingerprint(params, inputs), time.perf_counter() - began
 
 
@@ -90,7 +94,9 @@ def make_cycle_asset(stage: Stage, k: int) -> Any:
             judge_settings=p.judge,
             fingerprint=made_from,
             fingerprint_seconds=seconds,
-        )
+            teacher=lambda: teacher(p.agent_sft, data.scenarios("train"), data.utterances("train"),
+                                    data.scenarios("heldout"), p.seed),
+        )  # fmt: skip
         return run(inputs, p.coevolution, data.path(cycle_dir(k)), p.seed)
 
     return _cycle

@@ -291,8 +291,18 @@ class CoevolutionSettings(Settings):
         "unplayed", description="the agent gym's fresh scenarios: the training ones or scenarios' unplayed gym.jsonl"
     )
     max_transcripts: int = Field(512, ge=0, description="recent arena transcripts carried from cycle to cycle")
-    agent_mix: dict[Literal["adversary", "pool", "coop"], float] = Field(
-        {"adversary": 0.5, "pool": 0.25, "coop": 0.25}, description="the agent gym's opponents, against forgetting"
+    agent_mix: dict[Literal["adversary", "pool", "ref", "coop"], float] = Field(
+        {"adversary": 0.5, "pool": 0.25, "coop": 0.25},
+        description="the agent gym's opponents (current, earlier generations, generation 0, cooperative): a league",
+    )
+    agent_recipe: Literal["grpo", "self_training"] = Field(
+        "grpo", description="the agent gym's trainer: GRPO (agent_grpo) or agent_rl's self-training with corrections"
+    )
+    agent_self_training: SelfTrainingSettings = Field(
+        SelfTrainingSettings(rounds=1), description="with agent_recipe self_training: the agent gym's rounds"
+    )
+    self_training_scenarios: int = Field(
+        320, ge=1, description="with agent_recipe self_training: scenarios its gym draws (replayed share included)"
     )
     simulator: Literal["sft", "rl"] = Field(
         "sft", description="the cooperative customer and the adversaries' start: TRACER stage 1 or 2's checkpoint"
@@ -322,6 +332,8 @@ class CoevolutionSettings(Settings):
             raise ValueError("adversary_grpo.completion must be episode: first_turn windows are the agent's")
         if self.adversary_grpo.credit == "mt_grpo":
             raise ValueError("adversary_grpo.credit mt_grpo: its turn reward is the agent's routing (grpo or iapo)")
+        if self.agent_recipe == "self_training" and self.agent_self_training.rounds == 0:
+            raise ValueError("agent_recipe self_training needs agent_self_training.rounds >= 1 (0 trains nothing)")
         return self
 
 

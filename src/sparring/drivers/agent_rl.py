@@ -17,6 +17,7 @@ from sparring.params import RewardWeights
 from sparring.settings import AgentRLSettings, AgentSFTSettings, CoevolutionSettings
 from sparring.timing import Phases
 from sparring.train.agent_rl import AgentRLResult, clear_scratch, train_agent_rl
+from sparring.train.self_training import Teacher
 from sparring.world.scenarios import Scenario
 
 if TYPE_CHECKING:
@@ -44,11 +45,11 @@ def run(inputs: Inputs, settings: AgentRLSettings, out_dir: Path, seed: int) -> 
     """DA0 -> DA1 in ``out_dir`` (:func:`~sparring.train.agent_rl.train_agent_rl`, training in ``inputs.scratch``,
     removed after), with the validation figures of DA0 and DA1 side by side and where the time went."""
     gym = inputs.gym if settings.gym == "unplayed" else inputs.train
+    taught = teacher(inputs.agent_sft, inputs.train, inputs.utterances, inputs.heldout, seed)
     result = train_agent_rl(
         inputs.da0, inputs.simulator, gym, inputs.validation, inputs.coevolution, settings, inputs.reward, out_dir,
-        inputs.scratch, seed=seed, forbidden=[s.scenario_id for s in inputs.heldout], demos=_demos(inputs, seed),
-        expert=expert_agent(refs=inputs.agent_sft.object_refs),  # the one that wrote DA0's demos
-        rehearsal=_rehearsal(inputs, seed),
+        inputs.scratch, seed=seed, forbidden=taught.forbidden, demos=_demos(inputs.agent_sft, inputs.train, seed),
+        expert=taught.expert, rehearsal=taught.rehearsal,
     )  # fmt: skip
     clear_scratch(inputs.scratch)
     curve = result.curve  # the validation figures by step: the report's and, as `val_*`, the tracker's
@@ -63,21 +64,31 @@ def run(inputs: Inputs, settings: AgentRLSettings, out_dir: Path, seed: int) -> 
     )
 
 
-def _demos(inputs: Inputs, seed: int) -> Callable[[int], list]:
+def teacher(
+    agent_sft: AgentSFTSettings, train: list[Scenario], utterances: pl.DataFrame, heldout: list[Scenario], seed: int
+) -> Teacher:
+    """What self-training reads (agent_rl's and the cycles' agent gym): the expert that wrote DA0's demonstrations,
+    agent_sft's rehearsal from its ``utterances`` and demonstrations on ``train``, the ``heldout`` ids."""
+    expert = expert_agent(refs=agent_sft.object_refs)
+    return Teacher(expert, _rehearsal(agent_sft, train, utterances, seed), [s.scenario_id for s in heldout])
+
+
+def _demos(agent_sft: AgentSFTSettings, train: list[Scenario], seed: int) -> Callable[[int], list]:
     """The expert's first ``n`` demonstrations on the train set, played as agent_sft played DA0's."""
 
     def demos(n: int) -> list:
         from sparring.lm.chat import AGENT_SYSTEM_PROMPT
         from sparring.train.demos import expert_demonstrations
 
-        system = AGENT_SYSTEM_PROMPT if inputs.agent_sft.system_prompt else ""
-        refs = inputs.agent_sft.object_refs
-        return expert_demonstrations(list(inputs.train)[:n], seed, refs=refs, agent_system=system)
+        system = AGENT_SYSTEM_PROMPT if agent_sft.system_prompt else ""
+        return expert_demonstrations(list(train)[:n], seed, refs=agent_sft.object_refs, agent_system=system)
 
     return demos
 
 
-def _rehearsal(inputs: Inputs, seed: int) -> Callable[[int, int], list]:
+def _rehearsal(
+    agent_sft: AgentSFTSettings, train: list[Scenario], utterances: pl.DataFrame, seed: int
+) -> Callable[[int, int], list]:
     """``n`` of agent_sft's utterance -> intent exchanges and first replies for round ``draw``, from a pool built
     once."""
 
@@ -86,9 +97,9 @@ def _rehearsal(inputs: Inputs, seed: int) -> Callable[[int, int], list]:
         from sparring.lm.chat import AGENT_SYSTEM_PROMPT
         from sparring.train.demos import intent_examples
 
-        system = AGENT_SYSTEM_PROMPT if inputs.agent_sft.system_prompt else None
-        texts, intents = inputs.utterances["text"].to_list(), inputs.utterances["intent"].to_list()
-        return intent_examples(texts, intents, system), _demos(inputs, seed)(REPLY_DEMOS)
+        system = AGENT_SYSTEM_PROMPT if agent_sft.system_prompt else None
+        texts, intents = utterances["text"].to_list(), utterances["intent"].to_list()
+        return intent_examples(texts, intents, system), _demos(agent_sft, train, seed)(REPLY_DEMOS)
 
     def rehearsal(n: int, draw: int) -> list:
         from sparring.train.demos import rehearsal

@@ -7,6 +7,7 @@ logger, as the trainers' are: the pipeline shows them in the terminal, the stage
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from sparring.progress import LOGGER
 from sparring.settings import CoevolutionSettings
 from sparring.train.cycle_state import CycleState
 from sparring.train.cycles import cycle_phases, is_finished, load_metrics, run_cycle_folder
+from sparring.train.self_training import Teacher
 from sparring.world.scenarios import Scenario, load_scenarios
 
 # Headline numbers the Dagster UI shows beside the metrics (every numeric figure is a metric too).
@@ -44,6 +46,7 @@ class Inputs:
     judge_settings: JudgeParams  # params' judge: its backend and reward weights
     fingerprint: dict[str, Any]  # what the cycle is made from (params, input folders, code): decides reuse
     fingerprint_seconds: float  # the time computing it took: the report's first phase
+    teacher: Callable[[], Teacher] | None = None  # the agent's self-training gym's expert and rehearsal, made if asked
 
 
 @dataclass
@@ -103,6 +106,7 @@ def _run_cycle(
         seed=seed,
         agent_gym=scenarios("gym") if settings.agent_gym == "unplayed" else None,
         arena_scenarios=scenarios("arena"),
+        teacher=inputs.teacher() if inputs.teacher and settings.agent_recipe == "self_training" else None,
         log=LOGGER.info,
     )
 

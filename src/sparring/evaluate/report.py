@@ -19,6 +19,7 @@ from typing import Any
 
 from sparring.evaluate.crossplay import FAILURE_KINDS
 from sparring.evaluate.figures import FIDELITY, OPPONENTS, draw_figures, generations
+from sparring.train.cycle_state import dips_and_recovers
 
 # (header, metric key) of the summary table, which `sparring run` prints at the end too: strict PASS against the
 # reference opponent, the cooperative simulator, the camouflaging customer and the adversary pool; routing against
@@ -152,6 +153,29 @@ def _failure_rows(metrics: dict[str, Any]) -> list[list[str]]:
     return rows
 
 
+def _coevolution_blocks(cycles: Sequence[dict[str, Any]], figures: Mapping[str, Any]) -> list[Block]:
+    columns = ("cycle", "trained", "w_da", "arena_adv_success", "arena_adv_faithfulness")
+    return [
+        Block("heading", "Co-evolution"),
+        Block("table", rows=[["cycle", "trained", "W_DA", "adv wins", "adv faithfulness"]]
+              + [[fmt(c.get(k)) for k in columns] for c in cycles]),
+        Block("text", _dip_line(cycles)),
+        Block("figure", "W_DA per cycle", path=figures.get("w_da")),
+    ]  # fmt: skip
+
+
+def _dip_line(cycles: Sequence[dict[str, Any]]) -> str:
+    """Each arena's W_DA is played before its cycle's side trains; RL-ADA's signature read from them."""
+    w, trained = [c.get("w_da") for c in cycles], [c.get("trained") for c in cycles]
+    if len(cycles) < 3 or any(x is None for x in w):
+        return "W_DA and the adversary's wins are each cycle's arena, played before its side trained."
+    seen = "shows" if dips_and_recovers(trained, w) else "does not show"
+    return (
+        "W_DA and the adversary's wins are each cycle's arena, played before its side trained. The trajectory "
+        f"{seen} RL-ADA's signature: an adversary gym lowering W_DA and the agent gym after it recovering it."
+    )
+
+
 def _strategy_blocks(strategies: Sequence[dict[str, Any]]) -> list[Block]:
     if not strategies:
         return [Block("text", "No adversary generation has trained yet: nothing to study.")]
@@ -229,10 +253,7 @@ def report_blocks(
         Block("text", _improvement(metrics)),
         Block("figure", "strict PASS per generation", path=figures.get("strict_pass_by_cycle")),
         Block("figure", "each agent beside the ceiling", path=figures.get("ceiling")),
-        Block("heading", "Co-evolution"),
-        Block("table", rows=[["cycle", "trained", "W_DA"]]
-              + [[fmt(c.get("cycle")), fmt(c.get("trained")), fmt(c.get("w_da"))] for c in metrics.get("cycles", [])]),
-        Block("figure", "W_DA per cycle", path=figures.get("w_da")),
+        *_coevolution_blocks(metrics.get("cycles", []), figures),
     ]  # fmt: skip
     if metrics.get("cross_play", {}).get("agents"):
         b += [

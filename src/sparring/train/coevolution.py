@@ -30,11 +30,12 @@ Over 400 lines: RL-ADA's cycle in the paper's order, each of its five steps a se
 from __future__ import annotations
 
 import random
+import shutil
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sparring.agents.openings import OpensWithUtterance
 from sparring.atomic import write_json
@@ -55,6 +56,9 @@ from sparring.train.play import (
     cooperative_customer,
 )
 from sparring.world.scenarios import Scenario, as_cooperative
+
+if TYPE_CHECKING:
+    from sparring.train.self_training import Teacher
 
 REPLAYED = "arena_replay"  # utterance_source of an agent-gym scenario whose utterance is a recorded opening
 ROLE = {"agent": "agent", "adversary": "customer"}  # the chat role each side's model plays
@@ -233,18 +237,20 @@ def agent_opponents(
     coop_opening: str,
     adversary_opening: str,
 ) -> Callable[[Scenario, int], Policy]:
-    """Per group: the current adversary, an earlier generation ("pool") or the cooperative simulator ("coop"),
-    which opens as ``_coop`` does (``coop_opening``); adversaries open as ``adversary_opening`` says. A replayed
-    scenario (:data:`REPLAYED`) opens with its recorded message whoever plays the later turns."""
+    """Per group (a league): the current adversary, an earlier trained generation ("pool", uniformly; the current
+    one before any is earlier), generation 0 ("ref": the simulator as every adversary starts, `_ref`) or the
+    cooperative simulator ("coop"), which opens as ``_coop`` does (``coop_opening``); adversaries open as
+    ``adversary_opening`` says. A replayed scenario (:data:`REPLAYED`) opens with its recorded message whoever plays
+    the later turns."""
     lms = {d: customer(d) for d in {state.simulator_dir, *state.adversary_dirs}}
     policies = {d: adversary_customer(p, adversary_opening) for d, p in lms.items()}  # the simulator: 1st adversary
     coop = cooperative_customer(lms[state.simulator_dir], coop_opening)
     replays = {d: OpensWithUtterance(p) for d, p in lms.items()}  # one per LM, so a rollout batches its groups
     earlier = state.adversary_dirs[:-1]
     names = sorted(n for n, w in mix.items() if w > 0)
-    unknown = set(names) - {"adversary", "pool", "coop"}
+    unknown = set(names) - {"adversary", "pool", "ref", "coop"}
     if unknown or not names:
-        raise ValueError(f"agent_mix: keys must be adversary/pool/coop with a positive weight, got {mix}")
+        raise ValueError(f"agent_mix: keys must be adversary/pool/ref/coop with a positive weight, got {mix}")
 
     def choose(scenario: Scenario, seed: int) -> Policy:
         rng = random.Random(seed)
@@ -252,7 +258,7 @@ def agent_opponents(
         if name == "pool" and earlier:
             folder = rng.choice(earlier)
         else:
-            folder = state.simulator_dir if name == "coop" else state.adversary_dir
+            folder = state.simulator_dir if name in ("coop", "ref") else state.adversary_dir
         if scenario.utterance_source == REPLAYED:
             return replays[folder]  # the recorded opening, then this opponent's turns
         return coop if name == "coop" else policies[folder]
@@ -269,6 +275,24 @@ def train_agent(
     return train_side(
         models.agent, models.tokenizer, ROLE["agent"], opponent, gym, judge, s.agent_grpo, seed=seed, **grpo
     )
+
+
+def self_train_agent(
+    models: CycleModels, state: CycleState, gym: Sequence[Scenario], teacher: Teacher, seed: int, scratch: Path
+) -> tuple[Any, dict[str, float]]:
+    """The agent's gym under ``agent_recipe: self_training``: agent_rl's self-training (verified passes and the
+    expert's corrections, :mod:`sparring.train.self_training`) on ``gym``, against the league ``agent_mix`` draws
+    from ``state``'s generations; the trained model and each round's figures (``self_training_<key>_round<r>``)."""
+    from sparring.train.self_training import self_train  # it imports this module's opponents
+
+    s = models.settings
+    result = self_train(
+        Path(state.agent_dir), Path(state.simulator_dir), gym, s, s.agent_self_training, scratch, seed=seed,
+        forbidden=teacher.forbidden, expert=teacher.expert, rehearsal=teacher.rehearsal, league=state,
+    )  # fmt: skip
+    model, _ = load_checkpoint(result.agent_dir)
+    rows = result.rounds
+    return model, {f"self_training_{k}_round{r['round']}": float(v) for r in rows for k, v in r.items() if k != "round"}
 
 
 def train_adversary(
@@ -317,20 +341,40 @@ def train_the_side(
     seed: int,
     out_dir: Path,
     report_to: Sequence[str],
+    teacher: Teacher | None = None,
 ) -> dict[str, float]:
-    """Train ``side`` in its gym, save it under ``out_dir / side`` and point ``new`` and ``models`` at it."""
+    """Train ``side`` in its gym (the agent by ``agent_recipe``: GRPO, or self-training taught by ``teacher``), save
+    it under ``out_dir / side`` and point ``new`` and ``models`` at it."""
     s, k = models.settings, new.cycle
     rng = random.Random(derive_seed(seed, k, "gym"))
-    gym = gym_scenarios(scenarios, new.transcripts, side, s.gym_scenarios, s.replay_share, s.replay_failure_share, rng)
-    train = train_agent if side == "agent" else train_adversary
-    result = train(models, state, gym, judge, derive_seed(seed, k, "grpo"), report_to=report_to)
-    save_checkpoint(result.model, models.tokenizer, out_dir / side)
+    self_training = side == "agent" and s.agent_recipe == "self_training"
+    n = s.self_training_scenarios if self_training else s.gym_scenarios
+    gym = gym_scenarios(scenarios, new.transcripts, side, n, s.replay_share, s.replay_failure_share, rng)
+    if self_training:
+        if teacher is None:
+            raise ValueError("coevolution.agent_recipe self_training needs the expert that corrects the agent")
+        scratch = out_dir / "self_training"
+        model, figures = self_train_agent(models, state, gym, teacher, derive_seed(seed, k, "self-training"), scratch)
+        shutil.rmtree(scratch)  # each round's agent: the last one is saved below
+    else:
+        train = train_agent if side == "agent" else train_adversary
+        result = train(models, state, gym, judge, derive_seed(seed, k, "grpo"), report_to=report_to)
+        model, figures = result.model, grpo_metrics(result)
+    save_checkpoint(model, models.tokenizer, out_dir / side)
     if side == "agent":
-        new.agent_dir, models.agent = str(out_dir / side), result.model
+        new.agent_dir, models.agent = str(out_dir / side), model
     else:
         new.adversary_dirs = [*state.adversary_dirs, str(out_dir / side)]
-        models.put(new.adversary_dirs[-1], result.model)
-    return grpo_metrics(result)
+        models.put(new.adversary_dirs[-1], model)
+    return figures
+
+
+def _trained_line(metrics: dict[str, Any]) -> str:
+    """What the gym reached, for the progress line: GRPO's reward, or self-training's strict PASS by round."""
+    if "grpo_reward_first" in metrics:
+        return f"reward {metrics['grpo_reward_first']:.3f} -> {metrics['grpo_reward_last']:.3f}"
+    rates = [v for k, v in sorted(metrics.items()) if k.startswith("self_training_success_rate_round")]
+    return "self-training, strict PASS by round " + ", ".join(f"{x:.3f}" for x in rates)
 
 
 # 4. Evaluate the cycle ------------------------------------------------------------------------------------------
@@ -392,6 +436,7 @@ def run_cycle(
     report_to: Sequence[str] = (),
     agent_gym: Sequence[Scenario] | None = None,
     arena_scenarios: Sequence[Scenario] | None = None,
+    teacher: Teacher | None = None,
     log: Callable[[str], None] = lambda _: None,
 ) -> tuple[CycleState, dict[str, Any]]:
     """Run cycle ``state.cycle + 1``; write its checkpoints, state and metrics into ``out_dir``; return both.
@@ -399,7 +444,8 @@ def run_cycle(
     ``train_scenarios`` feed the gyms (held-in), ``eval_scenarios`` the cycle's evaluation (held-out);
     ``agent_gym``, when given, is the agent gym's fresh draw in their place (``coevolution.agent_gym: unplayed``);
     ``arena_scenarios`` (the arena set, which neither side trains on; None: the train scenarios) the arena's;
-    every draw is seeded from (``seed``, cycle).
+    ``teacher`` (the expert, agent_sft's rehearsal, the ids never to sample) the agent's self-training gym's; every
+    draw is seeded from (``seed``, cycle).
 
     Over 60 lines: the cycle's steps in the module docstring's order, each timed and logged."""
     if state.stopped:
@@ -437,10 +483,9 @@ def run_cycle(
     if side != "none":
         t0 = time.perf_counter()
         fresh = agent_gym if side == "agent" and agent_gym is not None else train_scenarios
-        metrics.update(train_the_side(side, models, state, new, fresh, judge, seed, out_dir, report_to))
-        metrics["train_side_seconds"] = time.perf_counter() - t0  # gym, GRPO, checkpoint
-        log(f"cycle {k}: trained the {side}: reward {metrics['grpo_reward_first']:.3f} -> "
-            f"{metrics['grpo_reward_last']:.3f}")  # fmt: skip
+        metrics.update(train_the_side(side, models, state, new, fresh, judge, seed, out_dir, report_to, teacher))
+        metrics["train_side_seconds"] = time.perf_counter() - t0  # gym, training, checkpoint
+        log(f"cycle {k}: trained the {side}: {_trained_line(metrics)}")
     new.trained_history = [*state.trained_history, side]
     new.stopped = stop  # "gates": nothing trained; "max_cycles": this was the last cycle
     metrics.update(trained=side, stop_reason=stop)

@@ -4,6 +4,7 @@ histories, what trained) and transcripts.jsonl (recent arena episodes, which lat
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -47,3 +48,13 @@ class CycleState:
         state = json.loads((folder / STATE_FILE).read_text())
         lines = (folder / TRANSCRIPTS_FILE).read_text().splitlines()
         return cls(**state, transcripts=[json.loads(x) for x in lines if x.strip()])
+
+
+def dips_and_recovers(trained: Sequence[str], w_da: Sequence[float]) -> bool:
+    """RL-ADA's signature, W_DA dipping and recovering: some cycle's adversary gym lowered the next arena's W_DA
+    and the agent gym of the cycle after it raised the arena after that (``trained``, ``w_da``: per cycle, W_DA the
+    arena played before that cycle's side trained)."""
+    return any(
+        trained[i] == "adversary" and trained[i + 1] == "agent" and w_da[i + 1] < w_da[i] and w_da[i + 2] > w_da[i + 1]
+        for i in range(len(w_da) - 2)
+    )

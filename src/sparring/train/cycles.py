@@ -22,7 +22,7 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sparring.atomic import replace_dir, write_json
 from sparring.judge import Scorer
@@ -30,6 +30,9 @@ from sparring.settings import CoevolutionSettings
 from sparring.train.coevolution import METRICS_FILE, run_cycle
 from sparring.train.cycle_state import STATE_FILE, CycleState
 from sparring.world.scenarios import Scenario
+
+if TYPE_CHECKING:
+    from sparring.train.self_training import Teacher
 
 INPUTS_FILE = "inputs.json"
 
@@ -115,17 +118,17 @@ def run_cycle_folder(
     seed: int = 0,
     agent_gym: Sequence[Scenario] | None = None,
     arena_scenarios: Sequence[Scenario] | None = None,
+    teacher: Teacher | None = None,
     log: Callable[[str], None] = lambda _: None,
 ) -> tuple[CycleState, dict[str, Any]]:
     """Run cycle ``cycle`` after ``previous`` (root-relative paths) into ``out_dir``, atomically (``agent_gym``,
-    ``arena_scenarios``: :func:`~sparring.train.coevolution.run_cycle`'s).
+    ``arena_scenarios``, ``teacher``: :func:`~sparring.train.coevolution.run_cycle`'s).
 
     If ``previous`` already stopped, the folder records that (its metrics say ``stopped``, the state is copied
     forward) and nothing trains. ``inputs`` (:func:`fingerprint`) is written last, as ``inputs.json``."""
-    root, out_dir = Path(root).resolve(), Path(out_dir).resolve()
+    root, out_dir, done = Path(root).resolve(), Path(out_dir).resolve(), {}
     if not previous.stopped and cycle != previous.cycle + 1:
         raise ValueError(f"cycle {cycle} cannot follow a state after cycle {previous.cycle}")
-    done: dict[str, Any] = {}
 
     def fill(tmp: Path) -> None:
         if previous.stopped:
@@ -149,6 +152,7 @@ def run_cycle_folder(
                 seed=seed,
                 agent_gym=agent_gym,
                 arena_scenarios=arena_scenarios,
+                teacher=teacher,
                 log=log,
             )
             state = portable(new, root, tmp, out_dir)
@@ -168,8 +172,9 @@ EVAL_SUFFIXES = ("_coop", "_adv", "_advpool")  # evaluate_cycle's opponents
 def cycle_phases(metrics: Mapping[str, Any]) -> dict[str, dict[str, float]]:
     """Where a cycle's time went, from the figures :func:`~sparring.train.coevolution.run_cycle` measured:
     loading checkpoints, the arena's episodes, the GRPO trainer's set-up, rollouts (episodes) and updates
-    (tokens forward/backward), the rest of training the side (its gym, opponents, checkpoint), the evaluation's
-    episodes. Empty for a cycle that trained nothing because co-evolution had stopped."""
+    (tokens forward/backward) or the agent's self-training rounds (sampling, fine-tuning), the rest of training the
+    side (its gym, opponents, checkpoint), the evaluation's episodes. Empty for a cycle that trained nothing because
+    co-evolution had stopped."""
     m, out = metrics, {}
 
     def put(name: str, seconds_key: str, unit: str | None = None, count: float | None = None) -> None:
@@ -181,6 +186,12 @@ def cycle_phases(metrics: Mapping[str, Any]) -> dict[str, dict[str, float]]:
     put("grpo_setup", "grpo_setup_seconds")
     put("grpo_rollouts", "grpo_rollout_seconds", "episodes", m.get("grpo_rollout_episodes"))
     put("grpo_updates", "grpo_update_seconds", "tokens", m.get("grpo_update_tokens"))
+    rounds = sorted(k.removeprefix("self_training_sample_seconds_round") for k in m if k.startswith(
+        "self_training_sample_seconds_round"))  # fmt: skip
+    for r in rounds:  # the agent's self-training gym: each round's sampling (with corrections) and fine-tuning
+        put(f"self_training_sampling_round{r}", f"self_training_sample_seconds_round{r}", "episodes",
+            m.get(f"self_training_episodes_round{r}"))  # fmt: skip
+        put(f"self_training_sft_round{r}", f"self_training_sft_seconds_round{r}")
     if "train_side_seconds" in m and "grpo_seconds" in m:
         rest = float(m["train_side_seconds"]) - float(m["grpo_seconds"]) - float(m.get("grpo_setup_seconds", 0.0))
         out["train_side_other"] = {"seconds": max(rest, 0.0)}

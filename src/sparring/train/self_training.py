@@ -61,6 +61,15 @@ ROUNDS_FILE = "rounds.json"
 
 
 @dataclass
+class Teacher:
+    """What self-training reads beside the agent and its customers (:func:`self_train`'s keywords of that name)."""
+
+    expert: Any = None  # the policy whose reply(scenario, messages) corrects the agent's failed states (DAgger)
+    rehearsal: Callable[[int, int], list[list[dict[str, Any]]]] | None = None  # n of agent_sft's exchanges, a draw
+    forbidden: Collection[str] = ()  # scenario ids never to sample (held-out, validation)
+
+
+@dataclass
 class SelfTrainingResult:
     agent_dir: Path  # the self-trained agent (the start when no round ran)
     rounds: list[dict[str, Any]] = field(default_factory=list)  # per round: what was sampled, kept and trained
@@ -184,13 +193,15 @@ def self_train(
     demos: Callable[[int], list[list[dict[str, Any]]]] | None = None,
     expert: Any = None,
     rehearsal: Callable[[int, int], list[list[dict[str, Any]]]] | None = None,
+    league: CycleState | None = None,
     log: Callable[[str], None] = LOGGER.info,
 ) -> SelfTrainingResult:
     """DA0 (``da0_dir``) self-trained for ``st.rounds`` rounds in ``scratch`` (``round_<r>``: each round's agent;
     a second call resumes after the last one written). ``forbidden``: scenario ids never to sample (held-out,
     validation); ``demos(n)``: n expert demonstrations, for ``st.mix_demos``; ``expert``: the policy whose
     ``reply(scenario, messages)`` corrects the agent's failed states, for ``st.corrections``; ``rehearsal(n, seed)``:
-    n of agent_sft's intent exchanges, for ``st.intent_rehearsal``.
+    n of agent_sft's intent exchanges, for ``st.intent_rehearsal``; ``league``: the co-evolution state whose
+    adversary generations the agent meets as ``co.agent_mix`` draws them (None: the simulator alone, agent_rl's).
 
     Over 60 lines: the method's steps per round, in the module docstring's order, with the resume between them."""
     check_gym(gym, forbidden)
@@ -211,7 +222,7 @@ def self_train(
     model, _ = load_checkpoint(agent_dir)
     models.model(simulator_dir)  # the one vocabulary every view is built with: DA0's and the simulator's are one
     tokenizer = models.tokenizer
-    state = CycleState(agent_dir=str(da0_dir), simulator_dir=str(simulator_dir))
+    state = league or CycleState(agent_dir=str(da0_dir), simulator_dir=str(simulator_dir))
     opponent = agent_opponents(state, co.agent_mix, models.customer, co.coop_opening, co.adversary_opening)
     extra = demos(st.mix_demos) if demos is not None and st.mix_demos else []
     for r in range(len(rounds) + 1, st.rounds + 1):
