@@ -55,7 +55,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -65,7 +64,7 @@ from typing import Any
 import numpy as np
 
 from benchmarks.credit_arms import nested_line
-from benchmarks.run_folders import BadRun, copy_command, parse_runs, prepare_copy
+from benchmarks.run_folders import BadRun, copy_command, copy_stage_outputs, parse_runs, prepare_copy
 from sparring.evaluate.episodes import episode_outcomes, outcome_matrix, paired_gain
 from sparring.evaluate.intervals import nested_bootstrap
 from stagekit.project import declared_stages
@@ -398,6 +397,13 @@ SCENARIO_SETS = ("train", "heldout", "gym", "validation", "arena")  # what agent
 RUN_STAGE = "import sys; from pipelines.cli import run_stage; run_stage(sys.argv[1], check_upstream=False)"
 
 
+def missing_warm_start(warm: Path) -> str | None:
+    """What ``warm`` lacks of a warm start (its folders, the scenario sets), said; None when it is whole."""
+    sets = [f"data/scenarios/{name}.jsonl" for name in SCENARIO_SETS]
+    missing = [rel for rel in (*WARM_FOLDERS, *sets) if not (warm / rel).exists()]
+    return f"{warm}: no {', '.join(missing)} (run its warm-start stages first)" if missing else None
+
+
 def run_from_warm(workdir: Path, warm: Path, seed: int, profile: str) -> Path:
     """The finished copy for RL ``seed`` on ``warm``'s warm start (DA0, the simulator, the judge, the tokenizer, the
     ingested data and the scenario sets, copied: the draws DA0's demonstrations played): agent_rl, every cycle and
@@ -405,18 +411,10 @@ def run_from_warm(workdir: Path, warm: Path, seed: int, profile: str) -> Path:
     root = workdir / f"seed_{seed}"
     if finished(root, profile, seed):
         return root
-    sets = [f"data/scenarios/{name}.jsonl" for name in SCENARIO_SETS]
-    missing = [rel for rel in (*WARM_FOLDERS, *sets) if not (warm / rel).exists()]
-    if missing:
-        raise BadRun(f"{warm}: no {', '.join(missing)} (run its warm-start stages first)")
+    if missing := missing_warm_start(warm):
+        raise BadRun(missing)
     prepare_copy(ROOT, root, seed, profile)
-    for rel in WARM_FOLDERS:
-        shutil.copytree(warm / rel, root / rel)
-    for name in WARM_STAGES:
-        for rel in (f"reports/{name}.json", f"reports/headline/{name}.json"):
-            if (warm / rel).is_file():
-                (root / rel).parent.mkdir(parents=True, exist_ok=True)
-                shutil.copy2(warm / rel, root / rel)
+    copy_stage_outputs(warm, root, WARM_FOLDERS, WARM_STAGES)
     _, env = copy_command(root)
     print(f"seed {seed}: agent_rl, cycles and evaluate in {root} from {warm} (log: {root / 'run.log'})", flush=True)
     stages = ["agent_rl", *(f"cycle_{k}" for k in range(1, n_cycles(root) + 1)), "evaluate"]

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import subprocess
 import sys
 import time
@@ -42,8 +41,8 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.coevolution_acceptance import RUN_STAGE, SCENARIO_SETS, WARM_FOLDERS, WARM_STAGES, n_cycles
-from benchmarks.run_folders import copy_command, prepare_copy
+from benchmarks.coevolution_acceptance import RUN_STAGE, WARM_FOLDERS, WARM_STAGES, missing_warm_start, n_cycles
+from benchmarks.run_folders import copy_command, copy_stage_outputs, prepare_copy
 from sparring.evaluate.intervals import nested_bootstrap, paired_difference
 from sparring.train.cycle_state import dips_and_recovers
 from stagekit.project import copy_project
@@ -68,26 +67,13 @@ def _run_stages(root: Path, stages: list[str]) -> None:
             print(f"{root.name}: {name} in {time.perf_counter() - began:.0f} s", flush=True)
 
 
-def _copy_folders(src: Path, dst: Path, folders: tuple[str, ...], stages: tuple[str, ...]) -> None:
-    for rel in folders:
-        shutil.copytree(src / rel, dst / rel)
-    for name in stages:
-        for rel in (f"reports/{name}.json", f"reports/headline/{name}.json"):
-            if (src / rel).is_file():
-                (dst / rel).parent.mkdir(parents=True, exist_ok=True)
-                shutil.copy2(src / rel, dst / rel)
-
-
 def da1(args: argparse.Namespace) -> dict[str, Any]:
     """DA1 for RL seed ``--seed`` on WARM's warm start, in OUT/da1_sSEED (a project copy running agent_rl)."""
     warm, root = args.warm.resolve(), args.out.resolve() / f"da1_s{args.seed}"
-    missing = [
-        r for r in (*WARM_FOLDERS, *(f"data/scenarios/{n}.jsonl" for n in SCENARIO_SETS)) if not (warm / r).exists()
-    ]
-    if missing:
-        sys.exit(f"error: {warm}: no {', '.join(missing)} (run its warm-start stages first)")
+    if missing := missing_warm_start(warm):
+        sys.exit(f"error: {missing}")
     prepare_copy(REPO, root, args.seed, args.profile)
-    _copy_folders(warm, root, WARM_FOLDERS, WARM_STAGES)
+    copy_stage_outputs(warm, root, WARM_FOLDERS, WARM_STAGES)
     began = time.perf_counter()
     _run_stages(root, ["agent_rl"])
     return {"da1": str(root), "seed": args.seed, "seconds": round(time.perf_counter() - began, 1)}
@@ -111,7 +97,7 @@ def cycles(args: argparse.Namespace) -> dict[str, Any]:
         raw["coevolution"].update(ARMS[args.arm])
 
     copy_project(REPO, root, edit)
-    _copy_folders(src, root, (*WARM_FOLDERS, "models/agent_rl"), (*WARM_STAGES, "agent_rl"))
+    copy_stage_outputs(src, root, (*WARM_FOLDERS, "models/agent_rl"), (*WARM_STAGES, "agent_rl"))
     began = time.perf_counter()
     _run_stages(root, [f"cycle_{k}" for k in range(1, n_cycles(root) + 1)])
     return {"run": str(root), "arm": args.arm, "seed": seed, "seconds": round(time.perf_counter() - began, 1),
@@ -233,7 +219,11 @@ def _matrix(seed_doc: dict[str, Any], order: list[str], agent: str, opponent: st
 def analyze_doc(doc: dict[str, Any]) -> dict[str, Any]:
     """Per arm: every seed's final − DA1 (and DA1 − DA0) against each compared opponent, the nested bootstrap over
     seeds, and each seed's cycles read for the dip-and-recover."""
-    order, arms = doc["scenario_order"], {}
+    order, arms, diffs = doc["scenario_order"], {}, {}  # diffs: arm -> opponent -> each seed's final - DA1
+
+    def arm_of(run: str) -> str:
+        return run.rsplit("_s", 1)[0]
+
     for seed, sd in sorted(doc["seeds"].items()):
         for run in (a for a in sd["agents"] if a not in ("da0", "da1")):
             row: dict[str, Any] = {"seed": int(seed), "run": run}
@@ -241,7 +231,7 @@ def analyze_doc(doc: dict[str, Any]) -> dict[str, Any]:
                 da0, da1, final = (_matrix(sd, order, a, o) for a in ("da0", "da1", run))
                 row[o] = {"final-da1": paired_difference(da1, final), "da1-da0": paired_difference(da0, da1),
                           "final": float(final.mean()), "da1": float(da1.mean()), "da0": float(da0.mean())}  # fmt: skip
-                row[f"_diff_{o}"] = final - da1
+                diffs.setdefault(arm_of(run), {}).setdefault(o, []).append(final - da1)
             cycles = doc["cycles"].get(run, [])
             row["w_da"] = [c["w_da"] for c in cycles]
             row["trained"] = [c["trained"] for c in cycles]
@@ -250,14 +240,14 @@ def analyze_doc(doc: dict[str, Any]) -> dict[str, Any]:
             if first_adv is not None and first_adv + 1 < len(cycles):  # its success against the agent it trained on
                 row["adv_success"] = [cycles[first_adv]["arena_adv_success"], cycles[-1]["arena_adv_success"]]
                 row["adv_faithfulness"] = [c["arena_adv_faithfulness"] for c in cycles]
-            arms.setdefault(run.rsplit("_s", 1)[0], []).append(row)
+            arms.setdefault(arm_of(run), []).append(row)
     out: dict[str, Any] = {"n": len(order), "arms": {}}
     for arm, rows in arms.items():
         summary: dict[str, Any] = {"seeds": [r["seed"] for r in rows]}
         for o in COMPARED:
             summary[o] = {"per_seed": [r[o] for r in rows]}
             if len(rows) > 1:
-                summary[o]["nested_final-da1"] = nested_bootstrap([r[f"_diff_{o}"] for r in rows])
+                summary[o]["nested_final-da1"] = nested_bootstrap(diffs[arm][o])
         summary["cycles"] = [{k: r.get(k) for k in ("seed", "trained", "w_da", "dip_and_recover", "adv_success",
                                                      "adv_faithfulness")} for r in rows]  # fmt: skip
         out["arms"][arm] = summary
@@ -277,16 +267,6 @@ def report(result: dict[str, Any]) -> None:
         for c in s["cycles"]:
             w = " ".join(f"{x:.3f}" for x in c["w_da"])
             print(f"  seed {c['seed']}: {'/'.join(c['trained'])}  W_DA {w}  dip-and-recover {c['dip_and_recover']}")
-
-
-def _jsonable(obj: Any) -> Any:
-    if isinstance(obj, dict):
-        return {k: _jsonable(v) for k, v in obj.items() if not str(k).startswith("_")}
-    if isinstance(obj, list | tuple):
-        return [_jsonable(v) for v in obj]
-    if isinstance(obj, np.generic | np.ndarray):
-        return obj.tolist()
-    return obj
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -316,7 +296,7 @@ def main(argv: list[str] | None = None) -> int:
         result = {"da1": da1, "cycles": cycles, "crossplay": crossplay}[args.command](args)
     if "arms" in result:
         report(result)
-    print(json.dumps(_jsonable(result)))
+    print(json.dumps(result, default=lambda x: x.tolist() if hasattr(x, "tolist") else str(x)))
     return 0
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -57,3 +58,15 @@ def copy_command(root: Path) -> tuple[list[str], dict[str, str]]:
     env.pop("SPARRING_PROFILE", None)
     (root / ".dagster").mkdir(exist_ok=True)
     return [str(Path(sys.executable).parent / "sparring")], env
+
+
+def copy_stage_outputs(src: Path, dst: Path, folders: Sequence[str], stages: Sequence[str]) -> None:
+    """Finished stages' output ``folders`` and the ``stages``' reports (reports/NAME.json, its headline) copied from
+    the run ``src`` into the project copy ``dst``."""
+    for rel in folders:
+        shutil.copytree(src / rel, dst / rel)
+    for name in stages:
+        for rel in (f"reports/{name}.json", f"reports/headline/{name}.json"):
+            if (src / rel).is_file():
+                (dst / rel).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(src / rel, dst / rel)
