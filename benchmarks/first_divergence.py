@@ -2,7 +2,7 @@
 
 Each agent (``--agent LABEL=DIR``, relative to ROOT; default DA0) plays ROOT's ``--set`` scenarios (gym: the agent
 gym's unplayed openings it trains on; heldout: the first ``--n`` held-out ones) greedy, one draw, against the
-training customers as agent_rl's gym draws them (:func:`~sparring.train.coevolution.agent_opponents`). In every
+training customers as agent_rl's gym draws them (:func:`~sparring.train.play.agent_opponents`). In every
 failed episode the first turn where the expert (the scripted policy DA0's demonstrations came from,
 :class:`~sparring.agents.scripted.ExpertAgent`) would do something else (:func:`~sparring.train.self_training.
 divergences`) is classed as
@@ -52,10 +52,9 @@ def play(root: Path, folder: Path, scenarios: list, seed: int) -> list:
     from sparring.lm.policies import LMPolicy
     from sparring.rollout import run_episodes
     from sparring.seeds import derive_seed
-    from sparring.train.coevolution import agent_opponents, turn_limits
     from sparring.train.cycle_state import CycleState
     from sparring.train.opponents import PerEpisodeOpponent
-    from sparring.train.play import GameModels
+    from sparring.train.play import GameModels, agent_opponents, turn_limits
 
     co = load_params(root / "params.yaml").coevolution
     simulator = root / SIMULATORS[co.simulator]

@@ -8,7 +8,7 @@ any arena. DA0 -> DA1, in the order it runs:
 1. The gym: openings no demonstration played (``scenarios``' gym.jsonl, ``agent_rl.gym: unplayed``), each group
    against an opponent drawn from ``coevolution.agent_mix`` as a cycle-0 agent gym draws it: the simulator as the
    first adversary (and so the pool) or as the cooperative customer
-   (:func:`~sparring.train.coevolution.agent_opponents`).
+   (:func:`~sparring.train.play.agent_opponents`).
 2. Multi-turn GRPO (:func:`~sparring.train.grpo.train_side`) with ``coevolution.agent_grpo``'s recipe for
    ``agent_rl.max_steps`` steps: dynamic sampling at lr 3e-4 held constant, the recipe that lifted held-out play
    (docs/results.md, "The first long arm"). The reward is the agent's r_DA from the world's state: the judge's
@@ -46,10 +46,9 @@ from sparring.progress import LOGGER
 from sparring.rollout import run_episodes
 from sparring.seeds import derive_seed
 from sparring.settings import AgentRLSettings, CoevolutionSettings, GRPOSettings
-from sparring.train.coevolution import agent_opponents, turn_limits
 from sparring.train.cycle_state import CycleState
 from sparring.train.grpo import GRPOResult, train_side
-from sparring.train.play import GameModels, against_pool, cooperative_customer
+from sparring.train.play import GameModels, against_pool, agent_opponents, cooperative_customer, turn_limits
 from sparring.train.self_training import self_train
 from sparring.train.world_reward import ConstantStyle
 from sparring.world.scenarios import Scenario, as_cooperative

@@ -35,13 +35,12 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from sparring.agents.openings import OpensWithUtterance
 from sparring.atomic import write_json
 from sparring.judge import Scorer
 from sparring.lm.checkpoints import load_checkpoint, save_checkpoint
-from sparring.lm.policies import LMPolicy, Policy
+from sparring.lm.policies import LMPolicy
 from sparring.metrics import episode_metrics
 from sparring.rollout import Episode, run_episodes
 from sparring.seeds import derive_seed
@@ -49,18 +48,18 @@ from sparring.settings import CoevolutionSettings
 from sparring.train.cycle_state import CycleState
 from sparring.train.grpo import GRPOResult, train_side
 from sparring.train.play import (
+    REPLAYED,
     GameModels,
     adversary_customer,
     adversary_parts,
     against_pool,
+    agent_opponents,
     cooperative_customer,
+    turn_limits,
 )
+from sparring.train.self_training import Teacher, self_train
 from sparring.world.scenarios import Scenario, as_cooperative
 
-if TYPE_CHECKING:
-    from sparring.train.self_training import Teacher
-
-REPLAYED = "arena_replay"  # utterance_source of an agent-gym scenario whose utterance is a recorded opening
 ROLE = {"agent": "agent", "adversary": "customer"}  # the chat role each side's model plays
 METRICS_FILE = "metrics.json"
 TIE = 1e-9  # changes this close are equal in the side rule (float noise: 0.5 - 0.25 against 0.75 - 0.5)
@@ -76,11 +75,6 @@ class CycleModels(GameModels):
 
     def agent_policy(self, greedy: bool) -> LMPolicy:
         return self.agent_policy_of(self.agent_dir, greedy)
-
-
-def turn_limits(settings: CoevolutionSettings) -> dict[str, int]:
-    """Every arena and evaluation episode's shape: the agent gym's turn limits."""
-    return {"max_turns": settings.agent_grpo.max_turns, "max_calls_per_turn": settings.agent_grpo.max_calls_per_turn}
 
 
 # 1. Arena ------------------------------------------------------------------------------------------------------
@@ -230,42 +224,6 @@ def _sample(scenarios: Sequence[Scenario], n: int, rng: random.Random) -> list[S
     return rng.sample(list(scenarios), min(n, len(scenarios)))
 
 
-def agent_opponents(
-    state: CycleState,
-    mix: dict[str, float],
-    customer: Callable[[str], LMPolicy],
-    coop_opening: str,
-    adversary_opening: str,
-) -> Callable[[Scenario, int], Policy]:
-    """Per group (a league): the current adversary, an earlier trained generation ("pool", uniformly; the current
-    one before any is earlier), generation 0 ("ref": the simulator as every adversary starts, `_ref`) or the
-    cooperative simulator ("coop"), which opens as ``_coop`` does (``coop_opening``); adversaries open as
-    ``adversary_opening`` says. A replayed scenario (:data:`REPLAYED`) opens with its recorded message whoever plays
-    the later turns."""
-    lms = {d: customer(d) for d in {state.simulator_dir, *state.adversary_dirs}}
-    policies = {d: adversary_customer(p, adversary_opening) for d, p in lms.items()}  # the simulator: 1st adversary
-    coop = cooperative_customer(lms[state.simulator_dir], coop_opening)
-    replays = {d: OpensWithUtterance(p) for d, p in lms.items()}  # one per LM, so a rollout batches its groups
-    earlier = state.adversary_dirs[:-1]
-    names = sorted(n for n, w in mix.items() if w > 0)
-    unknown = set(names) - {"adversary", "pool", "ref", "coop"}
-    if unknown or not names:
-        raise ValueError(f"agent_mix: keys must be adversary/pool/ref/coop with a positive weight, got {mix}")
-
-    def choose(scenario: Scenario, seed: int) -> Policy:
-        rng = random.Random(seed)
-        name = rng.choices(names, [mix[n] for n in names])[0]
-        if name == "pool" and earlier:
-            folder = rng.choice(earlier)
-        else:
-            folder = state.simulator_dir if name in ("coop", "ref") else state.adversary_dir
-        if scenario.utterance_source == REPLAYED:
-            return replays[folder]  # the recorded opening, then this opponent's turns
-        return coop if name == "coop" else policies[folder]
-
-    return choose
-
-
 def train_agent(
     models: CycleModels, state: CycleState, gym: Sequence[Scenario], judge: Scorer, seed: int, **grpo: Any
 ) -> GRPOResult:
@@ -283,8 +241,6 @@ def self_train_agent(
     """The agent's gym under ``agent_recipe: self_training``: agent_rl's self-training (verified passes and the
     expert's corrections, :mod:`sparring.train.self_training`) on ``gym``, against the league ``agent_mix`` draws
     from ``state``'s generations; the trained model and each round's figures (``self_training_<key>_round<r>``)."""
-    from sparring.train.self_training import self_train  # it imports this module's opponents
-
     s = models.settings
     result = self_train(
         Path(state.agent_dir), Path(state.simulator_dir), gym, s, s.agent_self_training, scratch, seed=seed,

@@ -1,6 +1,7 @@
 """Playing agents against customers, as RL-ADA's arena, gyms and cycle evaluation (:mod:`sparring.train.coevolution`)
 and `evaluate` all do it: checkpoints loaded once with one vocabulary, the frozen customers built one way, the
-adversary pool dealt round-robin, and the judge's adversary reward parts averaged.
+adversary pool dealt round-robin, the judge's adversary reward parts averaged, every episode's turn limits, and the
+league an agent's gym (the cycles', agent_rl's) draws its customers from.
 
 The cooperative simulator plays held-out evaluations greedy by default (``coop_temperature``), as the agents and
 the simulator's own fidelity metrics do: sampled at 1.0 the tiny simulator garbles words, and DA0's figures
@@ -10,7 +11,8 @@ were trained as.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import random
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +20,11 @@ from sparring.agents.openings import ContinuesUtterance, OpensWithUtterance
 from sparring.lm.checkpoints import load_checkpoint
 from sparring.lm.policies import LMPolicy, Policy
 from sparring.rollout import Episode, run_episodes
+from sparring.settings import CoevolutionSettings
+from sparring.train.cycle_state import CycleState
 from sparring.world.scenarios import Scenario
+
+REPLAYED = "arena_replay"  # utterance_source of an agent-gym scenario whose utterance is a recorded opening
 
 
 class CheckpointCache:
@@ -134,3 +140,44 @@ def adversary_parts(scores: Sequence[dict[str, float]], suffix: str = "") -> dic
         "adv_reward": sum(x["adv_reward"] for x in scores) / n,
     }
     return {f"{k}{suffix}": v for k, v in parts.items()}
+
+
+def turn_limits(settings: CoevolutionSettings) -> dict[str, int]:
+    """Every arena and evaluation episode's shape: the agent gym's turn limits."""
+    return {"max_turns": settings.agent_grpo.max_turns, "max_calls_per_turn": settings.agent_grpo.max_calls_per_turn}
+
+
+def agent_opponents(
+    state: CycleState,
+    mix: dict[str, float],
+    customer: Callable[[str], LMPolicy],
+    coop_opening: str,
+    adversary_opening: str,
+) -> Callable[[Scenario, int], Policy]:
+    """Per group (a league): the current adversary, an earlier trained generation ("pool", uniformly; the current
+    one before any is earlier), generation 0 ("ref": the simulator as every adversary starts, `_ref`) or the
+    cooperative simulator ("coop"), which opens as ``_coop`` does (``coop_opening``); adversaries open as
+    ``adversary_opening`` says. A replayed scenario (:data:`REPLAYED`) opens with its recorded message whoever plays
+    the later turns."""
+    lms = {d: customer(d) for d in {state.simulator_dir, *state.adversary_dirs}}
+    policies = {d: adversary_customer(p, adversary_opening) for d, p in lms.items()}  # the simulator: 1st adversary
+    coop = cooperative_customer(lms[state.simulator_dir], coop_opening)
+    replays = {d: OpensWithUtterance(p) for d, p in lms.items()}  # one per LM, so a rollout batches its groups
+    earlier = state.adversary_dirs[:-1]
+    names = sorted(n for n, w in mix.items() if w > 0)
+    unknown = set(names) - {"adversary", "pool", "ref", "coop"}
+    if unknown or not names:
+        raise ValueError(f"agent_mix: keys must be adversary/pool/ref/coop with a positive weight, got {mix}")
+
+    def choose(scenario: Scenario, seed: int) -> Policy:
+        rng = random.Random(seed)
+        name = rng.choices(names, [mix[n] for n in names])[0]
+        if name == "pool" and earlier:
+            folder = rng.choice(earlier)
+        else:
+            folder = state.simulator_dir if name in ("coop", "ref") else state.adversary_dir
+        if scenario.utterance_source == REPLAYED:
+            return replays[folder]  # the recorded opening, then this opponent's turns
+        return coop if name == "coop" else policies[folder]
+
+    return choose

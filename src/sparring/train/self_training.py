@@ -8,7 +8,7 @@ is labelled. In the order it runs, for round r = 1 .. ``rounds``:
 
 1. **Sample** (ReST-EM's E-step): the current agent plays every gym scenario (``scenarios``' gym.jsonl: openings no
    demonstration played) ``samples`` times at ``temperature``, against the training customers drawn as agent_rl's
-   GRPO draws them (:func:`~sparring.train.coevolution.agent_opponents`). Episodes are played ``batch`` at a time,
+   GRPO draws them (:func:`~sparring.train.play.agent_opponents`). Episodes are played ``batch`` at a time,
    all samples of a scenario in one call (each gets its own draw), the customers and the agent drawing per episode,
    so the set does not depend on the batch and a resumed run samples what an uninterrupted one did.
 2. **Verify**: the world's strict passes, at most ``keep_per_scenario`` distinct transcripts a scenario; a
@@ -47,10 +47,9 @@ from sparring.progress import LOGGER
 from sparring.rollout import Episode, run_episodes
 from sparring.seeds import derive_seed
 from sparring.settings import CoevolutionSettings, SelfTrainingSettings
-from sparring.train.coevolution import agent_opponents, turn_limits
 from sparring.train.cycle_state import CycleState
 from sparring.train.opponents import PerEpisodeOpponent
-from sparring.train.play import GameModels
+from sparring.train.play import GameModels, agent_opponents, turn_limits
 from sparring.train.sft import train_sft
 from sparring.world.scenarios import Scenario
 from sparring.world.vocab import CUSTOMER_MOVES, READ_TOOLS
