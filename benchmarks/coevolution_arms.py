@@ -36,6 +36,7 @@ import json
 import subprocess
 import sys
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -43,8 +44,10 @@ import numpy as np
 
 from benchmarks.coevolution_acceptance import RUN_STAGE, WARM_FOLDERS, WARM_STAGES, missing_warm_start, n_cycles
 from benchmarks.run_folders import copy_command, copy_stage_outputs, prepare_copy
+from sparring.catalog import cycle_dir
 from sparring.evaluate.intervals import nested_bootstrap, paired_difference
 from sparring.train.cycle_state import dips_and_recovers
+from sparring.train.cycles import load_metrics
 from stagekit.project import copy_project
 
 REPO = Path(__file__).resolve().parents[1]
@@ -84,7 +87,8 @@ def cycles(args: argparse.Namespace) -> dict[str, Any]:
     import yaml
 
     src = args.da1.resolve()
-    seed = int(yaml.safe_load((src / "params.yaml").read_text())["seed"])
+    prepared = yaml.safe_load((src / "params.yaml").read_text())
+    seed = int(prepared["seed"])
     if args.arm not in ARMS:
         sys.exit(f"error: unknown arm {args.arm!r}; known: {', '.join(ARMS)}")
     if not (src / "models" / "agent_rl" / "config.json").is_file():
@@ -92,7 +96,6 @@ def cycles(args: argparse.Namespace) -> dict[str, Any]:
     root = args.out.resolve() / f"{args.arm}_s{seed}"
 
     def edit(raw: dict[str, Any]) -> None:
-        prepared = yaml.safe_load((src / "params.yaml").read_text())
         raw.update(seed=seed, profile=prepared["profile"], ingest=prepared["ingest"])
         raw["coevolution"].update(ARMS[args.arm])
 
@@ -105,13 +108,10 @@ def cycles(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def cycle_trajectory(root: Path) -> list[dict[str, Any]]:
-    """Each finished cycle's arena (W_DA, the adversary's success and faithfulness), its side and its seconds."""
+    """Each cycle that ran: its arena (W_DA, the adversary's success and faithfulness), its side and its seconds."""
     out = []
     for k in range(1, n_cycles(root) + 1):
-        path = root / "models" / "cycles" / f"cycle_{k}" / "metrics.json"
-        if not path.is_file():
-            break
-        m = json.loads(path.read_text())
+        m = load_metrics(root / cycle_dir(k))
         if m.get("stopped"):
             break
         out.append({key: m.get(key) for key in ("cycle", "trained", "w_da", "arena_adv_success",
@@ -123,14 +123,16 @@ def cycle_trajectory(root: Path) -> list[dict[str, Any]]:
 
 
 def _run_info(root: Path) -> dict[str, Any]:
+    """A finished cycles run: its RL seed, its final agent and its trained adversary generations (the last cycle
+    stage's state: a cycle after the stop rule copies the state forward)."""
     import yaml
 
     from sparring.train.cycle_state import CycleState
 
-    states = sorted((root / "models" / "cycles").glob("cycle_*/state.json"), key=lambda f: int(f.parent.name[6:]))
-    if not states:
-        sys.exit(f"error: {root}: no finished cycle (models/cycles/cycle_*/state.json)")
-    state = CycleState.load(states[-1].parent)
+    last = root / cycle_dir(n_cycles(root))
+    if not (last / "state.json").is_file():
+        sys.exit(f"error: {root}: its cycles have not all run ({last} holds no state.json)")
+    state = CycleState.load(last)
     seed = int(yaml.safe_load((root / "params.yaml").read_text())["seed"])
     absolute = [str((root / d).resolve()) for d in state.adversary_dirs]
     return {"root": root, "seed": seed, "final": (root / state.agent_dir).resolve(), "adversaries": absolute}
@@ -157,7 +159,7 @@ def crossplay(args: argparse.Namespace) -> dict[str, Any]:
     first = next(iter(runs.values()))["root"]
     p = load_params(first / "params.yaml")
     scenarios = load_scenarios(first / "data" / "scenarios" / "heldout.jsonl")[: args.scenarios]
-    judge = _judge_factory(load_judge, first, p)
+    judge = partial(load_judge, first / "models" / "judge", p.judge, p.coevolution.agent_grpo.max_turns)
     out: dict[str, Any] = {
         "what": "cross-play: agents of each seed vs _ref, _coop and adversaries of other seeds",
         "scenario_order": [s.scenario_id for s in scenarios],
@@ -189,12 +191,6 @@ def crossplay(args: argparse.Namespace) -> dict[str, Any]:
     out["seconds"] = round(time.perf_counter() - began, 1)
     Path(args.out).write_text(json.dumps(out, indent=1) + "\n")
     return analyze_doc(out)
-
-
-def _judge_factory(load_judge: Any, root: Path, p: Any) -> Any:
-    from functools import partial
-
-    return partial(load_judge, root / "models" / "judge", p.judge, p.coevolution.agent_grpo.max_turns)
 
 
 # Analysis ----------------------------------------------------------------------------------------------------------

@@ -20,7 +20,14 @@ from sparring.settings import AgentRLSettings, SelfTrainingSettings
 from sparring.train import self_training
 from sparring.train.agent_rl import SELF_TRAINING_DIR, ValidationPlay, train_agent_rl
 from sparring.train.play import GameModels
-from sparring.train.self_training import READS, ROUNDS_FILE, check_gym, expert_corrections, verified_successes
+from sparring.train.self_training import (
+    READS,
+    ROUNDS_FILE,
+    Teacher,
+    check_gym,
+    expert_corrections,
+    verified_successes,
+)
 from tests.test_agent_rl import CO, make_world, weights
 
 torch.set_num_threads(1)
@@ -83,7 +90,7 @@ def test_corrections_train_the_agent_and_need_the_expert(world, tmp_path):
     with pytest.raises(ValueError, match="corrections needs the expert"):
         self_training.self_train(root / "da0", root / "sim", gym, CO, st, tmp_path / "none", seed=3)
     done = self_training.self_train(root / "da0", root / "sim", gym, CO, st, tmp_path / "st", seed=3,
-                                    expert=ExpertAgent())  # fmt: skip
+                                    teacher=Teacher(expert=ExpertAgent()))  # fmt: skip
     (row,) = done.rounds
     assert row["kept"] == 0 and row["corrections"] > 0  # tiny random models never pass: corrections alone train
     start, trained = weights(root / "da0"), weights(done.agent_dir)

@@ -45,11 +45,10 @@ def run(inputs: Inputs, settings: AgentRLSettings, out_dir: Path, seed: int) -> 
     """DA0 -> DA1 in ``out_dir`` (:func:`~sparring.train.agent_rl.train_agent_rl`, training in ``inputs.scratch``,
     removed after), with the validation figures of DA0 and DA1 side by side and where the time went."""
     gym = inputs.gym if settings.gym == "unplayed" else inputs.train
-    taught = teacher(inputs.agent_sft, inputs.train, inputs.utterances, inputs.heldout, seed)
     result = train_agent_rl(
         inputs.da0, inputs.simulator, gym, inputs.validation, inputs.coevolution, settings, inputs.reward, out_dir,
-        inputs.scratch, seed=seed, forbidden=taught.forbidden, demos=_demos(inputs.agent_sft, inputs.train, seed),
-        expert=taught.expert, rehearsal=taught.rehearsal,
+        inputs.scratch, seed=seed, teacher=teacher(inputs.agent_sft, inputs.train, inputs.utterances, inputs.heldout,
+        seed), demos=_demos(inputs.agent_sft, inputs.train, seed),
     )  # fmt: skip
     clear_scratch(inputs.scratch)
     curve = result.curve  # the validation figures by step: the report's and, as `val_*`, the tracker's

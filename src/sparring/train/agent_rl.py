@@ -30,8 +30,8 @@ from __future__ import annotations
 import json
 import shutil
 import time
-from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +49,7 @@ from sparring.settings import AgentRLSettings, CoevolutionSettings, GRPOSettings
 from sparring.train.cycle_state import CycleState
 from sparring.train.grpo import GRPOResult, train_side
 from sparring.train.play import GameModels, against_pool, agent_opponents, cooperative_customer, turn_limits
-from sparring.train.self_training import self_train
+from sparring.train.self_training import NO_TEACHER, Teacher, self_train
 from sparring.train.world_reward import ConstantStyle
 from sparring.world.scenarios import Scenario, as_cooperative
 
@@ -182,18 +182,14 @@ def train_agent_rl(
     report_to: Sequence[str] = (),
     callbacks: Sequence[Any] = (),
     log: Callable[[str], None] = LOGGER.info,
-    forbidden: Collection[str] = (),
+    teacher: Teacher = NO_TEACHER,
     demos: Callable[[int], list[list[dict[str, Any]]]] | None = None,
-    expert: Any = None,
-    rehearsal: Callable[[int, int], list[list[dict[str, Any]]]] | None = None,
 ) -> AgentRLResult:
     """DA0 (``da0_dir``) -> DA1 in ``out_dir`` (DA1's checkpoint with ``curve.json``), training in ``scratch``
     (kept across a kill: a second call resumes there). ``reward``: params' ``judge.reward`` weights. ``log`` gets a
     line per validation (default: the progress lines the pipeline shows in the terminal and Dagster's log).
-    ``forbidden``: scenario ids self-training must never sample (held-out; the validation ids are added);
-    ``demos(n)``: n expert demonstrations for ``self_training.mix_demos``; ``expert``: the policy that corrects the
-    agent's failed states for ``self_training.corrections``; ``rehearsal(n, seed)``: n of agent_sft's intent
-    exchanges for ``self_training.intent_rehearsal``.
+    ``teacher``: what self-training reads (:class:`~sparring.train.self_training.Teacher`; the validation ids are
+    added to those it must never sample); ``demos(n)``: n expert demonstrations for ``self_training.mix_demos``.
 
     Over 60 lines: the stage's steps in the order the module docstring gives them."""
     if len(validation) < rl.validation_scenarios:
@@ -203,8 +199,8 @@ def train_agent_rl(
     state = CycleState(agent_dir=str(da0_dir), simulator_dir=str(simulator_dir))
     st = self_train(
         Path(da0_dir), Path(simulator_dir), gym, co, rl.self_training, scratch / SELF_TRAINING_DIR, seed=seed,
-        forbidden={*forbidden, *(s.scenario_id for s in validation)}, demos=demos, expert=expert, log=log,
-        rehearsal=rehearsal,
+        teacher=replace(teacher, forbidden={*teacher.forbidden, *(s.scenario_id for s in validation)}), demos=demos,
+        log=log,
     )  # fmt: skip
     models = GameModels(co)
     model, _ = load_checkpoint(st.agent_dir)

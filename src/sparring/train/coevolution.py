@@ -244,7 +244,7 @@ def self_train_agent(
     s = models.settings
     result = self_train(
         Path(state.agent_dir), Path(state.simulator_dir), gym, s, s.agent_self_training, scratch, seed=seed,
-        forbidden=teacher.forbidden, expert=teacher.expert, rehearsal=teacher.rehearsal, league=state,
+        teacher=teacher, league=state,
     )  # fmt: skip
     model, _ = load_checkpoint(result.agent_dir)
     rows = result.rounds

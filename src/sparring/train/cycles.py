@@ -186,8 +186,8 @@ def cycle_phases(metrics: Mapping[str, Any]) -> dict[str, dict[str, float]]:
     put("grpo_setup", "grpo_setup_seconds")
     put("grpo_rollouts", "grpo_rollout_seconds", "episodes", m.get("grpo_rollout_episodes"))
     put("grpo_updates", "grpo_update_seconds", "tokens", m.get("grpo_update_tokens"))
-    rounds = sorted(k.removeprefix("self_training_sample_seconds_round") for k in m if k.startswith(
-        "self_training_sample_seconds_round"))  # fmt: skip
+    rounds = sorted((k.removeprefix("self_training_sample_seconds_round") for k in m if k.startswith(
+        "self_training_sample_seconds_round")), key=int)  # fmt: skip
     for r in rounds:  # the agent's self-training gym: each round's sampling (with corrections) and fine-tuning
         put(f"self_training_sampling_round{r}", f"self_training_sample_seconds_round{r}", "episodes",
             m.get(f"self_training_episodes_round{r}"))  # fmt: skip

@@ -61,11 +61,14 @@ ROUNDS_FILE = "rounds.json"
 
 @dataclass
 class Teacher:
-    """What self-training reads beside the agent and its customers (:func:`self_train`'s keywords of that name)."""
+    """What self-training reads beside the agent and its customers (agent_rl's and the cycles' agent gym)."""
 
     expert: Any = None  # the policy whose reply(scenario, messages) corrects the agent's failed states (DAgger)
     rehearsal: Callable[[int, int], list[list[dict[str, Any]]]] | None = None  # n of agent_sft's exchanges, a draw
     forbidden: Collection[str] = ()  # scenario ids never to sample (held-out, validation)
+
+
+NO_TEACHER = Teacher()  # no expert, no rehearsal, nothing forbidden: enough for rounds without either
 
 
 @dataclass
@@ -188,22 +191,20 @@ def self_train(
     scratch: Path,
     *,
     seed: int = 0,
-    forbidden: Collection[str] = (),
+    teacher: Teacher = NO_TEACHER,
     demos: Callable[[int], list[list[dict[str, Any]]]] | None = None,
-    expert: Any = None,
-    rehearsal: Callable[[int, int], list[list[dict[str, Any]]]] | None = None,
     league: CycleState | None = None,
     log: Callable[[str], None] = LOGGER.info,
 ) -> SelfTrainingResult:
     """DA0 (``da0_dir``) self-trained for ``st.rounds`` rounds in ``scratch`` (``round_<r>``: each round's agent;
-    a second call resumes after the last one written). ``forbidden``: scenario ids never to sample (held-out,
-    validation); ``demos(n)``: n expert demonstrations, for ``st.mix_demos``; ``expert``: the policy whose
-    ``reply(scenario, messages)`` corrects the agent's failed states, for ``st.corrections``; ``rehearsal(n, seed)``:
-    n of agent_sft's intent exchanges, for ``st.intent_rehearsal``; ``league``: the co-evolution state whose
-    adversary generations the agent meets as ``co.agent_mix`` draws them (None: the simulator alone, agent_rl's).
+    a second call resumes after the last one written). ``teacher``: the ids never to sample, the expert for
+    ``st.corrections`` and the rehearsal for ``st.intent_rehearsal``; ``demos(n)``: n expert demonstrations, for
+    ``st.mix_demos``; ``league``: the co-evolution state whose adversary generations the agent meets as
+    ``co.agent_mix`` draws them (None: the simulator alone, agent_rl's).
 
     Over 60 lines: the method's steps per round, in the module docstring's order, with the resume between them."""
-    check_gym(gym, forbidden)
+    check_gym(gym, teacher.forbidden)
+    expert, rehearsal = teacher.expert, teacher.rehearsal
     if st.rounds and st.corrections and expert is None:
         raise ValueError("agent_rl.self_training.corrections needs the expert that corrects the agent (none given)")
     if st.rounds and st.intent_rehearsal and rehearsal is None:
